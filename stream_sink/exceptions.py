@@ -1,0 +1,144 @@
+"""The one exception hierarchy of stream_sink.
+
+Every error the package raises on purpose derives from :class:`StreamSinkError`.
+Messages say *what* is wrong and *where* (table, file, column, row position,
+batch id), so a user can act on them without a debugger. Raising any of these
+never loses data that was already committed.
+"""
+
+from __future__ import annotations
+
+
+class StreamSinkError(Exception):
+    """Base of every error stream_sink raises on purpose."""
+
+
+# --- bad input ---------------------------------------------------------------
+
+
+class ValidationError(StreamSinkError, ValueError):
+    """Input the caller gave is invalid (schema, options, rows)."""
+
+
+class SchemaMismatchError(ValidationError):
+    """Data does not match the table schema (names, types or nullability)."""
+
+
+class NullKeyError(ValidationError):
+    """A null in an equality (key) field."""
+
+
+class UnknownRowKindError(ValidationError):
+    """A row kind other than +I, -U, +U, -D (or an unknown Debezium op)."""
+
+
+class MissingColumnError(ValidationError):
+    """A column the operation requires (row kind, order, key) is absent."""
+
+
+class InvalidTransformError(ValidationError):
+    """An unknown partition transform, or a transform applied to a type it does not support."""
+
+
+class InvalidOptionError(ValidationError):
+    """An option or table property has a value that cannot be used."""
+
+
+# --- catalog objects ---------------------------------------------------------
+
+
+class NotFoundError(StreamSinkError, LookupError):
+    """Something that was asked for does not exist."""
+
+
+class NoSuchNamespaceError(NotFoundError):
+    pass
+
+
+class NoSuchTableError(NotFoundError):
+    pass
+
+
+class NoSuchSnapshotError(NotFoundError):
+    pass
+
+
+class NoSuchRefError(NotFoundError):
+    pass
+
+
+class MissingFileError(NotFoundError):
+    """A data, delete, manifest or metadata file referenced by the table is missing."""
+
+
+class AlreadyExistsError(StreamSinkError):
+    pass
+
+
+class NamespaceAlreadyExistsError(AlreadyExistsError):
+    pass
+
+
+class TableAlreadyExistsError(AlreadyExistsError):
+    pass
+
+
+class NamespaceNotEmptyError(StreamSinkError):
+    pass
+
+
+# --- corruption --------------------------------------------------------------
+
+
+class CorruptionError(StreamSinkError):
+    """Stored bytes cannot be decoded: metadata JSON, Avro manifest, state, checkpoint."""
+
+
+class CorruptMetadataError(CorruptionError):
+    pass
+
+
+class CorruptStateError(CorruptionError):
+    pass
+
+
+# --- commits -----------------------------------------------------------------
+
+
+class CommitError(StreamSinkError):
+    """Base of commit failures."""
+
+
+class CommitFailedError(CommitError):
+    """The commit lost a race (the table changed underneath); safe to retry after a refresh."""
+
+
+class CommitStateUnknownError(CommitError):
+    """The outcome of a commit is unknown; it must not be retried blindly."""
+
+
+class CommitValidationError(CommitError):
+    """A validation hook refused the commit (e.g. the watermark moved past it)."""
+
+
+# --- unsupported -------------------------------------------------------------
+
+
+class UnsupportedError(StreamSinkError, NotImplementedError):
+    """A feature the table or option asks for is not supported here."""
+
+
+# --- streaming protocol ------------------------------------------------------
+
+
+class CheckpointError(StreamSinkError):
+    """A checkpoint cannot be written, read or restored."""
+
+
+class DataLossError(StreamSinkError):
+    """Starting would silently lose batches that upstream already acknowledged."""
+
+
+# Java Iceberg spelling, for readers who know that code base.
+CommitFailedException = CommitFailedError
+CommitStateUnknownException = CommitStateUnknownError

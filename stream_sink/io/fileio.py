@@ -1,0 +1,233 @@
+"""File IO over ``pyarrow.fs``: local paths and ``s3://`` (HDFS where pyarrow has it).
+
+Invariants:
+- Locations are strings as stored in table metadata: an absolute local path
+  (``/data/wh/db/t/...``, optionally ``file:`` prefixed) or a URI (``s3://bucket/key``).
+- ``write_bytes(..., overwrite=False)`` never replaces an existing file silently.
+- ``rename_no_replace`` is atomic and exclusive only where ``supports_atomic_rename``
+  is True (local filesystems); object stores must not rely on it.
+- A missing file is reported as :class:`MissingFileError` naming the location.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import BinaryIO, Mapping
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from stream_sink.exceptions import InvalidOptionError, MissingFileError
+
+S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.region")
+
+
+@dataclass(frozen=True)
+class FileIO:
+    """Reads and writes files at locations; one instance serves one scheme."""
+
+    scheme: str = "file"
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def for_location(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
+        scheme = _scheme(location)
+        if scheme not in ("file", "s3", "s3a", "hdfs"):
+            raise InvalidOptionError(f"unsupported location scheme {scheme!r} in {location!r}")
+        props = dict(properties or {})
+        return FileIO("s3" if scheme == "s3a" else scheme, {k: v for k, v in props.items() if k.startswith(("s3.", "hdfs."))})
+
+    @property
+    def supports_atomic_rename(self) -> bool:
+        return self.scheme == "file"
+
+    # --- the pyarrow filesystem ----------------------------------------------
+
+    def filesystem(self) -> pafs.FileSystem:
+        return _filesystem(self.scheme, tuple(sorted(self.properties.items())))
+
+    def path_of(self, location: str) -> str:
+        """The filesystem path for ``location`` (what pyarrow.fs calls a path)."""
+        parsed = urlparse(location)
+        if parsed.scheme in ("", "file"):
+            return os.path.abspath(parsed.path if parsed.scheme else location)
+        if parsed.scheme in ("s3", "s3a"):
+            return f"{parsed.netloc}{parsed.path}"
+        return parsed.path
+
+    # --- reading ----------------------------------------------------------------
+
+    def read_bytes(self, location: str) -> bytes:
+        try:
+            with self.filesystem().open_input_stream(self.path_of(location)) as f:
+                return bytes(f.read())
+        except FileNotFoundError as e:
+            raise MissingFileError(f"file not found: {location}") from e
+        except OSError as e:
+            if _is_not_found(e):
+                raise MissingFileError(f"file not found: {location}") from e
+            raise
+
+    def open_input(self, location: str) -> pa.NativeFile:
+        """A random-access file (what Parquet readers want)."""
+        try:
+            return self.filesystem().open_input_file(self.path_of(location))
+        except FileNotFoundError as e:
+            raise MissingFileError(f"file not found: {location}") from e
+        except OSError as e:
+            if _is_not_found(e):
+                raise MissingFileError(f"file not found: {location}") from e
+            raise
+
+    def exists(self, location: str) -> bool:
+        info = self.filesystem().get_file_info(self.path_of(location))
+        return info.type != pafs.FileType.NotFound
+
+    def size(self, location: str) -> int:
+        info = self.filesystem().get_file_info(self.path_of(location))
+        if info.type == pafs.FileType.NotFound:
+            raise MissingFileError(f"file not found: {location}")
+        return int(info.size or 0)
+
+    def list_dir(self, location: str) -> list[str]:
+        """Locations of the entries directly under ``location`` (empty when absent)."""
+        selector = pafs.FileSelector(self.path_of(location), allow_not_found=True)
+        base = location.rstrip("/")
+        return sorted(
+            f"{base}/{info.base_name}" for info in self.filesystem().get_file_info(selector)
+        )
+
+    # --- writing ----------------------------------------------------------------
+
+    def open_output(self, location: str) -> BinaryIO:
+        """A stream that creates (or replaces) ``location``; parents are made."""
+        fs = self.filesystem()
+        path = self.path_of(location)
+        if self.scheme == "file":
+            fs.create_dir(os.path.dirname(path), recursive=True)
+        return fs.open_output_stream(path)  # type: ignore[return-value]
+
+    def write_bytes(self, location: str, data: bytes, *, overwrite: bool = False) -> None:
+        if not overwrite and self.exists(location):
+            raise FileExistsError(f"refusing to overwrite {location}")
+        with self.open_output(location) as out:
+            out.write(data)
+
+    def write_atomic(self, location: str, data: bytes, *, fsync: bool = True) -> None:
+        """Write so that readers see the old file or the whole new one, never a part.
+
+        Local: temp file, fsync, rename over. Object stores: a PUT is already atomic.
+        """
+        if self.scheme != "file":
+            self.write_bytes(location, data, overwrite=True)
+            return
+        path = self.path_of(location)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        if fsync:
+            _fsync_dir(os.path.dirname(path))
+
+    def rename_no_replace(self, src: str, dst: str) -> bool:
+        """Atomically move ``src`` to ``dst`` unless ``dst`` exists; False when it does.
+
+        Local only (a hard link is exclusive and atomic; the source is then unlinked).
+        """
+        if not self.supports_atomic_rename:
+            raise InvalidOptionError(
+                f"{self.scheme}:// has no atomic rename; use the SQL catalog for this warehouse"
+            )
+        s, d = self.path_of(src), self.path_of(dst)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        try:
+            os.link(s, d)
+        except FileExistsError:
+            return False
+        os.unlink(s)
+        _fsync_dir(os.path.dirname(d))
+        return True
+
+    def mkdirs(self, location: str) -> None:
+        self.filesystem().create_dir(self.path_of(location), recursive=True)
+
+    # --- deleting ---------------------------------------------------------------
+
+    def delete(self, location: str) -> None:
+        """Delete a file; a missing file is not an error (deletes are idempotent)."""
+        try:
+            self.filesystem().delete_file(self.path_of(location))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if not _is_not_found(e):
+                raise
+
+    def delete_dir(self, location: str) -> None:
+        try:
+            self.filesystem().delete_dir(self.path_of(location))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if not _is_not_found(e):
+                raise
+
+
+def _scheme(location: str) -> str:
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
+        return "file"
+    return parsed.scheme
+
+
+def _is_not_found(e: OSError) -> bool:
+    text = str(e).lower()
+    return "not found" in text or "no such file" in text or "does not exist" in text
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_FS_CACHE: dict[tuple[str, tuple[tuple[str, str], ...]], pafs.FileSystem] = {}
+
+
+def _filesystem(scheme: str, props: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
+    key = (scheme, props)
+    fs = _FS_CACHE.get(key)
+    if fs is None:
+        fs = _make_filesystem(scheme, dict(props))
+        _FS_CACHE[key] = fs
+    return fs
+
+
+def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
+    if scheme == "file":
+        return pafs.LocalFileSystem()
+    if scheme == "s3":
+        endpoint = props.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+        kwargs: dict[str, object] = {
+            "access_key": props.get("s3.access-key-id") or os.environ.get("AWS_ACCESS_KEY_ID"),
+            "secret_key": props.get("s3.secret-access-key")
+            or os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            "region": props.get("s3.region") or os.environ.get("AWS_REGION", "us-east-1"),
+        }
+        if endpoint:
+            parsed = urlparse(endpoint)
+            kwargs["endpoint_override"] = parsed.netloc or endpoint
+            kwargs["scheme"] = parsed.scheme or "http"
+        return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
+    if scheme == "hdfs":
+        return pafs.HadoopFileSystem("default")
+    raise InvalidOptionError(f"unsupported scheme {scheme!r}")
