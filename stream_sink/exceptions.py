@@ -139,6 +139,10 @@ class DataLossError(StreamSinkError):
     """Starting would silently lose batches that upstream already acknowledged."""
 
 
+class StateLockedError(StreamSinkError):
+    """An operator state directory is already open (by this or another process)."""
+
+
 # Java Iceberg spelling, for readers who know that code base.
 CommitFailedException = CommitFailedError
 CommitStateUnknownException = CommitStateUnknownError

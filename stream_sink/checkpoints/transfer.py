@@ -1,0 +1,54 @@
+"""Copying a local directory tree to a FileIO location and back.
+
+Uploads to a local filesystem are fsync'd (files and directories), so a checkpoint
+whose ``_metadata`` is durable also has durable state files.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.fs as pafs
+
+from stream_sink.io.fileio import FileIO
+from stream_sink.state.layout import fsync_tree
+
+
+def upload_dir(io: FileIO, local_dir: str, location: str) -> None:
+    """Copy every file under ``local_dir`` to ``location`` (same relative paths)."""
+    dest = io.path_of(location)
+    if io.scheme == "file":
+        os.makedirs(dest, exist_ok=True)
+    pafs.copy_files(
+        os.path.abspath(local_dir),
+        dest,
+        source_filesystem=pafs.LocalFileSystem(),
+        destination_filesystem=io.filesystem(),
+    )
+    if io.scheme == "file":
+        fsync_tree(dest)
+
+
+def download_dir(io: FileIO, location: str, local_dir: str) -> int:
+    """Copy every file under ``location`` into ``local_dir``; the number of files."""
+    os.makedirs(local_dir, exist_ok=True)
+    files = list_files(io, location)
+    if files:
+        pafs.copy_files(
+            io.path_of(location),
+            os.path.abspath(local_dir),
+            source_filesystem=io.filesystem(),
+            destination_filesystem=pafs.LocalFileSystem(),
+        )
+    return len(files)
+
+
+def list_files(io: FileIO, location: str) -> list[str]:
+    """Paths of the files under ``location``, relative to it (empty when absent)."""
+    base = io.path_of(location).rstrip("/")
+    selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
+    return sorted(
+        info.path[len(base) + 1 :]
+        for info in io.filesystem().get_file_info(selector)
+        if info.type == pafs.FileType.File
+    )
