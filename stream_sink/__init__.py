@@ -2,4 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from stream_sink.catalogs import load_catalog
+
+__all__ = ["load_catalog"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use, so that ``import stream_sink.x`` stays light
+    if name == "load_catalog":
+        from stream_sink.catalogs import load_catalog
+
+        return load_catalog
+    raise AttributeError(f"module 'stream_sink' has no attribute {name!r}")

@@ -38,7 +38,10 @@ class FileIO:
         if scheme not in ("file", "s3", "s3a", "hdfs"):
             raise InvalidOptionError(f"unsupported location scheme {scheme!r} in {location!r}")
         props = dict(properties or {})
-        return FileIO("s3" if scheme == "s3a" else scheme, {k: v for k, v in props.items() if k.startswith(("s3.", "hdfs."))})
+        return FileIO(
+            "s3" if scheme == "s3a" else scheme,
+            {k: v for k, v in props.items() if k.startswith(("s3.", "hdfs."))},
+        )
 
     @property
     def supports_atomic_rename(self) -> bool:

@@ -89,7 +89,9 @@ def schema_to_arrow(schema: Schema) -> pa.Schema:
     return pa.schema([field_to_arrow(f) for f in schema.fields])
 
 
-def schema_from_arrow(arrow_schema: pa.Schema, identifier_fields: list[str] | None = None) -> Schema:
+def schema_from_arrow(
+    arrow_schema: pa.Schema, identifier_fields: list[str] | None = None
+) -> Schema:
     """An Iceberg schema for ``arrow_schema``; ids from metadata, or fresh when absent."""
     has_ids = _all_have_ids(arrow_schema)
     counter = _IdCounter(0)
@@ -130,7 +132,9 @@ def _all_have_ids(arrow_schema: pa.Schema) -> bool:
     with_ids = [f for f in fields if f.metadata and FIELD_ID_KEY in f.metadata]
     if with_ids and len(with_ids) != len(fields):
         missing = [f.name for f in fields if not (f.metadata and FIELD_ID_KEY in f.metadata)]
-        raise SchemaMismatchError(f"Arrow schema has field ids on some fields only; missing on {missing}")
+        raise SchemaMismatchError(
+            f"Arrow schema has field ids on some fields only; missing on {missing}"
+        )
     return bool(fields) and len(with_ids) == len(fields)
 
 
@@ -150,7 +154,9 @@ def _arrow_children(t: pa.DataType) -> list[pa.Field]:
     return []
 
 
-def _field_from_arrow(f: pa.Field, counter: _IdCounter | None, fid: int | None = None) -> NestedField:
+def _field_from_arrow(
+    f: pa.Field, counter: _IdCounter | None, fid: int | None = None
+) -> NestedField:
     if fid is None:
         assert f.metadata is not None
         fid = int(f.metadata[FIELD_ID_KEY])

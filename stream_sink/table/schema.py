@@ -70,9 +70,10 @@ class Schema:
                 raise ValidationError(f"duplicate field id {f.field_id} at {'.'.join(path)}")
             seen.add(f.field_id)
         for fid in self.identifier_field_ids:
-            f = self._by_id.get(fid)
-            if f is None:
+            key = self._by_id.get(fid)
+            if key is None:
                 raise ValidationError(f"identifier field id {fid} is not in the schema")
+            f = key
             if not isinstance(f.field_type, PrimitiveType) or isinstance(
                 f.field_type, (FloatType, DoubleType)
             ):
@@ -109,7 +110,9 @@ class Schema:
 
     def has_field(self, name_or_id: str | int) -> bool:
         return (
-            name_or_id in self._by_id if isinstance(name_or_id, int) else name_or_id in self._by_name
+            name_or_id in self._by_id
+            if isinstance(name_or_id, int)
+            else name_or_id in self._by_name
         )
 
     @property
@@ -156,14 +159,18 @@ class Schema:
         if missing:
             raise ValidationError(f"unknown columns {missing}; schema has {self.column_names}")
         ids = [i for i in self.identifier_field_ids if self.find_column_name(i) in wanted]
-        return Schema(*(by_name[n] for n in wanted), schema_id=self.schema_id, identifier_field_ids=ids)
+        return Schema(
+            *(by_name[n] for n in wanted), schema_id=self.schema_id, identifier_field_ids=ids
+        )
 
     def with_identifier_fields(self, names: Iterable[str]) -> Schema:
         ids = [self.find_field(n).field_id for n in names]
         return Schema(*self.fields, schema_id=self.schema_id, identifier_field_ids=ids)
 
     def with_schema_id(self, schema_id: int) -> Schema:
-        return Schema(*self.fields, schema_id=schema_id, identifier_field_ids=self.identifier_field_ids)
+        return Schema(
+            *self.fields, schema_id=schema_id, identifier_field_ids=self.identifier_field_ids
+        )
 
     def same_structure(self, other: Schema) -> bool:
         """Equal fields and identifier fields, whatever the schema ids."""
@@ -205,7 +212,7 @@ def _walk(
     fields: tuple[NestedField, ...], path: tuple[str, ...]
 ) -> Iterator[tuple[NestedField, tuple[str, ...]]]:
     for f in fields:
-        p = path + (f.name,)
+        p = (*path, f.name)
         yield f, p
         yield from _walk(child_fields(f.field_type), p)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from stream_sink.exceptions import CorruptMetadataError
 
@@ -260,7 +260,7 @@ def primitive_from_string(text: str) -> PrimitiveType:
     raise CorruptMetadataError(f"unknown primitive type {text!r}")
 
 
-JsonType = Union[str, dict[str, Any]]
+JsonType = str | dict[str, Any]
 
 
 def type_to_json(t: IcebergType) -> JsonType:

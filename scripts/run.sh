@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# scripts/run.sh demo|test [args…]: set up (idempotent), then run the demo or the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+JAVA_HOME="$(scripts/java-home.sh)"
+export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
+export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+what="${1:-test}"; shift || true
+case "$what" in
+  demo) exec .venv/bin/stream-sink demo "$@" ;;
+  test)
+    if [ -z "${STREAM_SINK_TEST_POSTGRES_URL:-}" ] && [ -x .ci/postgres.sh ]; then
+      STREAM_SINK_TEST_POSTGRES_URL="$(.ci/postgres.sh)" && export STREAM_SINK_TEST_POSTGRES_URL
+    fi
+    exec .venv/bin/python -m pytest -q "$@" ;;
+  *) echo "usage: scripts/run.sh demo|test [args…]" >&2; exit 2 ;;
+esac

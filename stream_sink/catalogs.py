@@ -1,0 +1,53 @@
+"""``load_catalog``: the one entry point users call to open a catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.table.catalog import Catalog, HadoopCatalog, SqlCatalog, TableFactory
+
+CATALOG_TYPES = ("hadoop", "sql")
+
+
+def load_catalog(
+    name: str,
+    *,
+    type: str = "hadoop",
+    warehouse: str | None = None,
+    uri: str | None = None,
+    table_factory: TableFactory | None = None,
+    **properties: Any,
+) -> Catalog:
+    """Open catalog ``name``.
+
+    ``type="hadoop"``: tables under the ``warehouse`` directory (local filesystem),
+    laid out as Java's HadoopCatalog. ``type="sql"``: the Iceberg JDBC catalog
+    schema in the database at ``uri`` (``sqlite:///catalog.db`` or
+    ``postgresql://user@host/db``), new tables under ``warehouse`` (any location
+    FileIO supports, including ``s3://``). Other keyword options become catalog
+    properties; pass dotted names as ``**{"s3.endpoint": ...}``
+    (``s3.*``, ``jdbc.user``, ``jdbc.password``, ``sqlite.busy-timeout-ms``).
+    """
+    props = {str(k): str(v) for k, v in properties.items()}
+    if table_factory is None:
+        from stream_sink.tables import Table as table_factory  # append/scan on loaded tables
+    kind = type.strip().lower()
+    if kind == "hadoop":
+        if uri is not None:
+            raise InvalidOptionError(
+                f"catalog {name!r}: type='hadoop' takes warehouse=, not uri= "
+                "(use type='sql' for a database catalog)"
+            )
+        if not warehouse:
+            raise InvalidOptionError(f"catalog {name!r}: type='hadoop' needs warehouse=<dir>")
+        return HadoopCatalog(name, warehouse, props, table_factory)
+    if kind in ("sql", "jdbc"):
+        if not uri:
+            raise InvalidOptionError(
+                f"catalog {name!r}: type='sql' needs uri= (sqlite:///catalog.db or postgresql://...)"
+            )
+        return SqlCatalog(name, uri, warehouse, props, table_factory)
+    raise InvalidOptionError(
+        f"catalog {name!r}: unknown type {type!r} (expected one of {', '.join(CATALOG_TYPES)})"
+    )

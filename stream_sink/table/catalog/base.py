@@ -1,0 +1,251 @@
+"""The catalog contract: namespaces, tables, and the atomic metadata swap.
+
+Invariants:
+- A table's state is exactly one metadata file; a commit is a compare-and-swap
+  from the metadata location the change was computed against (``base``) to a new
+  file. Losing the race raises CommitFailedError (safe to retry after a refresh);
+  an outcome that cannot be known raises CommitStateUnknownError (never retried
+  blindly, never cleaned up: the new file may be the table's current state).
+- A failed commit leaves the table at its previous metadata.
+- Every successful commit records the replaced file in the new file's metadata
+  log (Java's ``previousFiles``), so the log counts the table's versions.
+- Identifiers have at least one namespace level: ``"db.events"``,
+  ``("a", "b", "events")``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stream_sink.exceptions import (
+    CommitFailedError,
+    CorruptMetadataError,
+    MissingFileError,
+    NoSuchTableError,
+    ValidationError,
+)
+from stream_sink.io import FileIO
+from stream_sink.table.catalog.metadata_files import (
+    decode_metadata,
+    delete_removed_metadata,
+    with_previous_file,
+)
+from stream_sink.table.metadata import TableMetadata, new_table_metadata, parse_metadata
+from stream_sink.table.partitioning import PartitionSpec, build_partition_spec
+from stream_sink.table.schema import Schema
+from stream_sink.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from stream_sink.table.table import Table
+
+Identifier = tuple[str, ...]
+TableFactory = Callable[..., "Table"]
+
+
+def to_identifier(name: str | Sequence[str]) -> Identifier:
+    """``"db.events"`` or ``("db", "events")`` → ``("db", "events")``."""
+    parts = tuple(name.split(".")) if isinstance(name, str) else tuple(name)
+    if not parts or any(not p for p in parts):
+        raise ValidationError(f"invalid identifier {name!r}")
+    return parts
+
+
+def to_namespace(name: str | Sequence[str]) -> Identifier:
+    return to_identifier(name)
+
+
+def table_identifier(name: str | Sequence[str]) -> Identifier:
+    """Like :func:`to_identifier`, but a table needs a namespace and a name."""
+    ident = to_identifier(name)
+    if len(ident) < 2:
+        raise ValidationError(
+            f"table identifier {name!r} needs a namespace, e.g. 'db.{ident[0]}'"
+        )
+    return ident
+
+
+def dotted(ident: Sequence[str]) -> str:
+    return ".".join(ident)
+
+
+class Catalog(ABC):
+    """Base of the Hadoop and SQL catalogs; subclasses implement storage of the pointer."""
+
+    def __init__(
+        self,
+        name: str,
+        properties: Mapping[str, str],
+        table_factory: TableFactory | None = None,
+    ) -> None:
+        self.name = name
+        self.properties = dict(properties)
+        if table_factory is None:
+            from stream_sink.table.table import Table
+
+            table_factory = Table
+        self._table_factory = table_factory
+
+    def close(self) -> None:
+        """Release connections the catalog holds (none for file-based catalogs)."""
+        return None
+
+    # --- namespaces ---------------------------------------------------------------
+
+    @abstractmethod
+    def create_namespace(
+        self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
+    ) -> None: ...
+
+    @abstractmethod
+    def list_namespaces(self, parent: str | Sequence[str] | None = None) -> list[Identifier]:
+        """The direct children of ``parent`` (top-level namespaces when None)."""
+
+    @abstractmethod
+    def namespace_exists(self, namespace: str | Sequence[str]) -> bool: ...
+
+    @abstractmethod
+    def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        """NoSuchNamespaceError when absent, NamespaceNotEmptyError when it holds anything."""
+
+    # --- tables ---------------------------------------------------------------------
+
+    @abstractmethod
+    def list_tables(self, namespace: str | Sequence[str]) -> list[Identifier]: ...
+
+    @abstractmethod
+    def table_exists(self, identifier: str | Sequence[str]) -> bool: ...
+
+    @abstractmethod
+    def default_table_location(self, identifier: Identifier) -> str: ...
+
+    @abstractmethod
+    def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> None: ...
+
+    @abstractmethod
+    def rename_table(self, source: str | Sequence[str], target: str | Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def current_metadata_location(self, identifier: str | Sequence[str]) -> str:
+        """The location of the table's current metadata file; NoSuchTableError when absent."""
+
+    @abstractmethod
+    def _create(self, identifier: Identifier, metadata: TableMetadata) -> str:
+        """Write the first metadata file and register it; TableAlreadyExistsError on a race."""
+
+    @abstractmethod
+    def _swap(
+        self,
+        identifier: Identifier,
+        base_location: str,
+        metadata: TableMetadata,
+        before_swap: Callable[[], None] = lambda: None,
+    ) -> str:
+        """Write ``metadata`` to a new file and make it current iff the table is still at
+        ``base_location``; returns the new location (see :meth:`commit`)."""
+
+    # --- commit -----------------------------------------------------------------------
+
+    def commit(
+        self,
+        identifier: str | Sequence[str],
+        base_location: str,
+        new_metadata: TableMetadata,
+        *,
+        base_metadata: TableMetadata | None = None,
+        before_swap: Callable[[], None] | None = None,
+    ) -> str:
+        """Swap the table from ``base_location`` to a new file holding ``new_metadata``.
+
+        ``before_swap()`` runs once the new metadata file is written and just before
+        the pointer moves (the ``after-metadata-file-write`` crash point).
+
+        ``new_metadata`` must have been computed from the metadata at ``base_location``
+        (pass it as ``base_metadata`` to spare a read). Returns the new metadata
+        location. CommitFailedError when the table is no longer at ``base_location``;
+        CommitStateUnknownError when the outcome is unknown.
+        """
+        ident = table_identifier(identifier)
+        base = base_metadata if base_metadata is not None else self._read_base(ident, base_location)
+        metadata = with_previous_file(new_metadata, base_location, base.last_updated_ms)
+        location = self._swap(ident, base_location, metadata, before_swap or (lambda: None))
+        delete_removed_metadata(self.io_for(location), base, base_location, metadata)
+        return location
+
+    def _read_base(self, ident: Identifier, base_location: str) -> TableMetadata:
+        try:
+            return self.read_metadata(base_location, ident)
+        except MissingFileError as e:
+            raise CommitFailedError(
+                f"cannot commit to table {dotted(ident)}: its base metadata {base_location} "
+                "no longer exists (the table has moved on); refresh and retry"
+            ) from e
+
+    # --- tables: shared behaviour -------------------------------------------------------
+
+    def io_for(self, location: str) -> FileIO:
+        return FileIO.for_location(location, self.properties)
+
+    def create_table(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema | pa.Schema,
+        partition_spec: PartitionSpec | Sequence[tuple[Any, ...]] | None = None,
+        *,
+        sort_order: SortOrder | None = None,
+        identifier_fields: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+        format_version: int = 2,
+    ) -> Table:
+        ident = table_identifier(identifier)
+        iceberg_schema = _as_schema(schema, identifier_fields)
+        spec = build_partition_spec(iceberg_schema, partition_spec or [])
+        props = dict(properties or {})
+        version = int(props.pop("format-version", format_version))
+        meta = new_table_metadata(
+            iceberg_schema,
+            spec,
+            sort_order or UNSORTED_SORT_ORDER,
+            location or self.default_table_location(ident),
+            props,
+            version,
+        )
+        meta_location = self._create(ident, meta)
+        return self._table_factory(ident, meta, meta_location, self.io_for(meta.location), self)
+
+    def load_table(self, identifier: str | Sequence[str]) -> Table:
+        ident = table_identifier(identifier)
+        location = self.current_metadata_location(ident)
+        meta = self.read_metadata(location, ident)
+        return self._table_factory(ident, meta, location, self.io_for(meta.location), self)
+
+    def read_metadata(
+        self, location: str, identifier: Sequence[str] | None = None
+    ) -> TableMetadata:
+        """Parse the metadata file at ``location`` (gzip or plain JSON).
+
+        CorruptMetadataError names the file, and the table when ``identifier`` is given.
+        """
+        try:
+            raw = self.io_for(location).read_bytes(location)
+            return parse_metadata(decode_metadata(raw, location), where=location)
+        except CorruptMetadataError as e:
+            if identifier is None:
+                raise
+            raise CorruptMetadataError(f"table {dotted(identifier)}: {e}") from e
+
+    def _require_table(self, ident: Identifier) -> None:
+        if not self.table_exists(ident):
+            raise NoSuchTableError(f"table {dotted(ident)} does not exist in catalog {self.name!r}")
+
+
+def _as_schema(schema: Schema | pa.Schema, identifier_fields: Sequence[str] | None) -> Schema:
+    if isinstance(schema, Schema):
+        return schema.with_identifier_fields(identifier_fields) if identifier_fields else schema
+    from stream_sink.table.arrow import schema_from_arrow
+
+    return schema_from_arrow(schema, list(identifier_fields) if identifier_fields else None)

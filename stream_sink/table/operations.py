@@ -1,0 +1,505 @@
+"""Commit operations: fast append, merge append, row delta, replace partitions,
+overwrite/rewrite files — each produces exactly one snapshot.
+
+Invariants:
+- Every attempt starts from a fresh ``refresh()`` of the table, then runs the
+  caller's validation hooks against that metadata and the target branch's head,
+  then writes manifests and a manifest list, then asks the catalog to swap.
+  A validation failure is final (CommitValidationError), never retried.
+- A lost swap (CommitFailedError) deletes that attempt's manifests and list and
+  retries per ``commit.retry.*``; an unknown outcome (CommitStateUnknownError)
+  is raised as is and nothing is deleted (the files may now be the table).
+- Files added in a snapshot are written with a null sequence number and inherit
+  the snapshot's; carried-over (EXISTING) entries keep their own.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from stream_sink.exceptions import CommitFailedError, CommitValidationError, ValidationError
+from stream_sink.table.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestListWriter,
+    ManifestWriter,
+    read_manifest,
+    read_manifest_list,
+)
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.retry import RetryPolicy
+from stream_sink.table.snapshots import MAIN_BRANCH, Operation, Snapshot, new_snapshot_id
+from stream_sink.table.summary import SummaryBuilder
+from stream_sink.table.table import Table
+
+Validation = Callable[[TableMetadata, "Snapshot | None"], None]
+P = TypeVar("P", bound="SnapshotProducer")
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What one attempt wrote: removed on a lost race."""
+
+    snapshot: Snapshot
+    metadata: TableMetadata
+    written: tuple[str, ...]
+
+
+class SnapshotProducer(ABC):
+    """Base of the operations; subclasses say which manifests the new snapshot has."""
+
+    def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
+        self._table = table
+        self._branch = branch
+        self._properties: dict[str, str] = {}
+        self._validations: list[Validation] = []
+        self._before_swap: list[Callable[[], None]] = []
+        self._snapshot_id = new_snapshot_id()
+
+    # --- configuration -------------------------------------------------------------
+
+    def set(self: P, key: str, value: str) -> P:
+        """A snapshot summary property (e.g. the sink's watermark)."""
+        self._properties[str(key)] = str(value)
+        return self
+
+    def set_all(self: P, props: dict[str, str]) -> P:
+        for k, v in props.items():
+            self.set(k, v)
+        return self
+
+    def validate(self: P, check: Validation) -> P:
+        """Run ``check(metadata, branch_head)`` after every refresh, before writing;
+        it raises (CommitValidationError) to refuse the commit."""
+        self._validations.append(check)
+        return self
+
+    def before_swap(self: P, hook: Callable[[], None]) -> P:
+        """Call ``hook()`` once the new metadata file is written, just before the catalog swap."""
+        self._before_swap.append(hook)
+        return self
+
+    @property
+    def snapshot_id(self) -> int:
+        return self._snapshot_id
+
+    # --- what subclasses provide -----------------------------------------------------
+
+    @abstractmethod
+    def _operation(self) -> str: ...
+
+    @abstractmethod
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        """The new snapshot's manifests; every file written is appended to ``out``."""
+
+    # --- commit ------------------------------------------------------------------------
+
+    def commit(self) -> Snapshot:
+        """Commit one snapshot; returns it. See the module invariants."""
+        policy = RetryPolicy.from_properties(self._table.properties)
+        return policy.run(self._attempt)
+
+    def _attempt(self, attempt: int) -> Snapshot:
+        table = self._table.refresh()
+        base = table.metadata
+        parent = branch_head(base, self._branch)
+        for check in self._validations:
+            check(base, parent)
+        result = self._write(base, parent, attempt)
+        try:
+            location = table.catalog.commit(
+                table.identifier,
+                table.metadata_location,
+                result.metadata,
+                base_metadata=base,
+                before_swap=self._run_before_swap,
+            )
+        except CommitFailedError:
+            for path in result.written:
+                table.io.delete(path)
+            raise
+        table._committed(table.catalog.read_metadata(location), location)
+        return result.snapshot
+
+    def _run_before_swap(self) -> None:
+        for hook in self._before_swap:
+            hook()
+
+    def _write(self, base: TableMetadata, parent: Snapshot | None, attempt: int) -> _Attempt:
+        written: list[str] = []
+        try:
+            summary = SummaryBuilder()
+            manifests = self._manifests(base, parent, summary, written)
+            seq = base.next_sequence_number
+            list_path = (
+                f"{self._table.metadata_dir}/snap-{self._snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
+            )
+            writer = ManifestListWriter(
+                self._table.io,
+                list_path,
+                snapshot_id=self._snapshot_id,
+                parent_snapshot_id=parent.snapshot_id if parent else None,
+                sequence_number=seq,
+                format_version=base.format_version,
+            )
+            written.append(list_path)
+            writer.add_manifests(manifests)
+            writer.close()
+            snapshot = Snapshot(
+                snapshot_id=self._snapshot_id,
+                parent_snapshot_id=parent.snapshot_id if parent else None,
+                sequence_number=seq,
+                timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
+                manifest_list=list_path,
+                summary=summary.build(
+                    self._operation(), parent.summary if parent else None, self._properties
+                ),
+                schema_id=base.current_schema_id,
+            )
+            return _Attempt(snapshot, base.with_snapshot(snapshot, self._branch), tuple(written))
+        except BaseException:
+            for path in written:
+                self._table.io.delete(path)
+            raise
+
+    # --- helpers for subclasses -------------------------------------------------------
+
+    def _parent_manifests(self, parent: Snapshot | None) -> list[ManifestFile]:
+        if parent is None:
+            return []
+        return read_manifest_list(self._table.io, parent.manifest_list)
+
+    def _new_manifest(
+        self,
+        base: TableMetadata,
+        spec_id: int,
+        content: ManifestContent,
+        out: list[str],
+    ) -> ManifestWriter:
+        path = f"{self._table.metadata_dir}/{uuid.uuid4()}-m{len(out)}.avro"
+        out.append(path)
+        return ManifestWriter.for_spec(
+            self._table.io,
+            path,
+            base.spec_by_id(spec_id),
+            base.schema,
+            self._snapshot_id,
+            content,
+            base.format_version,
+        )
+
+    def _write_added(
+        self,
+        base: TableMetadata,
+        files: Sequence[DataFile],
+        content: ManifestContent,
+        summary: SummaryBuilder,
+        out: list[str],
+    ) -> list[ManifestFile]:
+        """One new manifest per partition spec holding ``files`` as ADDED."""
+        by_spec: dict[int, list[DataFile]] = {}
+        for f in files:
+            by_spec.setdefault(f.spec_id, []).append(f)
+        manifests = []
+        for spec_id, group in sorted(by_spec.items()):
+            writer = self._new_manifest(base, spec_id, content, out)
+            for f in group:
+                writer.add(f)
+                summary.added(f)
+            manifests.append(writer.close())
+        return manifests
+
+    def _entries(self, manifest: ManifestFile, base: TableMetadata) -> list[ManifestEntry]:
+        spec = base.spec_by_id(manifest.partition_spec_id)
+        return list(read_manifest(self._table.io, manifest, spec.partition_type(base.schema)))
+
+    def _rewrite_without(
+        self,
+        base: TableMetadata,
+        manifest: ManifestFile,
+        remove: Callable[[DataFile], bool],
+        summary: SummaryBuilder,
+        out: list[str],
+    ) -> ManifestFile:
+        """``manifest`` again, with live entries matching ``remove`` marked DELETED.
+        Returns the manifest unchanged when nothing matches."""
+        entries = self._entries(manifest, base)
+        live = [e for e in entries if e.status != ManifestEntryStatus.DELETED]
+        if not any(remove(e.data_file) for e in live):
+            return manifest
+        writer = self._new_manifest(
+            base, manifest.partition_spec_id, ManifestContent(manifest.content), out
+        )
+        for e in live:
+            if remove(e.data_file):
+                writer.delete(e)
+                summary.removed(e.data_file)
+            else:
+                writer.existing(e)
+        return writer.close()
+
+
+def branch_head(base: TableMetadata, branch: str) -> Snapshot | None:
+    """The snapshot a commit to ``branch`` builds on: the branch head, or for a
+    branch that does not exist yet the current snapshot (it forks from main), as Java."""
+    if branch in base.refs:
+        return base.snapshot_for_ref(branch)
+    return base.current_snapshot()
+
+
+def _check_files(files: Iterable[DataFile], content: Iterable[DataFileContent], what: str) -> None:
+    allowed = set(content)
+    for f in files:
+        if f.content not in allowed:
+            raise ValidationError(f"{what} cannot take {f.content.name} file {f.file_path}")
+
+
+class FastAppend(SnapshotProducer):
+    """Add data files in a new manifest; every existing manifest is kept as is."""
+
+    def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
+        super().__init__(table, branch)
+        self._files: list[DataFile] = []
+
+    def append_file(self, f: DataFile) -> FastAppend:
+        _check_files([f], [DataFileContent.DATA], "an append")
+        self._files.append(f)
+        return self
+
+    def append_files(self, files: Iterable[DataFile]) -> FastAppend:
+        for f in files:
+            self.append_file(f)
+        return self
+
+    def _operation(self) -> str:
+        return Operation.APPEND
+
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        added = self._write_added(base, self._files, ManifestContent.DATA, summary, out)
+        return added + self._parent_manifests(parent)
+
+
+class MergeAppend(FastAppend):
+    """An append that then merges small data manifests (``commit.manifest-merge.enabled``,
+    ``commit.manifest.min-count-to-merge``, ``commit.manifest.target-size-bytes``)."""
+
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        manifests = super()._manifests(base, parent, summary, out)
+        return merge_manifests(self, base, manifests, out)
+
+
+def merge_manifests(
+    producer: SnapshotProducer, base: TableMetadata, manifests: list[ManifestFile], out: list[str]
+) -> list[ManifestFile]:
+    """Pack data manifests of each spec into bins of the target size and rewrite
+    every bin of two or more, once a spec has at least min-count-to-merge of them."""
+    props = base.properties
+    min_count = int(props.get("commit.manifest.min-count-to-merge", "100"))
+    target = int(props.get("commit.manifest.target-size-bytes", str(8 * 1024 * 1024)))
+    result: list[ManifestFile] = [m for m in manifests if m.content != ManifestContent.DATA]
+    by_spec: dict[int, list[ManifestFile]] = {}
+    for m in manifests:
+        if m.content == ManifestContent.DATA:
+            by_spec.setdefault(m.partition_spec_id, []).append(m)
+    merged: list[ManifestFile] = []
+    for spec_id, group in by_spec.items():
+        if len(group) < min_count:
+            merged.extend(group)
+            continue
+        for bin_ in _bins(group, target):
+            if len(bin_) == 1:
+                merged.extend(bin_)
+                continue
+            writer = producer._new_manifest(base, spec_id, ManifestContent.DATA, out)
+            for m in bin_:
+                for e in producer._entries(m, base):
+                    if e.status == ManifestEntryStatus.DELETED:
+                        continue
+                    if (
+                        e.status == ManifestEntryStatus.ADDED
+                        and e.snapshot_id == producer.snapshot_id
+                    ):
+                        writer.add(e.data_file)
+                    else:
+                        writer.existing(e)
+            merged.append(writer.close())
+    return merged + result
+
+
+def _bins(manifests: list[ManifestFile], target: int) -> list[list[ManifestFile]]:
+    bins: list[list[ManifestFile]] = []
+    size = 0
+    for m in manifests:
+        if bins and size + m.manifest_length <= target:
+            bins[-1].append(m)
+            size += m.manifest_length
+        else:
+            bins.append([m])
+            size = m.manifest_length
+    return bins
+
+
+class RowDelta(SnapshotProducer):
+    """Add data files and delete files (position and/or equality) in one snapshot."""
+
+    def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
+        super().__init__(table, branch)
+        self._data: list[DataFile] = []
+        self._deletes: list[DataFile] = []
+        self._referenced: set[str] = set()
+        self._starting_snapshot_id: int | None = None
+
+    def add_rows(self, f: DataFile) -> RowDelta:
+        _check_files([f], [DataFileContent.DATA], "a row delta's data")
+        self._data.append(f)
+        return self
+
+    def add_deletes(self, f: DataFile) -> RowDelta:
+        _check_files(
+            [f],
+            [DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES],
+            "a row delta's deletes",
+        )
+        self._deletes.append(f)
+        return self
+
+    def validate_data_files_exist(
+        self, paths: Iterable[str], starting_snapshot_id: int | None
+    ) -> RowDelta:
+        """Refuse the commit if a data file that position deletes point at was
+        removed by a snapshot committed after ``starting_snapshot_id``."""
+        self._referenced.update(paths)
+        self._starting_snapshot_id = starting_snapshot_id
+        if self._referenced:
+            self.validate(self._check_referenced)
+        return self
+
+    def _check_referenced(self, base: TableMetadata, head: Snapshot | None) -> None:
+        for snap in base.ancestors(head.snapshot_id if head else None):
+            if snap.snapshot_id == self._starting_snapshot_id:
+                return
+            if snap.operation == Operation.APPEND:
+                continue
+            for m in read_manifest_list(self._table.io, snap.manifest_list):
+                if m.added_snapshot_id != snap.snapshot_id or not m.has_deleted_files:
+                    continue
+                for e in self._entries(m, base):
+                    if (
+                        e.status == ManifestEntryStatus.DELETED
+                        and e.data_file.file_path in self._referenced
+                    ):
+                        raise CommitValidationError(
+                            f"data file {e.data_file.file_path} referenced by position deletes "
+                            f"was removed by snapshot {snap.snapshot_id}"
+                        )
+
+    def _operation(self) -> str:
+        if self._deletes:
+            return Operation.OVERWRITE if self._data else Operation.DELETE
+        return Operation.APPEND
+
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        if base.format_version < 2 and self._deletes:
+            raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
+        added = self._write_added(base, self._data, ManifestContent.DATA, summary, out)
+        added += self._write_added(base, self._deletes, ManifestContent.DELETES, summary, out)
+        return added + self._parent_manifests(parent)
+
+
+class ReplacePartitions(SnapshotProducer):
+    """Dynamic partition overwrite: every partition that an added file belongs to
+    loses its current data and delete files; an unpartitioned table loses all."""
+
+    def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
+        super().__init__(table, branch)
+        self._files: list[DataFile] = []
+
+    def add_file(self, f: DataFile) -> ReplacePartitions:
+        _check_files([f], [DataFileContent.DATA], "replace partitions")
+        self._files.append(f)
+        return self
+
+    def _operation(self) -> str:
+        return Operation.OVERWRITE
+
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        replaced = {(f.spec_id, tuple(f.partition)) for f in self._files}
+        unpartitioned = any(base.spec_by_id(f.spec_id).is_unpartitioned for f in self._files)
+
+        def remove(f: DataFile) -> bool:
+            return unpartitioned or (f.spec_id, tuple(f.partition)) in replaced
+
+        kept = [
+            self._rewrite_without(base, m, remove, summary, out)
+            for m in self._parent_manifests(parent)
+        ]
+        added = self._write_added(base, self._files, ManifestContent.DATA, summary, out)
+        return added + kept
+
+
+class OverwriteFiles(SnapshotProducer):
+    """Remove named files and add others in one snapshot (compaction, rewrites).
+
+    ``rewrite=True`` records the ``replace`` operation (same rows, new files)."""
+
+    def __init__(self, table: Table, branch: str = MAIN_BRANCH, rewrite: bool = False) -> None:
+        super().__init__(table, branch)
+        self._added: list[DataFile] = []
+        self._removed: set[str] = set()
+        self._rewrite = rewrite
+
+    def add_file(self, f: DataFile) -> OverwriteFiles:
+        self._added.append(f)
+        return self
+
+    def delete_file(self, f: DataFile | str) -> OverwriteFiles:
+        self._removed.add(f if isinstance(f, str) else f.file_path)
+        return self
+
+    def _operation(self) -> str:
+        return Operation.REPLACE if self._rewrite else Operation.OVERWRITE
+
+    def _manifests(
+        self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
+    ) -> list[ManifestFile]:
+        found: set[str] = set()
+
+        def remove(f: DataFile) -> bool:
+            if f.file_path in self._removed:
+                found.add(f.file_path)
+                return True
+            return False
+
+        kept = [
+            self._rewrite_without(base, m, remove, summary, out)
+            for m in self._parent_manifests(parent)
+        ]
+        missing = self._removed - found
+        if missing:
+            raise CommitValidationError(
+                f"cannot remove files that are not in table {self._table.name}: "
+                f"{sorted(missing)[:5]}"
+            )
+        data = [f for f in self._added if f.content == DataFileContent.DATA]
+        deletes = [f for f in self._added if f.content != DataFileContent.DATA]
+        added = self._write_added(base, data, ManifestContent.DATA, summary, out)
+        added += self._write_added(base, deletes, ManifestContent.DELETES, summary, out)
+        return added + kept

@@ -1,0 +1,138 @@
+"""A table handle: current metadata plus the catalog that can swap it.
+
+Invariants:
+- ``metadata`` is the state as of the last load, refresh or own commit; other
+  writers may have moved the table since. Operations always re-read the table
+  (``refresh``) before computing a commit and after each failed attempt.
+- The handle never writes metadata itself: the catalog owns the pointer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+from stream_sink.io import FileIO
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.partitioning import PartitionSpec
+from stream_sink.table.schema import Schema
+from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
+from stream_sink.table.sorting import SortOrder
+
+if TYPE_CHECKING:
+    from stream_sink.table.catalog.base import Catalog, Identifier
+    from stream_sink.table.operations import (
+        FastAppend,
+        MergeAppend,
+        OverwriteFiles,
+        ReplacePartitions,
+        RowDelta,
+    )
+
+
+class Table:
+    def __init__(
+        self,
+        identifier: Identifier,
+        metadata: TableMetadata,
+        metadata_location: str,
+        io: FileIO,
+        catalog: Catalog,
+    ) -> None:
+        self.identifier = identifier
+        self.metadata = metadata
+        self.metadata_location = metadata_location
+        self.io = io
+        self.catalog = catalog
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.identifier)
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, {self.metadata_location!r})"
+
+    # --- state -----------------------------------------------------------------
+
+    def refresh(self) -> Table:
+        """Re-read the current metadata from the catalog."""
+        location = self.catalog.current_metadata_location(self.identifier)
+        if location != self.metadata_location:
+            self.metadata = self.catalog.read_metadata(location)
+            self.metadata_location = location
+        return self
+
+    def _committed(self, metadata: TableMetadata, location: str) -> None:
+        self.metadata = metadata
+        self.metadata_location = location
+
+    @property
+    def location(self) -> str:
+        return self.metadata.location
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.metadata.properties
+
+    @property
+    def format_version(self) -> int:
+        return self.metadata.format_version
+
+    def schema(self) -> Schema:
+        return self.metadata.schema
+
+    def spec(self) -> PartitionSpec:
+        return self.metadata.spec
+
+    def sort_order(self) -> SortOrder:
+        return self.metadata.sort_order
+
+    def snapshots(self) -> list[Snapshot]:
+        return list(self.metadata.snapshots)
+
+    def current_snapshot(self) -> Snapshot | None:
+        return self.metadata.current_snapshot()
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self.metadata.snapshot_by_id(snapshot_id)
+
+    def snapshot_for_ref(self, ref: str = MAIN_BRANCH) -> Snapshot | None:
+        return self.metadata.snapshot_for_ref(ref)
+
+    @property
+    def data_location(self) -> str:
+        return self.properties.get("write.data.path", f"{self.location}/data").rstrip("/")
+
+    @property
+    def metadata_dir(self) -> str:
+        return self.properties.get("write.metadata.path", f"{self.location}/metadata").rstrip("/")
+
+    # --- commit operations -------------------------------------------------------
+
+    def new_fast_append(self, branch: str = MAIN_BRANCH) -> FastAppend:
+        from stream_sink.table.operations import FastAppend
+
+        return FastAppend(self, branch)
+
+    def new_append(self, branch: str = MAIN_BRANCH) -> FastAppend | MergeAppend:
+        """Merge append when ``commit.manifest-merge.enabled`` (Java's default: true
+        for v2 tables' newAppend), fast append otherwise."""
+        from stream_sink.table.operations import MergeAppend
+
+        if self.properties.get("commit.manifest-merge.enabled", "true").lower() == "true":
+            return MergeAppend(self, branch)
+        return self.new_fast_append(branch)
+
+    def new_row_delta(self, branch: str = MAIN_BRANCH) -> RowDelta:
+        from stream_sink.table.operations import RowDelta
+
+        return RowDelta(self, branch)
+
+    def new_replace_partitions(self, branch: str = MAIN_BRANCH) -> ReplacePartitions:
+        from stream_sink.table.operations import ReplacePartitions
+
+        return ReplacePartitions(self, branch)
+
+    def new_overwrite(self, branch: str = MAIN_BRANCH) -> OverwriteFiles:
+        from stream_sink.table.operations import OverwriteFiles
+
+        return OverwriteFiles(self, branch)
