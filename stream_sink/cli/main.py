@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from stream_sink.cli.table_commands import add_table_parsers, run_read, run_table
 from stream_sink.exceptions import StreamSinkError
 
 
@@ -16,8 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the main job on the embedded default")
-    demo.add_argument("--warehouse", default="warehouse", help="Hadoop catalog warehouse dir")
-    demo.add_argument("--rows", type=int, default=100_000, help="rows to write")
+    from stream_sink.cli.demo import add_arguments as add_demo_arguments
+
+    add_demo_arguments(demo)
+    add_table_parsers(sub)
     return parser
 
 
@@ -25,9 +28,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "demo":
-            from stream_sink.cli.demo import run_demo
+            from stream_sink.cli.demo import run_demo_from_args
 
-            return run_demo(args.warehouse, args.rows)
+            return run_demo_from_args(args)
+        if args.command == "table":
+            return run_table(args)
+        if args.command == "read":
+            return run_read(args)
     except StreamSinkError as e:
         print(f"stream-sink: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Columns padded to their widest cell; numbers right-aligned."""
+    """Columns padded to their widest cell; numeric columns right-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
@@ -33,6 +33,4 @@ def _cell(v: Any) -> str:
         return "null"
     if isinstance(v, float):
         return f"{v:,.3f}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
     return str(v)

@@ -230,7 +230,7 @@ class TableMetadata:
     # --- JSON --------------------------------------------------------------------
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     def to_dict(self) -> dict[str, Any]:
         v = self.format_version

@@ -117,7 +117,7 @@ class SnapshotProducer(ABC):
             check(base, parent)
         result = self._write(base, parent, attempt)
         try:
-            location = table.catalog.commit(
+            location, committed = table.catalog.commit_metadata(
                 table.identifier,
                 table.metadata_location,
                 result.metadata,
@@ -128,7 +128,7 @@ class SnapshotProducer(ABC):
             for path in result.written:
                 table.io.delete(path)
             raise
-        table._committed(table.catalog.read_metadata(location), location)
+        table._committed(committed, location)
         return result.snapshot
 
     def _run_before_swap(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, ValidationError
 from stream_sink.table.types import (
     DoubleType,
+    FixedType,
     FloatType,
     IcebergType,
     ListType,
@@ -23,6 +24,7 @@ from stream_sink.table.types import (
     NestedField,
     PrimitiveType,
     StructType,
+    UUIDType,
     child_fields,
     field_from_json,
     field_to_json,
@@ -264,6 +266,12 @@ def _field_problems(tf: NestedField, df: NestedField, path: str, promote: Any) -
     elif isinstance(tt, MapType) and isinstance(dt, MapType):
         out.extend(_field_problems(tt.key_field, dt.key_field, f"{path}.key", promote))
         out.extend(_field_problems(tt.value_field, dt.value_field, f"{path}.value", promote))
-    elif tt != dt and not promote(dt, tt):
+    elif tt != dt and not promote(dt, tt) and not _uuid_as_fixed(tt, dt):
         out.append(f"column {path!r} has type {dt} in the data but {tt} in the table")
     return out
+
+
+def _uuid_as_fixed(table_type: IcebergType, data_type: IcebergType) -> bool:
+    """Arrow holds uuids as fixed_size_binary(16) (the table's own Arrow form), which
+    reads back as fixed[16]: accepted for a uuid column."""
+    return isinstance(table_type, UUIDType) and data_type == FixedType(16)

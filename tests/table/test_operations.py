@@ -200,11 +200,11 @@ class FlakyCatalog(HadoopCatalog):
         super().__init__("flaky", warehouse, {}, None)
         self.error, self.fail, self.calls = error, fail, 0
 
-    def commit(self, identifier, base_location, new_metadata, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def commit_metadata(self, identifier, base_location, new_metadata, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.calls += 1
         if self.calls <= self.fail:
             raise self.error("injected")
-        return super().commit(identifier, base_location, new_metadata, *args, **kwargs)
+        return super().commit_metadata(identifier, base_location, new_metadata, *args, **kwargs)
 
 
 def test_lost_race_is_retried_and_its_files_removed(tmp_path: Path) -> None:

@@ -168,12 +168,32 @@ class Catalog(ABC):
         location. CommitFailedError when the table is no longer at ``base_location``;
         CommitStateUnknownError when the outcome is unknown.
         """
+        location, _ = self.commit_metadata(
+            identifier,
+            base_location,
+            new_metadata,
+            base_metadata=base_metadata,
+            before_swap=before_swap,
+        )
+        return location
+
+    def commit_metadata(
+        self,
+        identifier: str | Sequence[str],
+        base_location: str,
+        new_metadata: TableMetadata,
+        *,
+        base_metadata: TableMetadata | None = None,
+        before_swap: Callable[[], None] | None = None,
+    ) -> tuple[str, TableMetadata]:
+        """:meth:`commit`, also returning the metadata exactly as written (with the
+        metadata-log entry for the replaced file), so callers need not re-read it."""
         ident = table_identifier(identifier)
         base = base_metadata if base_metadata is not None else self._read_base(ident, base_location)
         metadata = with_previous_file(new_metadata, base_location, base.last_updated_ms)
         location = self._swap(ident, base_location, metadata, before_swap or (lambda: None))
         delete_removed_metadata(self.io_for(location), base, base_location, metadata)
-        return location
+        return location, metadata
 
     def _read_base(self, ident: Identifier, base_location: str) -> TableMetadata:
         try:

@@ -1,0 +1,152 @@
+"""Upsert delta writer on a CDC stream: rows/s and peak memory.
+
+Run: ``python bench/bench_delta.py [rows] [batch_rows] [rows_per_task]`` (defaults
+1,000,000, 10,000 and all rows in one task). The stream is 88% inserts of new ids,
+10% updates (``+U``) and 2% deletes (``-D``) of ids inserted in any earlier batch,
+shuffled within each batch. Each measurement runs in a fresh process that builds the
+same stream, so peak memory (RSS above the process's state before writing) belongs
+to that writer alone. Baselines in the same run: ``pyarrow.parquet`` writing the
+same batches (row kind dropped) with the same codec, and the append TaskWriter.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.write.task_writers import TaskWriterFactory
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("data", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("ts", pa.timestamp("us")),
+    ]
+)
+
+
+def stream(rows: int, batch_rows: int, seed: int = 7) -> list[pa.Table]:
+    """Change batches: row kind first, then the table columns."""
+    rng = np.random.default_rng(seed)
+    batches, next_id = [], 0
+    for start in range(0, rows, batch_rows):
+        n = min(batch_rows, rows - start)
+        updates = int(n * 0.10) if next_id else 0
+        deletes = int(n * 0.02) if next_id else 0
+        inserts = n - updates - deletes
+        changed = rng.integers(0, next_id or 1, updates + deletes)
+        ids = np.concatenate([np.arange(next_id, next_id + inserts), changed])
+        kinds = np.array(["+I"] * inserts + ["+U"] * updates + ["-D"] * deletes, dtype=object)
+        next_id += inserts
+        order = rng.permutation(n)
+        ids, kinds = ids[order], kinds[order]
+        batches.append(
+            pa.table(
+                {
+                    "_row_kind": pa.array(kinds, pa.string()),
+                    "id": pa.array(ids, pa.int64()),
+                    "data": pa.array(np.char.add("row-", ids.astype(str)).astype(object)),
+                    "value": pa.array(rng.random(n)),
+                    "ts": pa.array(ids * 1_000_000 + 1_700_000_000_000_000, pa.timestamp("us")),
+                }
+            ).cast(pa.schema([pa.field("_row_kind", pa.string()), *SCHEMA]))
+        )
+    return batches
+
+
+def _table(root: str, name: str) -> object:
+    catalog = load_catalog("bench", type="hadoop", warehouse=os.path.join(root, "wh"))
+    if not catalog.namespace_exists("db"):
+        catalog.create_namespace("db")
+    return catalog.create_table(f"db.{name}", schema=SCHEMA, identifier_fields=["id"])
+
+
+def run_delta(batches: list[pa.Table], root: str, rows_per_task: int) -> str:
+    table = _table(root, "delta")
+    factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)
+    summary: dict[str, int] = {"data": 0, "eq": 0, "pos": 0}
+    writer, written, task = factory.create(0, 0), 0, 0
+    for batch in batches:
+        writer.write(batch)
+        written += batch.num_rows
+        if written >= rows_per_task:
+            _count(writer.complete(), summary)
+            task, written = task + 1, 0
+            writer = factory.create(0, task)
+    _count(writer.complete(), summary)
+    return (
+        f"data rows {summary['data']}, eq-delete rows {summary['eq']}, "
+        f"pos deletes {summary['pos']}"
+    )
+
+
+def _count(result: object, summary: dict[str, int]) -> None:
+    summary["data"] += sum(f.record_count for f in result.data_files)  # type: ignore[attr-defined]
+    for f in result.delete_files:  # type: ignore[attr-defined]
+        summary["eq" if f.equality_ids else "pos"] += f.record_count
+
+
+def run_append(batches: list[pa.Table], root: str, _: int) -> str:
+    writer = TaskWriterFactory.for_table(_table(root, "append")).create(0, 0)
+    for batch in batches:
+        writer.write(batch.drop_columns(["_row_kind"]))
+    return f"{len(writer.complete().data_files)} files"
+
+
+def run_parquet(batches: list[pa.Table], root: str, _: int) -> str:
+    with pq.ParquetWriter(os.path.join(root, "plain.parquet"), SCHEMA, compression="zstd") as w:
+        for batch in batches:
+            w.write_table(batch.drop_columns(["_row_kind"]))
+    return "1 file"
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _measure(args: tuple[str, int, int, int]) -> tuple[float, int, str]:
+    name, rows, batch_rows, rows_per_task = args
+    run: Callable[[list[pa.Table], str, int], str] = globals()[name]
+    batches = stream(rows, batch_rows)
+    before = _rss_bytes()
+    with tempfile.TemporaryDirectory() as root:
+        start = time.perf_counter()
+        note = run(batches, root, rows_per_task)
+        elapsed = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    return elapsed, peak, note
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    batch_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    rows_per_task = int(sys.argv[3]) if len(sys.argv) > 3 else rows
+    ctx = mp.get_context("spawn")
+    print(f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task")
+    results = {}
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        for name in ("run_parquet", "run_append", "run_delta"):
+            results[name] = pool.apply(_measure, ((name, rows, batch_rows, rows_per_task),))
+    base = results["run_parquet"][0]
+    for name, (elapsed, peak, note) in results.items():
+        print(
+            f"{name[4:]:>8}: {elapsed:6.2f} s  {rows / elapsed:>10,.0f} rows/s  "
+            f"ratio {base / elapsed:4.2f}x of pyarrow.parquet  "
+            f"peak +{peak / 2**20:6.0f} MiB  ({note})"
+        )
+
+
+if __name__ == "__main__":
+    main()

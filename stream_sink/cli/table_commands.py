@@ -1,0 +1,205 @@
+"""``stream-sink table list|show|snapshots|files`` and ``stream-sink read``.
+
+Every command opens the catalog named by ``--warehouse`` (Hadoop, the default
+``warehouse``) or ``--catalog-uri`` (SQL), prints a table people can read, or
+with ``--format jsonl`` one JSON object per line for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.cli.output import format_table
+from stream_sink.commit.watermark import JOB_ID, MAX_COMMITTED_CHECKPOINT_ID, OPERATOR_ID
+from stream_sink.table.catalog import Catalog
+from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+from stream_sink.table.table import Table
+
+
+def add_catalog_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--warehouse", default=None, help="Hadoop catalog warehouse (default: warehouse)"
+    )
+    p.add_argument("--catalog-uri", default=None, help="SQL catalog database URI")
+    p.add_argument("--catalog-name", default="local", help="catalog name (SQL catalog rows)")
+
+
+def add_table_parsers(sub: Any) -> None:
+    table = sub.add_parser("table", help="inspect tables")
+    tsub = table.add_subparsers(dest="table_command", required=True)
+    lst = tsub.add_parser("list", help="tables of a namespace (all namespaces by default)")
+    lst.add_argument("namespace", nargs="?")
+    for name, text in (
+        ("show", "schema, partitioning, properties, current snapshot"),
+        ("snapshots", "snapshots with their operation, totals and sink watermark"),
+        ("files", "live data and delete files of a snapshot"),
+    ):
+        p = tsub.add_parser(name, help=text)
+        p.add_argument("table")
+        if name == "files":
+            p.add_argument("--snapshot-id", type=int, default=None)
+    for p in tsub.choices.values():
+        add_catalog_options(p)
+        p.add_argument("--format", choices=("table", "jsonl"), default="table")
+
+    read = sub.add_parser("read", help="print a table's rows (deletes applied)")
+    read.add_argument("table")
+    read.add_argument("--snapshot-id", type=int, default=None)
+    read.add_argument("--ref", default=None, help="branch or tag")
+    read.add_argument(
+        "--filter", default=None, help="row filter, e.g. \"id = 5 and ts >= '2024-01-01'\""
+    )
+    read.add_argument("--columns", default=None, help="comma-separated columns")
+    read.add_argument("--limit", type=int, default=20, help="rows to print (0: all)")
+    read.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table")
+    read.add_argument("--output", default=None, help="file for --format parquet (default stdout)")
+    add_catalog_options(read)
+
+
+def open_catalog(args: argparse.Namespace) -> Catalog:
+    if args.catalog_uri:
+        return load_catalog(
+            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
+        )
+    return load_catalog(args.catalog_name, type="hadoop", warehouse=args.warehouse or "warehouse")
+
+
+def run_table(args: argparse.Namespace) -> int:
+    catalog = open_catalog(args)
+    cmd = args.table_command
+    if cmd == "list":
+        namespaces = [args.namespace] if args.namespace else catalog.list_namespaces()
+        rows = [{"table": ".".join(t)} for ns in namespaces for t in catalog.list_tables(ns)]
+        return _emit(rows, args.format)
+    table = catalog.load_table(args.table)
+    if cmd == "show":
+        return _show(table, args.format)
+    if cmd == "snapshots":
+        return _emit(snapshot_rows(table), args.format)
+    return _emit(file_rows(table, args.snapshot_id), args.format)
+
+
+def snapshot_rows(table: Table) -> list[dict[str, Any]]:
+    rows = []
+    for s in table.snapshots():
+        summary = s.summary
+        rows.append(
+            {
+                "snapshot_id": s.snapshot_id,
+                "parent_id": s.parent_snapshot_id,
+                "seq": s.sequence_number,
+                "committed_at": _time(s.timestamp_ms),
+                "operation": s.operation,
+                "added_records": _int(summary.get("added-records")),
+                "total_records": _int(summary.get("total-records")),
+                "data_files": _int(summary.get("total-data-files")),
+                "delete_files": _int(summary.get("total-delete-files")),
+                "sink": summary.get(OPERATOR_ID),
+                "job": (summary.get(JOB_ID) or "")[:8] or None,
+                "checkpoint": _int(summary.get(MAX_COMMITTED_CHECKPOINT_ID)),
+            }
+        )
+    return rows
+
+
+def file_rows(table: Table, snapshot_id: int | None) -> list[dict[str, Any]]:
+    snap = table.snapshot(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+    if snap is None:
+        return []
+    rows = []
+    for m in read_manifest_list(table.io, snap.manifest_list):
+        spec = table.metadata.spec_by_id(m.partition_spec_id)
+        for e in read_manifest(table.io, m, spec.partition_type(table.schema())):
+            if not e.is_live:
+                continue
+            f = e.data_file
+            rows.append(
+                {
+                    "content": DataFileContent(f.content).name.lower(),
+                    "path": f.file_path,
+                    "partition": spec.partition_path(f.partition, table.schema()) or "-",
+                    "records": f.record_count,
+                    "bytes": f.file_size_in_bytes,
+                    "seq": e.sequence_number,
+                }
+            )
+    return rows
+
+
+def _show(table: Table, fmt: str) -> int:
+    meta = table.metadata
+    current = table.current_snapshot()
+    info = {
+        "table": table.name,
+        "location": table.location,
+        "metadata": table.metadata_location,
+        "format_version": meta.format_version,
+        "schema": str(meta.schema),
+        "identifier_fields": meta.schema.identifier_field_names,
+        "partition_spec": [
+            f"{f.transform}({meta.schema.find_column_name(f.source_id)}) as {f.name}"
+            for f in meta.spec.fields
+        ],
+        "sort_order": [str(f) for f in meta.sort_order.fields],
+        "properties": dict(meta.properties),
+        "current_snapshot_id": current.snapshot_id if current else None,
+        "snapshots": len(meta.snapshots),
+        "refs": {k: r.snapshot_id for k, r in meta.refs.items()},
+    }
+    if fmt == "jsonl":
+        print(json.dumps(info, default=str))
+        return 0
+    for key, value in info.items():
+        if key == "schema":
+            print(f"{key}:\n{value}")
+        else:
+            print(f"{key}: {value}")
+    return 0
+
+
+def run_read(args: argparse.Namespace) -> int:
+    table = open_catalog(args).load_table(args.table)
+    columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    scan = table.scan(  # type: ignore[attr-defined]
+        snapshot_id=args.snapshot_id, ref=args.ref, row_filter=args.filter, columns=columns
+    )
+    data: pa.Table = scan.to_arrow()
+    if args.limit and args.format != "parquet":
+        data = data.slice(0, args.limit)
+    if args.format == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(data, args.output or sys.stdout.buffer)
+        return 0
+    rows = data.to_pylist()
+    return _emit(rows, args.format, total=scan.count() if args.format == "table" else None)
+
+
+def _emit(rows: list[dict[str, Any]], fmt: str, total: int | None = None) -> int:
+    if fmt == "jsonl":
+        for r in rows:
+            print(json.dumps(r, default=str, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("(no rows)")
+        return 0
+    headers = list(rows[0])
+    print(format_table(headers, [[r.get(h) for h in headers] for r in rows]))
+    if total is not None and total > len(rows):
+        print(f"({len(rows):,} of {total:,} rows shown; --limit 0 shows all)")
+    return 0
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None else None

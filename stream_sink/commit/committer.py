@@ -1,0 +1,559 @@
+"""The FilesCommitter: two-phase commit of streamed files into an Iceberg table.
+
+Protocol (DESIGN "Commit protocol"):
+1. ``process(batch, result)``: a replay (batch at or below the watermark, or already in
+   state) deletes the result's files and changes nothing; otherwise ``pending/<batch>``
+   is written durably before returning.
+2. ``snapshot_state(ckpt)``: staging manifests for every pending batch up to ``ckpt``,
+   then ONE atomic state write: put ``staged/<ckpt>``, delete the consumed pending.
+3. ``complete_checkpoint(ckpt)``: ``checkpoints/<sink>/chk-<ckpt>/_metadata``.
+4. ``notify_checkpoint_complete(ckpt)``: commit every staged checkpoint up to ``ckpt``
+   (shapes: :mod:`.shapes`), each commit validated against the watermark on the
+   refreshed table; then remove the staged entries, then the staging manifests.
+5. ``restore()``: finish what the previous run of this state left (under ITS job id),
+   then continue under the current job id at its own watermark.
+
+Invariants: every batch id in state is above the (job's) committed watermark; state
+only changes through atomic, durable write batches; a batch is committed at most once
+per (job, operator, branch) whatever crashes or races happen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
+from stream_sink.exceptions import (
+    DataLossError,
+    InvalidOptionError,
+    MissingFileError,
+    StreamSinkError,
+    ValidationError,
+)
+from stream_sink.state import META_JOB_ID, OperatorStateBackend, StateWriteBatch
+from stream_sink.state.layout import validate_sink_id
+from stream_sink.table.manifest import DataFile
+from stream_sink.table.snapshots import MAIN_BRANCH
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+
+from . import entries
+from .failpoints import (
+    AFTER_CHECKPOINT_METADATA,
+    AFTER_PENDING_WRITE,
+    AFTER_STAGED_WRITE,
+    AFTER_STAGING_MANIFESTS,
+    AFTER_STATE_CLEANUP,
+    AFTER_TABLE_COMMIT,
+    BETWEEN_BATCH_COMMITS,
+    failpoint,
+)
+from .metrics import CommitterMetrics
+from .shapes import MODES, CommitGroup, Mode, StagedBatch, empty_group, plan_commits
+from .staging import (
+    DeltaManifests,
+    ManifestNamer,
+    delete_manifests,
+    deserialize_delta_manifests,
+    new_instance_token,
+    read_staged_files,
+    serialize_delta_manifests,
+    sweep_unreferenced,
+    write_staging_manifests,
+)
+from .state_recovery import OpenedState, StateDirectory, open_committer_state
+from .table_commit import SinkIdentity, commit_group, committed_paths, delete_unreferenced
+from .watermark import INITIAL_WATERMARK, MAX_CONTINUOUS_EMPTY_COMMITS, committed_watermark
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS = 10
+META_STAGING_TOKEN = "staging-token"
+"""State metadata naming this state's staging manifests (see ManifestNamer)."""
+
+
+class FilesCommitter:
+    """Commits the WriteResults of micro-batches exactly once (see module docstring).
+
+    ``state`` is an open backend (owned by the caller) or a :class:`StateDirectory` the
+    committer opens in :meth:`restore` and closes in :meth:`close`. ``clock`` returns
+    seconds and is used for metrics and checkpoint timestamps.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        state: OperatorStateBackend | StateDirectory,
+        checkpoint_storage: CheckpointStorage | None,
+        *,
+        job_id: str,
+        operator_id: str,
+        branch: str = MAIN_BRANCH,
+        mode: Mode = "append",
+        snapshot_properties: Mapping[str, str] | None = None,
+        max_continuous_empty_commits: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if mode not in MODES:
+            raise InvalidOptionError(f"commit mode must be one of {MODES}, got {mode!r}")
+        if not job_id:
+            raise InvalidOptionError("job id must be non-empty")
+        self.table = table
+        self.job_id = job_id
+        self.operator_id = validate_sink_id(operator_id)
+        self.branch = branch
+        self.mode: Mode = mode
+        self._properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
+        self._max_empty = _max_empty_commits(table, max_continuous_empty_commits)
+        self._clock = clock
+        self._state_source = state
+        self._storage = checkpoint_storage
+        self._opened: OpenedState | None = None
+        self._namer = ManifestNamer(job_id, self.operator_id, new_instance_token())
+        self.metrics = CommitterMetrics(clock)
+        self._watermark = INITIAL_WATERMARK
+        self._pending: list[int] = []  # ascending batch ids of pending/<batch>
+        self._staged: dict[int, tuple[int, ...]] = {}  # checkpoint id -> its batch ids
+        self._staged_files: dict[int, list[StagedBatch]] = {}  # what this instance staged
+        self._empty_checkpoints = 0
+
+    # --- properties ---------------------------------------------------------------------
+
+    @property
+    def state(self) -> OperatorStateBackend:
+        if self._opened is None:
+            raise StreamSinkError(
+                f"sink {self.operator_id}: call restore() before using the committer"
+            )
+        return self._opened.backend
+
+    @property
+    def watermark(self) -> int:
+        """The highest batch id this committer knows to be covered for its job."""
+        return self._watermark
+
+    @property
+    def pending_batch_ids(self) -> tuple[int, ...]:
+        return tuple(self._pending)
+
+    @property
+    def staged_checkpoints(self) -> dict[int, tuple[int, ...]]:
+        return dict(self._staged)
+
+    def _who(self, job_id: str) -> SinkIdentity:
+        return SinkIdentity(job_id, self.operator_id, self.branch, self._properties)
+
+    # --- 1. process ---------------------------------------------------------------------
+
+    def process(self, batch_id: int, result: WriteResult) -> bool:
+        """Record ``result`` of ``batch_id`` durably; False (and its files deleted) for a
+        replay. Must return before the batch is acknowledged upstream."""
+        state = self.state
+        if self.mode == "overwrite" and result.delete_files:
+            raise ValidationError(
+                f"sink {self.operator_id}: overwrite mode cannot take delete files; batch "
+                f"{batch_id} carries {result.delete_files[0].file_path}"
+            )
+        if self._is_replay(batch_id):
+            self._drop_replay(batch_id, result)
+            return False
+        highest = self._highest_recorded()
+        if batch_id < highest:
+            raise ValidationError(
+                f"sink {self.operator_id}: batch {batch_id} arrives after batch {highest} was "
+                "recorded; batch ids must increase"
+            )
+        state.put(entries.pending_key(batch_id), result.to_bytes())
+        self._pending.append(batch_id)
+        failpoint(AFTER_PENDING_WRITE)
+        return True
+
+    def _is_replay(self, batch_id: int) -> bool:
+        if batch_id <= self._watermark or batch_id in self._pending:
+            return True
+        return any(batch_id in batches for batches in self._staged.values())
+
+    def _highest_recorded(self) -> int:
+        return max([self._watermark, *self._pending, *self._staged], default=INITIAL_WATERMARK)
+
+    def _drop_replay(self, batch_id: int, result: WriteResult) -> None:
+        keep = self._stored_paths(batch_id)
+        log.info("sink %s: batch %d is a replay; deleting its new files", self.operator_id,
+                 batch_id)  # fmt: skip
+        for path in result.all_paths():
+            if path not in keep:
+                try:
+                    self.table.io.delete(path)
+                except Exception as e:  # an orphan is harmless; never fail the batch
+                    log.warning("could not delete replayed file %s: %s", path, e)
+
+    def _stored_paths(self, batch_id: int) -> set[str]:
+        """Paths the state already records for ``batch_id`` (never deleted as replays)."""
+        if batch_id in self._pending:
+            raw = self.state.get(entries.pending_key(batch_id))
+            return set(WriteResult.from_bytes(raw).all_paths()) if raw else set()
+        for ckpt, batches in self._staged.items():
+            if batch_id in batches:
+                for b in self._read_staged(ckpt):
+                    if b.batch_id == batch_id:
+                        return set(b.files.all_paths())
+        return set()
+
+    # --- 2. snapshot_state ------------------------------------------------------------------
+
+    def snapshot_state(self, checkpoint_id: int) -> None:
+        """Phase 1: stage every pending batch up to ``checkpoint_id`` (see module doc)."""
+        started = time.perf_counter()
+        state = self.state
+        batch_ids = [b for b in self._pending if b <= checkpoint_id]
+        if checkpoint_id <= self._watermark and not batch_ids:
+            return
+        staged: list[tuple[int, bytes]] = []
+        known: list[StagedBatch] | None = [] if checkpoint_id not in self._staged else None
+        if checkpoint_id in self._staged:
+            where = f"sink {self.operator_id}, staged checkpoint {checkpoint_id}"
+            existing = state.get(entries.staged_key(checkpoint_id)) or b""
+            staged.extend(entries.decode_staged(existing, where=where))
+        for batch_id in batch_ids:
+            raw = state.get(entries.pending_key(batch_id))
+            if raw is None:
+                raise StreamSinkError(f"sink {self.operator_id}: pending batch {batch_id} vanished")
+            batch = self._stage_batch(checkpoint_id, batch_id, raw)
+            staged.append((batch_id, serialize_delta_manifests(batch.delta) if batch.delta.manifests
+                           else b""))  # fmt: skip
+            if known is not None:
+                known.append(batch)
+        failpoint(AFTER_STAGING_MANIFESTS)
+        write = StateWriteBatch().put(entries.staged_key(checkpoint_id),
+                                      entries.encode_staged(staged))  # fmt: skip
+        for batch_id in batch_ids:
+            write.delete(entries.pending_key(batch_id))
+        state.write(write)
+        self._pending = [b for b in self._pending if b > checkpoint_id]
+        self._staged[checkpoint_id] = tuple(b for b, _ in staged)
+        self._staged_files.pop(checkpoint_id, None)
+        if known is not None:
+            self._staged_files[checkpoint_id] = known
+        failpoint(AFTER_STAGED_WRITE)
+        self.metrics.checkpoint_duration((time.perf_counter() - started) * 1000)
+
+    def _stage_batch(self, checkpoint_id: int, batch_id: int, raw: bytes) -> StagedBatch:
+        result = WriteResult.from_bytes(raw)
+        delta = DeltaManifests()
+        if not result.is_empty:
+            delta = write_staging_manifests(
+                self.table, self._namer, checkpoint_id, batch_id, result
+            )
+        return StagedBatch(checkpoint_id, batch_id, delta, result)
+
+    # --- 3. complete_checkpoint -------------------------------------------------------------
+
+    def complete_checkpoint(self, checkpoint_id: int) -> None:
+        """Write ``chk-<checkpoint_id>/_metadata`` (with a snapshot of the state)."""
+        if self._storage is None:
+            return
+        batch_ids = self._staged.get(checkpoint_id, ())
+        metadata = CheckpointMetadata(
+            checkpoint_id=checkpoint_id,
+            job_id=self.job_id,
+            sink_id=self.operator_id,
+            first_batch_id=batch_ids[0] if batch_ids else checkpoint_id,
+            last_batch_id=checkpoint_id,
+            batch_ids=batch_ids,
+            created_ms=int(self._clock() * 1000),
+        )
+        self._storage.complete(checkpoint_id, metadata, self.state)
+        failpoint(AFTER_CHECKPOINT_METADATA)
+
+    # --- 4. notify_checkpoint_complete ------------------------------------------------------
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Phase 2: commit every staged checkpoint up to ``checkpoint_id``; a late or
+        repeated notification (at or below the watermark) does nothing."""
+        ready = sorted(c for c in self._staged if c <= checkpoint_id)
+        if checkpoint_id <= self._watermark and not ready:
+            log.info("sink %s: checkpoint %d already committed", self.operator_id, checkpoint_id)
+            return
+        if ready:  # at or below the watermark only when another instance committed them
+            self._commit_checkpoints(ready, self.job_id)
+
+    def _commit_checkpoints(self, checkpoint_ids: list[int], job_id: str) -> None:
+        """Commit the staged checkpoints (ascending) under ``job_id``, then clean up."""
+        table_mark = committed_watermark(self.table.refresh().metadata, job_id,
+                                         self.operator_id, self.branch)  # fmt: skip
+        batches: list[StagedBatch] = []
+        for ckpt in checkpoint_ids:
+            batches.extend(self._read_staged(ckpt, committed_up_to=table_mark))
+        live = [b for b in batches if b.batch_id > table_mark]
+        stale = [b for b in batches if b.batch_id <= table_mark]
+        if stale:
+            self._discard(stale, job_id)
+        stamp = max([*checkpoint_ids, *(b.batch_id for b in batches)])
+        if stamp > table_mark:
+            self._commit_batches(live, stamp, job_id)
+            failpoint(AFTER_TABLE_COMMIT)
+        self._forget_checkpoints(checkpoint_ids, batches)
+        if job_id == self.job_id:
+            self._watermark = max(self._watermark, stamp, table_mark)
+
+    def _commit_batches(self, batches: list[StagedBatch], stamp: int, job_id: str) -> None:
+        groups = plan_commits(batches, self.mode, stamp)
+        if not groups:
+            self._empty_checkpoints += 1
+            if self._empty_checkpoints % self._max_empty != 0:
+                log.info("sink %s: nothing to commit up to batch %d", self.operator_id, stamp)
+                return
+            groups = [empty_group(stamp, batches)]
+        self._empty_checkpoints = 0
+        for i, group in enumerate(groups):
+            if i:
+                failpoint(BETWEEN_BATCH_COMMITS)
+            self._commit_with_retry(group, job_id)
+
+    def _commit_with_retry(self, group: CommitGroup, job_id: str) -> None:
+        """Commit ``group``; when the watermark refuses it, drop the batches it covers and
+        commit the rest (another instance committed those)."""
+        while True:
+            refused_at = commit_group(self.table, group, self._who(job_id), self.metrics)
+            if refused_at is None:
+                return
+            covered = [b for b in group.batches if b.batch_id <= refused_at]
+            self._discard(covered, job_id)
+            rest = tuple(b for b in group.batches if b.batch_id > refused_at)
+            if not rest or group.stamp <= refused_at:
+                return
+            group = CommitGroup(group.shape, rest, group.stamp)
+
+    def _discard(self, batches: list[StagedBatch], job_id: str) -> None:
+        """Forget batches another commit covered: delete their files the table does not
+        reference (never one it does)."""
+        files: list[DataFile] = []
+        for b in batches:
+            files.extend(b.files.data_files)
+            files.extend(b.files.delete_files)
+        if not files:
+            return
+        low = min(b.batch_id for b in batches)
+        deleted = delete_unreferenced(
+            self.table,
+            files,
+            lambda: committed_paths(self.table, job_id, self.operator_id, self.branch, low),
+        )
+        log.warning(
+            "sink %s: batches %s were already committed for job %s; deleted %d of their "
+            "files that the table does not reference",
+            self.operator_id, [b.batch_id for b in batches], job_id, len(deleted),
+        )  # fmt: skip
+
+    def _forget_checkpoints(self, checkpoint_ids: list[int], batches: list[StagedBatch]) -> None:
+        write = StateWriteBatch()
+        for ckpt in checkpoint_ids:
+            write.delete(entries.staged_key(ckpt))
+        self.state.write(write)
+        for ckpt in checkpoint_ids:
+            self._staged.pop(ckpt, None)
+            self._staged_files.pop(ckpt, None)
+        failpoint(AFTER_STATE_CLEANUP)
+        manifests = [m for b in batches for m in b.delta.manifests]
+        delete_manifests(self.table.io, manifests)
+
+    def _read_staged(
+        self, checkpoint_id: int, committed_up_to: int | None = None
+    ) -> list[StagedBatch]:
+        """The batches of a staged checkpoint, with their files read back.
+
+        Batches at or below ``committed_up_to`` may have lost their staging manifests (a
+        state restored from a checkpoint taken before they were committed and cleaned
+        up): those read as having no files instead of failing.
+        """
+        if checkpoint_id in self._staged_files:  # staged by this instance: files in memory
+            return list(self._staged_files[checkpoint_id])
+        where = f"sink {self.operator_id}, staged checkpoint {checkpoint_id}"
+        raw = self.state.get(entries.staged_key(checkpoint_id))
+        if raw is None:
+            return []
+        out = []
+        for batch_id, payload in entries.decode_staged(raw, where=where):
+            delta = (
+                deserialize_delta_manifests(payload, where=f"{where}, batch {batch_id}")
+                if payload
+                else DeltaManifests()
+            )
+            files = WriteResult()
+            if not delta.is_empty:
+                try:
+                    files = read_staged_files(self.table.io, self.table.metadata, delta)
+                except MissingFileError:
+                    if committed_up_to is None or batch_id > committed_up_to:
+                        raise
+                    log.info("sink %s: committed batch %d has no staging manifests left",
+                             self.operator_id, batch_id)  # fmt: skip
+            out.append(StagedBatch(checkpoint_id, batch_id, delta, files))
+        return out
+
+    # --- 5. restore ---------------------------------------------------------------------------
+
+    def restore(self, acknowledged_batch_ids: Iterable[int] | None = None) -> None:
+        """Open the state and finish what it holds (see module doc and DESIGN step 6).
+
+        ``acknowledged_batch_ids``: the batches upstream already acknowledged (Spark's
+        commit log). When the state was lost, acknowledged batches after the restored
+        checkpoint that the table's watermark does not cover raise DataLossError.
+        """
+        if self._opened is not None:
+            raise StreamSinkError(f"sink {self.operator_id}: restore() was already called")
+        check = None
+        if acknowledged_batch_ids is not None:
+            acked = sorted({int(b) for b in acknowledged_batch_ids})
+
+            def check(location: str, checkpoint: CompletedCheckpoint | None) -> None:
+                self._check_loss(location, checkpoint, acked)
+
+        opened = open_committer_state(self._state_source, self._storage, self.operator_id, check)
+        self._opened = opened
+        try:
+            self._recover(opened)
+        except BaseException:
+            self.close()  # release the state (and its lock) so a new committer can retry
+            raise
+
+    def _recover(self, opened: OpenedState) -> None:
+        self._load_index()
+        self._namer = ManifestNamer(self.job_id, self.operator_id, self._instance_token(opened))
+        stored = opened.backend.get_meta(META_JOB_ID)
+        old_job = stored.decode("utf-8") if stored else self.job_id
+        self._finish_job(old_job)
+        if old_job != self.job_id or stored is None:
+            opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
+        self._watermark = committed_watermark(self.table.refresh().metadata, self.job_id,
+                                              self.operator_id, self.branch)  # fmt: skip
+        sweep_unreferenced(self.table, self._namer, self._referenced_manifests())
+
+    @staticmethod
+    def _instance_token(opened: OpenedState) -> str:
+        stored = None if opened.lost else opened.backend.get_meta(META_STAGING_TOKEN)
+        if stored:
+            return stored.decode("ascii")
+        token = new_instance_token()
+        opened.backend.put_meta(META_STAGING_TOKEN, token.encode("ascii"))
+        return token
+
+    def _referenced_manifests(self) -> set[str]:
+        """Paths of the staging manifests the state's staged checkpoints point at."""
+        paths: set[str] = set()
+        for ckpt in self._staged:
+            raw = self.state.get(entries.staged_key(ckpt)) or b""
+            where = f"sink {self.operator_id}, staged checkpoint {ckpt}"
+            for batch_id, payload in entries.decode_staged(raw, where=where):
+                if payload:
+                    delta = deserialize_delta_manifests(payload, where=f"{where}, batch {batch_id}")
+                    paths.update(m.manifest_path for m in delta.manifests)
+        return paths
+
+    def _load_index(self) -> None:
+        state = self.state
+        self._pending = [entries.id_of(k, entries.PENDING_PREFIX)
+                         for k, _ in state.scan(entries.PENDING_PREFIX)]  # fmt: skip
+        self._staged = {}
+        for key, raw in state.scan(entries.STAGED_PREFIX):
+            ckpt = entries.id_of(key, entries.STAGED_PREFIX)
+            where = f"sink {self.operator_id}, staged checkpoint {ckpt}"
+            self._staged[ckpt] = tuple(b for b, _ in entries.decode_staged(raw, where=where))
+
+    def _finish_job(self, job_id: str) -> None:
+        """Commit under ``job_id`` everything the state holds above its watermark."""
+        if self._staged:
+            self._commit_checkpoints(sorted(self._staged), job_id)
+        if not self._pending:
+            return
+        mark = committed_watermark(self.table.refresh().metadata, job_id, self.operator_id,
+                                   self.branch)  # fmt: skip
+        self._watermark = mark
+        stale = [b for b in self._pending if b <= mark]
+        if stale:
+            self._drop_pending(stale, job_id)
+        if self._pending:
+            ckpt = self._pending[-1]
+            self.snapshot_state(ckpt)
+            self._commit_checkpoints([ckpt], job_id)
+
+    def _drop_pending(self, batch_ids: list[int], job_id: str) -> None:
+        batches = []
+        write = StateWriteBatch()
+        for batch_id in batch_ids:
+            raw = self.state.get(entries.pending_key(batch_id))
+            files = WriteResult.from_bytes(raw) if raw else WriteResult()
+            batches.append(StagedBatch(batch_id, batch_id, DeltaManifests(), files))
+            write.delete(entries.pending_key(batch_id))
+        self._discard(batches, job_id)
+        self.state.write(write)
+        self._pending = [b for b in self._pending if b not in set(batch_ids)]
+
+    def _check_loss(
+        self, location: str, checkpoint: CompletedCheckpoint | None, acknowledged: list[int]
+    ) -> None:
+        """Lost state: refuse to start when upstream acknowledged batches that neither the
+        table's watermark nor the checkpoint about to be restored covers."""
+        mark = committed_watermark(self.table.refresh().metadata, self.job_id,
+                                   self.operator_id, self.branch)  # fmt: skip
+        covered = mark
+        if checkpoint is not None and checkpoint.metadata.job_id == self.job_id:
+            covered = max(covered, checkpoint.metadata.last_batch_id)
+        lost = [b for b in acknowledged if b > covered]
+        if not lost:
+            return
+        source = (
+            f"newest completed checkpoint: {checkpoint.checkpoint_id} at {checkpoint.location}"
+            if checkpoint is not None
+            else "no completed checkpoint to restore"
+        )
+        raise DataLossError(
+            f"sink {self.operator_id} (table {self.table.name}, job {self.job_id}): the "
+            f"operator state at {location} is missing or corrupt ({source}); upstream "
+            f"already acknowledged batches {lost} that the table's watermark ({mark}) does "
+            "not cover, and their files were only recorded in the lost state. Nothing was "
+            "changed: restore the state directory, or replay those batches from the source "
+            "under a new query, before restarting"
+        )
+
+    # --- end of input and close -------------------------------------------------------------
+
+    def end_input(self) -> None:
+        """Bounded input ended: checkpoint the pending batches and commit everything."""
+        if self._pending:
+            ckpt = self._pending[-1]
+            self.snapshot_state(ckpt)
+            self.complete_checkpoint(ckpt)
+        if self._staged:
+            self.notify_checkpoint_complete(max(self._staged))
+
+    def close(self) -> None:
+        """Release the state when the committer opened it; staged work stays durable."""
+        opened, self._opened = self._opened, None
+        if opened is not None and opened.owned:
+            opened.backend.close()
+
+    def __enter__(self) -> FilesCommitter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _max_empty_commits(table: Table, explicit: int | None) -> int:
+    if explicit is None:
+        raw = table.properties.get(MAX_CONTINUOUS_EMPTY_COMMITS)
+        try:
+            explicit = int(raw) if raw is not None else DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS
+        except ValueError:
+            raise InvalidOptionError(
+                f"table {table.name}: {MAX_CONTINUOUS_EMPTY_COMMITS}={raw!r} is not an integer"
+            ) from None
+    if explicit < 1:
+        raise InvalidOptionError(
+            f"table {table.name}: {MAX_CONTINUOUS_EMPTY_COMMITS} must be positive, got {explicit}"
+        )
+    return explicit

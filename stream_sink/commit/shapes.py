@@ -1,0 +1,82 @@
+"""Commit shapes: how the staged batches of completed checkpoints become snapshots.
+
+- No delete file in any batch: ONE append of every data file, stamped with the highest
+  batch id covered.
+- Any delete file: ONE row delta PER BATCH, in batch order, each stamped with its own
+  batch id. Equality deletes apply only to data of a lower sequence number, so merging
+  two batches into one snapshot would let an update of a row inserted by the earlier
+  batch leave both rows alive (Iceberg #10431).
+- Overwrite mode: ONE dynamic partition replacement PER BATCH, in batch order (each
+  micro-batch replaces the partitions it writes, as Spark's per-batch overwrite does);
+  delete files are refused.
+Batches without files are covered by the stamp but need no snapshot of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal
+
+from stream_sink.exceptions import ValidationError
+from stream_sink.write.result import WriteResult
+
+from .staging import DeltaManifests
+
+Mode = Literal["append", "overwrite"]
+MODES: tuple[Mode, ...] = ("append", "overwrite")
+
+
+class Shape(Enum):
+    APPEND = "append"
+    ROW_DELTA = "row-delta"
+    REPLACE_PARTITIONS = "replace-partitions"
+    EMPTY = "empty"
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """One batch of a staged checkpoint with the files read back from its manifests."""
+
+    checkpoint_id: int
+    batch_id: int
+    delta: DeltaManifests
+    files: WriteResult
+
+
+@dataclass(frozen=True)
+class CommitGroup:
+    """Batches that become one snapshot stamped with ``stamp``."""
+
+    shape: Shape
+    batches: tuple[StagedBatch, ...]
+    stamp: int
+
+    @property
+    def lowest(self) -> int:
+        """The lowest batch id this snapshot commits; the watermark must stay below it."""
+        return min((b.batch_id for b in self.batches), default=self.stamp)
+
+
+def plan_commits(batches: Sequence[StagedBatch], mode: Mode, stamp: int) -> list[CommitGroup]:
+    """The snapshots for ``batches`` (ascending batch ids), empty when no batch has files."""
+    with_files = tuple(b for b in batches if not b.files.is_empty)
+    if not with_files:
+        return []
+    if mode == "overwrite":
+        for b in with_files:
+            if b.files.delete_files:
+                raise ValidationError(
+                    f"overwrite mode cannot commit delete files: batch {b.batch_id} carries "
+                    f"{len(b.files.delete_files)}, e.g. {b.files.delete_files[0].file_path}"
+                )
+        return [CommitGroup(Shape.REPLACE_PARTITIONS, (b,), b.batch_id) for b in with_files]
+    if any(b.files.delete_files for b in with_files):
+        return [CommitGroup(Shape.ROW_DELTA, (b,), b.batch_id) for b in with_files]
+    return [CommitGroup(Shape.APPEND, with_files, stamp)]
+
+
+def empty_group(stamp: int, batches: Sequence[StagedBatch]) -> CommitGroup:
+    """An empty snapshot that only advances the watermark to ``stamp``."""
+    return CommitGroup(Shape.EMPTY, tuple(batches), stamp)

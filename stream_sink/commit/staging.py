@@ -1,0 +1,303 @@
+"""Staging manifests: one batch's files written to Avro manifests before the commit.
+
+Phase 1 of the commit writes each batch's data files into a data manifest and its
+delete files into a delete manifest (one per partition spec, normally exactly one of
+each), in the table's metadata location or ``stream-sink.manifests.location``, with a
+placeholder snapshot id as Flink does; operator state then only holds the small
+:class:`DeltaManifests` pointing at them. Phase 2 reads the files back from there.
+
+Invariants:
+- A staging manifest name is unique per committer instance and batch (see
+  :class:`ManifestNamer`): two instances racing on the same (job, operator, checkpoint)
+  never overwrite each other's manifests.
+- The serialized form starts with a magic and a version; newer versions are refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import struct
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stream_sink.exceptions import CorruptStateError, UnsupportedError, ValidationError
+from stream_sink.io.fileio import FileIO
+from stream_sink.table.manifest import (
+    DataFile,
+    FieldSummary,
+    ManifestContent,
+    ManifestFile,
+    ManifestWriter,
+    read_manifest,
+)
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+
+from .watermark import MANIFESTS_LOCATION
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_SNAPSHOT_ID = 0
+"""Snapshot id written into staging manifests (Flink's DUMMY_SNAPSHOT_ID); never committed."""
+
+DELTA_MANIFESTS_VERSION = 1
+_MAGIC = b"SSDM"
+_HEADER = struct.Struct(">H")
+
+
+@dataclass(frozen=True)
+class DeltaManifests:
+    """Where one batch's staged files are: its data and delete manifests (one per
+    partition spec the files were written with) and the data files its position
+    deletes reference."""
+
+    data_manifests: tuple[ManifestFile, ...] = ()
+    delete_manifests: tuple[ManifestFile, ...] = ()
+    referenced_data_files: tuple[str, ...] = ()
+
+    @property
+    def manifests(self) -> tuple[ManifestFile, ...]:
+        return self.data_manifests + self.delete_manifests
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.data_manifests and not self.delete_manifests
+
+
+# --- naming ------------------------------------------------------------------------------
+
+
+def new_instance_token() -> str:
+    """A token naming one committer instance's staging manifests (8 hex digits)."""
+    return uuid.uuid4().hex[:8]
+
+
+@dataclass(frozen=True)
+class ManifestNamer:
+    """Names staging manifests: ``<job>-<operator>-<checkpoint>-<batch>-<token>-<n>.avro``.
+
+    ``token`` is kept in operator state, so a restart that stages the same batch again
+    overwrites the unreferenced manifests of its crashed attempt instead of leaving
+    them behind; state restored from a checkpoint gets a new token, so it never shares
+    names with an instance that may still run on the original state. ``n`` numbers a
+    batch's manifests (data first, then deletes).
+    """
+
+    job_id: str
+    operator_id: str
+    token: str
+
+    def name(self, checkpoint_id: int, batch_id: int, n: int) -> str:
+        return (
+            f"{self.job_id}-{self.operator_id}-{checkpoint_id}-{batch_id}-{self.token}-{n:05d}.avro"
+        )
+
+
+def staging_location(table: Table) -> str:
+    """``stream-sink.manifests.location`` when set, else the table's metadata directory."""
+    custom = table.properties.get(MANIFESTS_LOCATION, "").strip()
+    return custom.rstrip("/") if custom else table.metadata_dir
+
+
+# --- writing and reading -----------------------------------------------------------------
+
+
+def write_staging_manifests(
+    table: Table,
+    namer: ManifestNamer,
+    checkpoint_id: int,
+    batch_id: int,
+    files: WriteResult,
+) -> DeltaManifests:
+    """Write ``files`` to new staging manifests; nothing is written for an empty batch.
+
+    On failure the manifests already written are deleted again.
+    """
+    written: list[ManifestFile] = []
+    try:
+        data = _write_grouped(table, namer, checkpoint_id, batch_id, files.data_files,
+                              ManifestContent.DATA, written)  # fmt: skip
+        deletes = _write_grouped(table, namer, checkpoint_id, batch_id, files.delete_files,
+                                 ManifestContent.DELETES, written)  # fmt: skip
+    except BaseException:
+        delete_manifests(table.io, written)
+        raise
+    return DeltaManifests(data, deletes, tuple(files.referenced_data_files))
+
+
+def _write_grouped(
+    table: Table,
+    namer: ManifestNamer,
+    checkpoint_id: int,
+    batch_id: int,
+    files: Sequence[DataFile],
+    content: ManifestContent,
+    written: list[ManifestFile],
+) -> tuple[ManifestFile, ...]:
+    meta = table.metadata
+    if files and content == ManifestContent.DELETES and meta.format_version < 2:
+        raise ValidationError(
+            f"batch {batch_id}: delete files need a v2 table; "
+            f"{table.name} is v{meta.format_version}"
+        )
+    by_spec: dict[int, list[DataFile]] = {}
+    for f in files:
+        by_spec.setdefault(f.spec_id, []).append(f)
+    out = []
+    base = staging_location(table)
+    for spec_id in sorted(by_spec):
+        spec = meta.spec_by_id(spec_id)
+        path = f"{base}/{namer.name(checkpoint_id, batch_id, len(written) + 1)}"
+        writer = ManifestWriter.for_spec(
+            table.io, path, spec, meta.schema, PLACEHOLDER_SNAPSHOT_ID, content,
+            meta.format_version,
+        )  # fmt: skip
+        for f in by_spec[spec_id]:
+            writer.add(f)
+        manifest = writer.close()
+        written.append(manifest)
+        out.append(manifest)
+    return tuple(out)
+
+
+def read_staged_files(io: FileIO, metadata: TableMetadata, delta: DeltaManifests) -> WriteResult:
+    """The files ``delta`` points at, as they were staged (partition values by the spec
+    each manifest was written with)."""
+
+    def read(manifests: Iterable[ManifestFile]) -> tuple[DataFile, ...]:
+        out: list[DataFile] = []
+        for m in manifests:
+            ptype = metadata.spec_by_id(m.partition_spec_id).partition_type(metadata.schema)
+            out.extend(e.data_file for e in read_manifest(io, m, ptype))
+        return tuple(out)
+
+    return WriteResult(
+        read(delta.data_manifests), read(delta.delete_manifests), delta.referenced_data_files
+    )
+
+
+def sweep_unreferenced(table: Table, namer: ManifestNamer, referenced: set[str]) -> list[str]:
+    """Delete staging manifests carrying ``namer``'s operator and token that ``referenced``
+    does not list: leftovers of a crash between staging and the state write, or between
+    the state cleanup and the manifest deletion. The token is unique to this state's
+    lineage, so no other instance's manifests match. Returns the paths deleted."""
+    pattern = re.compile(
+        rf"^.+-{re.escape(namer.operator_id)}-\d+-\d+-{re.escape(namer.token)}-\d{{5}}\.avro$"
+    )
+    base = staging_location(table)
+    stale = [
+        loc for loc in table.io.list_dir(base)
+        if pattern.match(loc.rsplit("/", 1)[-1]) and loc not in referenced
+    ]  # fmt: skip
+    for loc in stale:
+        try:
+            table.io.delete(loc)
+        except Exception as e:  # cleanup only
+            log.warning("could not delete unreferenced staging manifest %s: %s", loc, e)
+    return stale
+
+
+def delete_manifests(io: FileIO, manifests: Iterable[ManifestFile]) -> None:
+    """Delete staging manifests; a failure only logs (the commit already succeeded)."""
+    for m in manifests:
+        try:
+            io.delete(m.manifest_path)
+        except Exception as e:  # cleanup must never fail a completed checkpoint
+            log.warning("could not delete staging manifest %s: %s", m.manifest_path, e)
+
+
+# --- serialization -----------------------------------------------------------------------
+
+
+def serialize_delta_manifests(delta: DeltaManifests) -> bytes:
+    """Versioned bytes: ``SSDM | version (uint16) | JSON``."""
+    doc = {
+        "data": [_manifest_to_json(m) for m in delta.data_manifests],
+        "deletes": [_manifest_to_json(m) for m in delta.delete_manifests],
+        "referenced": list(delta.referenced_data_files),
+    }
+    payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+    return _MAGIC + _HEADER.pack(DELTA_MANIFESTS_VERSION) + payload
+
+
+def deserialize_delta_manifests(data: bytes, *, where: str) -> DeltaManifests:
+    """Parse bytes of :func:`serialize_delta_manifests`; ``where`` is named in errors."""
+    head = len(_MAGIC) + _HEADER.size
+    if len(data) < head or not data.startswith(_MAGIC):
+        raise CorruptStateError(f"{where}: not a serialized DeltaManifests")
+    (version,) = _HEADER.unpack_from(data, len(_MAGIC))
+    if version > DELTA_MANIFESTS_VERSION:
+        raise UnsupportedError(
+            f"{where}: DeltaManifests version {version} is newer than this stream_sink reads "
+            f"({DELTA_MANIFESTS_VERSION})"
+        )
+    try:
+        doc = json.loads(data[head:])
+        return DeltaManifests(
+            tuple(_manifest_from_json(m) for m in doc["data"]),
+            tuple(_manifest_from_json(m) for m in doc["deletes"]),
+            tuple(str(p) for p in doc["referenced"]),
+        )
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptStateError(f"{where}: malformed DeltaManifests ({e!r})") from e
+
+
+def _manifest_to_json(m: ManifestFile) -> dict[str, Any]:
+    return {
+        "path": m.manifest_path,
+        "length": m.manifest_length,
+        "spec-id": m.partition_spec_id,
+        "content": int(m.content),
+        "added-snapshot-id": m.added_snapshot_id,
+        "counts": [
+            m.added_files_count,
+            m.existing_files_count,
+            m.deleted_files_count,
+            m.added_rows_count,
+            m.existing_rows_count,
+            m.deleted_rows_count,
+        ],
+        "partitions": None
+        if m.partitions is None
+        else [
+            [s.contains_null, s.contains_nan, _b64(s.lower_bound), _b64(s.upper_bound)]
+            for s in m.partitions
+        ],
+    }
+
+
+def _manifest_from_json(doc: dict[str, Any]) -> ManifestFile:
+    counts = doc["counts"]
+    parts = doc["partitions"]
+    return ManifestFile(
+        manifest_path=str(doc["path"]),
+        manifest_length=int(doc["length"]),
+        partition_spec_id=int(doc["spec-id"]),
+        content=ManifestContent(int(doc["content"])),
+        sequence_number=None,
+        min_sequence_number=None,
+        added_snapshot_id=doc["added-snapshot-id"],
+        added_files_count=counts[0],
+        existing_files_count=counts[1],
+        deleted_files_count=counts[2],
+        added_rows_count=counts[3],
+        existing_rows_count=counts[4],
+        deleted_rows_count=counts[5],
+        partitions=None
+        if parts is None
+        else tuple(FieldSummary(p[0], p[1], _unb64(p[2]), _unb64(p[3])) for p in parts),
+    )
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def _unb64(value: str | None) -> bytes | None:
+    return None if value is None else base64.b64decode(value)

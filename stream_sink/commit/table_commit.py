@@ -1,0 +1,185 @@
+"""Phase 2 against the table: one commit group becomes one snapshot, guarded by the watermark.
+
+Invariants:
+- Every snapshot carries the caller's properties plus :data:`JOB_ID`, :data:`OPERATOR_ID`
+  and :data:`MAX_COMMITTED_CHECKPOINT_ID` (the sink's keys win over the caller's).
+- The watermark check runs inside the commit, after every refresh and retry, on the very
+  metadata the snapshot is built on: a slow commit cannot land after another instance
+  committed the same batches (Iceberg #14425).
+- Files are only deleted when the table provably does not reference them: the ancestry
+  walk must reach a snapshot of this (job, operator) older than the batches, or the root.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from stream_sink.exceptions import CommitValidationError
+from stream_sink.io.fileio import FileIO
+from stream_sink.table.manifest import (
+    DataFile,
+    ManifestEntryStatus,
+    read_manifest,
+    read_manifest_list,
+)
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.operations import SnapshotProducer, branch_head
+from stream_sink.table.snapshots import Snapshot
+from stream_sink.table.table import Table
+
+from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from .metrics import CommitterMetrics
+from .shapes import CommitGroup, Shape
+from .watermark import (
+    JOB_ID,
+    MAX_COMMITTED_CHECKPOINT_ID,
+    OPERATOR_ID,
+    iter_ancestry,
+    stamp_of,
+    watermark_from,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SinkIdentity:
+    """Who commits: the ids stamped on snapshots, the branch and the caller's properties."""
+
+    job_id: str
+    operator_id: str
+    branch: str
+    properties: Mapping[str, str]
+
+
+def commit_group(
+    table: Table, group: CommitGroup, who: SinkIdentity, metrics: CommitterMetrics
+) -> int | None:
+    """Commit ``group`` as one snapshot. Returns None when committed, or the watermark
+    that refused it (another instance already committed batches at or above its
+    lowest batch id); nothing is written to the table then."""
+    seen: list[int] = []
+
+    def check(metadata: TableMetadata, head: Snapshot | None) -> None:
+        mark = watermark_from(metadata, head, who.job_id, who.operator_id)
+        if mark >= group.lowest:
+            seen.append(mark)
+            raise CommitValidationError(
+                f"table {table.name} branch {who.branch}: job {who.job_id} operator "
+                f"{who.operator_id} already committed up to batch {mark}; refusing to commit "
+                f"batches {group.lowest}..{group.stamp} again"
+            )
+
+    producer = _producer(table, group, who.branch)
+    producer.set_all(dict(who.properties))
+    producer.set(JOB_ID, who.job_id)
+    producer.set(OPERATOR_ID, who.operator_id)
+    producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
+    producer.validate(check)
+    producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+    started = time.perf_counter()
+    try:
+        producer.commit()
+    except CommitValidationError:
+        if not seen:
+            raise
+        log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
+        return seen[-1]
+    metrics.committed((time.perf_counter() - started) * 1000, _files(group))
+    log.info(
+        "committed %s of batches %s..%s to %s (branch %s)",
+        group.shape.value, group.lowest, group.stamp, table.name, who.branch,
+    )  # fmt: skip
+    return None
+
+
+def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
+    if group.shape is Shape.ROW_DELTA:
+        delta = table.new_row_delta(branch)
+        for f in _files(group):
+            if f.is_delete:
+                delta.add_deletes(f)
+            else:
+                delta.add_rows(f)
+        return delta
+    if group.shape is Shape.REPLACE_PARTITIONS:
+        replace = table.new_replace_partitions(branch)
+        for f in _files(group):
+            replace.add_file(f)
+        return replace
+    append = table.new_append(branch)
+    append.append_files(_files(group))
+    return append
+
+
+def _files(group: CommitGroup) -> list[DataFile]:
+    out: list[DataFile] = []
+    for b in group.batches:
+        out.extend(b.files.data_files)
+        out.extend(b.files.delete_files)
+    return out
+
+
+# --- cleaning up files the table does not reference ---------------------------------------
+
+
+def committed_paths(
+    table: Table, job_id: str, operator_id: str, branch: str, from_batch: int
+) -> set[str] | None:
+    """Paths of the files added by snapshots of (job, operator) stamped ``>= from_batch``
+    on ``branch``; None when the history needed to be sure is no longer in the metadata."""
+    metadata = table.metadata
+    paths: set[str] = set()
+    last: Snapshot | None = None
+    for snap in iter_ancestry(metadata, branch_head(metadata, branch)):
+        last = snap
+        stamp = stamp_of(snap.summary, job_id, operator_id)
+        if stamp is None:
+            continue
+        if stamp < from_batch:
+            return paths
+        paths.update(_added_paths(table.io, snap))
+    if last is not None and last.parent_snapshot_id is not None:
+        return None  # the ancestry was cut (expired snapshots): cannot tell
+    return paths
+
+
+def _added_paths(io: FileIO, snap: Snapshot) -> Iterable[str]:
+    for m in read_manifest_list(io, snap.manifest_list):
+        if m.added_snapshot_id != snap.snapshot_id or not m.has_added_files:
+            continue
+        for e in read_manifest(io, m):
+            if e.status == ManifestEntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
+                yield e.data_file.file_path
+
+
+def delete_unreferenced(
+    table: Table,
+    files: Iterable[DataFile],
+    referenced: Callable[[], set[str] | None],
+) -> list[str]:
+    """Delete those of ``files`` that ``referenced()`` does not list; nothing when it
+    cannot tell (None). Failures only log. Returns the paths deleted."""
+    candidates = [f.file_path for f in files]
+    if not candidates:
+        return []
+    keep = referenced()
+    if keep is None:
+        log.warning(
+            "not deleting %d uncommitted files of table %s: its history is incomplete",
+            len(candidates), table.name,
+        )  # fmt: skip
+        return []
+    deleted = []
+    for path in candidates:
+        if path in keep:
+            continue
+        try:
+            table.io.delete(path)
+            deleted.append(path)
+        except Exception as e:  # cleanup only: never fail the commit path
+            log.warning("could not delete uncommitted file %s: %s", path, e)
+    return deleted

@@ -1,0 +1,138 @@
+"""Reading one file scan task: data file rows minus deleted rows, filtered, projected.
+
+Per row group of the data file: read the needed columns by field id, drop the
+rows position deletes name, drop rows failing the residual filter, drop rows
+whose equality key is deleted, keep the output columns.
+
+Invariant: output tables have exactly the Arrow schema of the scan's output
+fields (``schema_to_arrow`` of them), whatever schema the file was written with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from stream_sink.exceptions import CorruptMetadataError, UnsupportedError, ValidationError
+from stream_sink.read.arrow_filter import to_arrow_expression
+from stream_sink.read.binding import referenced_field_ids
+from stream_sink.read.deletes import DeleteReader, EqualityKeys, position_mask
+from stream_sink.read.expressions import AlwaysTrue, Expression
+from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.planner import FileScanTask
+from stream_sink.table.arrow import field_to_arrow
+from stream_sink.table.manifest import FileFormat
+from stream_sink.table.schema import Schema
+from stream_sink.table.table import Table
+from stream_sink.table.transforms import Identity
+from stream_sink.table.types import NestedField
+
+
+class TaskReader:
+    """Reads tasks of one scan of ``table`` with schema ``schema`` into ``output`` fields."""
+
+    def __init__(self, table: Table, schema: Schema, output: Sequence[NestedField]) -> None:
+        self._table = table
+        self._schema = schema
+        self._output = list(output)
+        self.output_schema = pa.schema([field_to_arrow(f) for f in self._output])
+        self.deletes = DeleteReader(table.io, table.name, self._field_for_id)
+
+    def read(self, task: FileScanTask) -> Iterator[pa.Table]:
+        f = task.data_file
+        if f.file_format != FileFormat.PARQUET:
+            raise UnsupportedError(
+                f"data file {f.file_path} of table {self._table.name} is "
+                f"{f.file_format.value}; only Parquet data files are read"
+            )
+        positions = self.deletes.positions_for(task.delete_files, f.file_path)
+        eq_keys = self.deletes.equality_keys(task.delete_files)
+        fields, key_names = self._fields(task.residual, eq_keys)
+        row_filter = (
+            None if isinstance(task.residual, AlwaysTrue) else to_arrow_expression(task.residual)
+        )
+        constants = self._constants(task)
+        names = [o.name for o in self._output]
+        with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
+            projection = FileProjection(pf.schema_arrow, fields)
+            start = 0
+            for rg in range(pf.num_row_groups):
+                n = pf.metadata.row_group(rg).num_rows
+                keep = position_mask(positions, start, n)
+                start += n
+                if keep is not None and not keep.any():
+                    continue
+                raw = pf.read_row_group(rg, columns=projection.columns, use_threads=True)
+                t = projection.conform(raw, constants)
+                if keep is not None:
+                    t = t.filter(pa.array(keep))
+                if row_filter is not None and t.num_rows:
+                    t = t.filter(row_filter)
+                for keys in eq_keys:
+                    if not t.num_rows:
+                        break
+                    dead = keys.deleted([t.column(key_names[i]) for i in keys.field_ids])
+                    if dead.any():
+                        t = t.filter(pa.array(np.logical_not(dead)))
+                if t.num_rows:
+                    yield t.select(names)
+
+    def _fields(
+        self, residual: Expression, eq_keys: list[EqualityKeys]
+    ) -> tuple[list[NestedField], dict[int, str]]:
+        """Top-level fields to read (output first) and the column name of each key id."""
+        fields = list(self._output)
+        have = {f.field_id for f in fields}
+        for fid in referenced_field_ids(residual):
+            top = self._top_level(fid)
+            if top.field_id not in have:
+                fields.append(top)
+                have.add(top.field_id)
+        key_names: dict[int, str] = {}
+        for keys in eq_keys:
+            for fid in keys.field_ids:
+                if fid in key_names:
+                    continue
+                f = self._field_for_id(fid)
+                if not any(top.field_id == fid for top in self._schema.fields):
+                    if self._schema.has_field(fid):
+                        raise UnsupportedError(
+                            f"equality deletes on nested field {fid} of table {self._table.name}"
+                        )
+                    f = NestedField(fid, f"__eq_{fid}", f.field_type)
+                if fid not in have:
+                    fields.append(f)
+                    have.add(fid)
+                key_names[fid] = next(x.name for x in fields if x.field_id == fid)
+        return fields, key_names
+
+    def _top_level(self, field_id: int) -> NestedField:
+        top_name = self._schema.find_column_name(field_id).split(".")[0]
+        return self._schema.find_field(top_name)
+
+    def _field_for_id(self, field_id: int) -> NestedField:
+        """The field an equality id names: in the scan schema, else the newest schema
+        of the table that has it (the column was dropped since)."""
+        if self._schema.has_field(field_id):
+            return self._schema.find_field(field_id)
+        for s in sorted(self._table.metadata.schemas, key=lambda s: -s.schema_id):
+            if s.has_field(field_id):
+                return s.find_field(field_id)
+        raise ValidationError(
+            f"equality delete field id {field_id} is in no schema of table {self._table.name}"
+        )
+
+    def _constants(self, task: FileScanTask) -> dict[int, object]:
+        """Identity partition values by source field id (for columns a file lacks)."""
+        f = task.data_file
+        try:
+            spec = self._table.metadata.spec_by_id(f.spec_id)
+        except CorruptMetadataError:
+            return {}
+        return {
+            pf.source_id: f.partition[i]
+            for i, pf in enumerate(spec.fields)
+            if isinstance(pf.transform, Identity) and i < len(f.partition)
+        }

@@ -1,0 +1,217 @@
+"""What a CDC delta writer does with each row of a batch, decided for the whole batch at once.
+
+Semantics (Flink's BaseDeltaTaskWriter over BaseEqualityDeltaWriter):
+
+- ``+I``/``+U`` insert the row; in upsert mode they first delete the key.
+- ``-U``/``-D`` delete the row; in upsert mode ``-U`` is ignored and ``-D`` deletes the key.
+- A delete (or an insert, which replaces) of a key whose latest row was inserted earlier
+  by the same writer is a POSITION delete of that row; otherwise a delete is an
+  EQUALITY delete, and an insert outside upsert mode deletes nothing.
+
+Invariants:
+- The result equals applying the rows one by one in batch order (tests check it against
+  such a loop); only ``key_values`` materializes Python objects, and only for the rows
+  whose key state must be looked up or remembered across batches.
+- Positions are opaque non-negative integers chosen by the caller; -1 means "absent".
+- No position is deleted twice: a position leaves the key state when it is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stream_sink.exceptions import MissingColumnError, NullKeyError, UnknownRowKindError
+
+DEFAULT_ROW_KIND_COLUMN = "_row_kind"
+ROW_KINDS = ("+I", "-U", "+U", "-D")  # code = index, as Flink's RowKind byte value
+
+OP_SKIP, OP_INSERT, OP_DELETE = 0, 1, 2
+_OPS_UPSERT = np.array([OP_INSERT, OP_SKIP, OP_INSERT, OP_DELETE], dtype=np.int8)
+_OPS_CHANGELOG = np.array([OP_INSERT, OP_DELETE, OP_INSERT, OP_DELETE], dtype=np.int8)
+_NO_ROWS = np.empty(0, dtype=np.int64)
+
+
+# --- input checks --------------------------------------------------------------------
+
+
+def require_columns(batch: pa.Table, names: Sequence[str], role: str, where: str) -> None:
+    """Raise MissingColumnError naming the first of ``names`` that ``batch`` lacks."""
+    for name in names:
+        if name not in batch.column_names:
+            raise MissingColumnError(
+                f"{where}: the {role} column {name!r} is missing from the batch "
+                f"(columns: {batch.column_names})"
+            )
+
+
+def decode_row_kinds(column: pa.ChunkedArray | pa.Array, name: str, where: str) -> np.ndarray:
+    """Row kind codes (index into ROW_KINDS) as int8; unknown or null kinds are refused."""
+    values = column
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+            or pa.types.is_string_view(values.type)):
+        raise UnknownRowKindError(
+            f"{where}: row kind column {name!r} must hold strings {ROW_KINDS}, "
+            f"got type {column.type}"
+        )
+    codes = pc.index_in(values, value_set=pa.array(ROW_KINDS, type=values.type))
+    if codes.null_count:
+        row = int(pc.index(codes.is_null(), True).as_py())
+        raise UnknownRowKindError(
+            f"{where}: unknown row kind {values[row].as_py()!r} in column {name!r} at row {row}; "
+            f"expected one of {ROW_KINDS}"
+        )
+    return np.asarray(_to_numpy(codes), dtype=np.int8)
+
+
+def check_no_null_keys(batch: pa.Table, key_names: Sequence[str], where: str) -> None:
+    """Raise NullKeyError naming the first key column holding a null and its row."""
+    for name in key_names:
+        column = batch.column(name)
+        if column.null_count:
+            row = int(pc.index(column.is_null(), True).as_py())
+            raise NullKeyError(f"{where}: equality field {name!r} is null at row {row}")
+
+
+def ops_for(kinds: np.ndarray, upsert: bool) -> np.ndarray:
+    """OP_INSERT / OP_DELETE / OP_SKIP per row for row kind codes."""
+    return (_OPS_UPSERT if upsert else _OPS_CHANGELOG)[kinds]
+
+
+# --- keys ----------------------------------------------------------------------------
+
+
+def dense_key_ids(columns: Sequence[pa.ChunkedArray | pa.Array]) -> tuple[np.ndarray, int]:
+    """Per row an int64 in ``[0, n)`` equal for equal keys, and the number ``n`` of keys."""
+    ids: np.ndarray | None = None
+    count = 0
+    for column in columns:
+        indices, cardinality = _encode(column)
+        if ids is None:
+            ids, count = indices, cardinality
+        else:
+            ids, count = _encode(pa.array(ids * cardinality + indices))
+    if ids is None:
+        raise ValueError("a key needs at least one column")
+    return ids, count
+
+
+def _encode(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    encoded = pc.dictionary_encode(array)
+    return np.asarray(_to_numpy(encoded.indices), dtype=np.int64), len(encoded.dictionary)
+
+
+def key_values(columns: Sequence[pa.ChunkedArray | pa.Array], rows: np.ndarray) -> list[Hashable]:
+    """Hashable Python keys of ``rows``: a scalar for one column, else a tuple.
+
+    Temporal values become integers (cheaper than datetime objects, and exact).
+    """
+    lists = [_python_values(c.take(pa.array(rows, type=pa.int64()))) for c in columns]
+    if len(lists) == 1:
+        return lists[0]
+    return list(zip(*lists, strict=True))
+
+
+def _python_values(values: pa.ChunkedArray | pa.Array) -> list[Hashable]:
+    t = values.type
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        values = values.cast(pa.int64())
+    elif pa.types.is_date32(t) or pa.types.is_time32(t):
+        values = values.cast(pa.int32())
+    elif pa.types.is_date64(t):
+        values = values.cast(pa.int64())
+    return values.to_pylist()  # type: ignore[no-any-return]
+
+
+# --- the plan ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyLinks:
+    """For each row, the previous row with the same key (-1: none) and whether it is the last."""
+
+    previous: np.ndarray
+    is_last: np.ndarray
+
+    @property
+    def all_distinct(self) -> bool:
+        return bool((self.previous < 0).all())
+
+
+def link_keys(ids: np.ndarray, distinct: int) -> KeyLinks:
+    n = len(ids)
+    previous = np.full(n, -1, dtype=np.int64)
+    is_last = np.ones(n, dtype=bool)
+    if distinct == n:
+        return KeyLinks(previous, is_last)
+    order = np.argsort(ids, kind="stable")
+    same = ids[order[1:]] == ids[order[:-1]]
+    previous[order[1:][same]] = order[:-1][same]
+    is_last[order[:-1][same]] = False
+    return KeyLinks(previous, is_last)
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """Row indices are into the planned rows; insert ordinals index ``inserts``.
+
+    - ``inserts``: rows written as data, in order.
+    - ``equality_deletes``: rows whose key (upsert) or full row goes to an equality delete.
+    - ``deleted_known``: earlier positions (from before the batch) to position-delete.
+    - ``deleted_inserts``: insert ordinals of this batch's rows to position-delete.
+    - ``kept_rows``/``kept_inserts``: the last insert of each key that stays live (remember).
+    - ``dropped_rows``: rows whose key ends deleted (forget).
+    """
+
+    inserts: np.ndarray
+    equality_deletes: np.ndarray
+    deleted_known: np.ndarray
+    deleted_inserts: np.ndarray
+    kept_rows: np.ndarray
+    kept_inserts: np.ndarray
+    dropped_rows: np.ndarray
+
+
+def plan_changes(
+    ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bool
+) -> ChangePlan:
+    """The plan for rows whose ops are OP_INSERT or OP_DELETE (no OP_SKIP).
+
+    ``known[i]`` is the position of the live row of row i's key from before the batch
+    (-1: none); it is read only for rows without a previous row in the batch.
+    """
+    is_insert = ops == OP_INSERT
+    ordinal = np.cumsum(is_insert, dtype=np.int64) - 1
+    first = links.previous < 0
+    prev = np.where(first, 0, links.previous)
+    live_in_batch = ~first & is_insert[prev]
+    live_before = first & (known >= 0)
+    deletes_key = ~is_insert | upsert
+    equality = deletes_key & ~live_in_batch & ~live_before
+    kept = links.is_last & is_insert
+    return ChangePlan(
+        inserts=np.flatnonzero(is_insert),
+        equality_deletes=np.flatnonzero(equality),
+        deleted_known=known[live_before],
+        deleted_inserts=ordinal[prev[live_in_batch]],
+        kept_rows=np.flatnonzero(kept),
+        kept_inserts=ordinal[kept],
+        dropped_rows=np.flatnonzero(links.is_last & ~is_insert),
+    )
+
+
+def empty_plan() -> ChangePlan:
+    return ChangePlan(*([_NO_ROWS] * 7))
+
+
+def _to_numpy(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array.to_numpy(zero_copy_only=False)

@@ -1,0 +1,270 @@
+"""Task writers: what one Spark task (one attempt) runs to write its rows (Java's TaskWriter).
+
+Variants, chosen by :meth:`TaskWriterFactory.create` from (partitioned?, equality fields?):
+
+==============  ==========================  ==========================================
+                no equality fields          equality fields (``stream_sink.write.delta``)
+==============  ==========================  ==========================================
+unpartitioned   :class:`UnpartitionedWriter`  ``UnpartitionedDeltaWriter``
+partitioned     :class:`PartitionedFanoutWriter`  ``PartitionedDeltaWriter``
+==============  ==========================  ==========================================
+
+Every variant subclasses :class:`BaseTaskWriter` and is built as ``cls(factory, files)``.
+
+Invariants:
+- Input is checked against the table schema (names, types, nullability) before a
+  byte is written; a mismatch raises SchemaMismatchError naming the column.
+- ``abort()`` deletes every file the writer created (complete or not) and is safe
+  after any failure, after ``complete()`` and more than once.
+- The fanout writer keeps at most ``write.fanout.max-open-files`` files open. When a
+  new partition would exceed that, the least recently written partition's file is
+  finished (it becomes a complete data file of the result) and, should that partition
+  appear again, a new file is opened for it. Unwritten row groups of all open files
+  together stay under ``write.fanout.max-buffered-bytes``: above it the largest buffer
+  is written out as a row group.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from stream_sink.io import FileIO
+from stream_sink.table.arrow import conform_to_schema
+from stream_sink.table.manifest import DataFile
+from stream_sink.table.metrics_config import MetricsConfig
+from stream_sink.table.partitioning import PartitionSpec
+from stream_sink.table.schema import Schema
+from stream_sink.write.config import WriteConfig
+from stream_sink.write.file_factory import OutputFileFactory, new_operation_id
+from stream_sink.write.grouping import group_by_partition
+from stream_sink.write.parquet import FileSpec
+from stream_sink.write.result import WriteResult
+from stream_sink.write.rolling import RollingFileWriter, Segment
+
+if TYPE_CHECKING:
+    from stream_sink.table.table import Table
+
+
+class TaskWriter(ABC):
+    @abstractmethod
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None: ...
+
+    @abstractmethod
+    def complete(self) -> WriteResult:
+        """Finish every open file; the files written (nothing is committed here)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Delete every file written; see the module invariants."""
+
+
+class BaseTaskWriter(TaskWriter):
+    """Shared plumbing: schema conformance, rolling writers, cleanup on abort."""
+
+    def __init__(self, factory: TaskWriterFactory, files: OutputFileFactory) -> None:
+        self.factory = factory
+        self.files = files
+        self._writers: list[RollingFileWriter] = []
+        self._done: list[DataFile] = []
+
+    def conform(self, batch: pa.RecordBatch | pa.Table) -> pa.Table:
+        """``batch`` in the table's Arrow form; SchemaMismatchError names the column."""
+        return conform_to_schema(batch, self.factory.schema, self.factory.table_name)
+
+    def new_rolling_writer(
+        self,
+        spec: FileSpec,
+        target_bytes: int,
+        partition: tuple[Any, ...] = (),
+        suffix: str | None = None,
+    ) -> RollingFileWriter:
+        """A rolling writer whose files ``abort`` will delete."""
+        w = RollingFileWriter(
+            self.factory.io,
+            self.files,
+            spec,
+            target_bytes,
+            partition=partition,
+            check_rows=self.factory.config.size_check_rows,
+            suffix=suffix,
+        )
+        self._writers.append(w)
+        return w
+
+    def finish_writer(self, w: RollingFileWriter) -> list[DataFile]:
+        """Complete ``w`` early (its files stay owned for ``abort``)."""
+        files = w.complete()
+        self._done.extend(files)
+        return files
+
+    def abort(self) -> None:
+        for w in self._writers:
+            w.abort()
+
+    def _guarded(self, action: Any, *args: Any) -> Any:
+        """Run ``action``; any failure aborts (no file left behind) and re-raises."""
+        try:
+            return action(*args)
+        except BaseException:
+            self.abort()
+            raise
+
+
+class UnpartitionedWriter(BaseTaskWriter):
+    """All rows into one rolling sequence of data files."""
+
+    def __init__(self, factory: TaskWriterFactory, files: OutputFileFactory) -> None:
+        super().__init__(factory, files)
+        target = factory.config.target_file_bytes
+        self._out = self.new_rolling_writer(
+            factory.data_file_spec(), target, factory.unpartitioned_tuple
+        )
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._guarded(self.write_rows, batch)
+
+    def write_rows(self, batch: pa.RecordBatch | pa.Table) -> list[Segment]:
+        """Write and say where each row went (for callers that track positions)."""
+        return self._out.write(self.conform(batch))
+
+    def complete(self) -> WriteResult:
+        return WriteResult(data_files=tuple(self._guarded(self._out.complete)))
+
+
+class PartitionedFanoutWriter(BaseTaskWriter):
+    """One open rolling writer per partition, capped (see module invariants)."""
+
+    def __init__(self, factory: TaskWriterFactory, files: OutputFileFactory) -> None:
+        super().__init__(factory, files)
+        self._spec = factory.data_file_spec()
+        self._open: OrderedDict[tuple[Any, ...], RollingFileWriter] = OrderedDict()
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._guarded(self._write, batch)
+
+    def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        data = self.conform(batch)
+        f = self.factory
+        for group in group_by_partition(data, f.spec, f.schema):
+            self._writer_for(group.partition).write(group.rows)
+        self._bound_memory()
+
+    def _writer_for(self, partition: tuple[Any, ...]) -> RollingFileWriter:
+        w = self._open.get(partition)
+        if w is not None:
+            self._open.move_to_end(partition)
+            return w
+        if len(self._open) >= self.factory.config.fanout_max_open_files:
+            _, oldest = self._open.popitem(last=False)
+            self.finish_writer(oldest)
+        w = self.new_rolling_writer(self._spec, self.factory.config.target_file_bytes, partition)
+        self._open[partition] = w
+        return w
+
+    def _bound_memory(self) -> None:
+        limit = self.factory.config.fanout_max_buffered_bytes
+        buffered = sum(w.buffered_bytes for w in self._open.values())
+        while buffered > limit:
+            largest = max(self._open.values(), key=lambda w: w.buffered_bytes)
+            buffered -= largest.buffered_bytes
+            largest.flush()
+
+    def complete(self) -> WriteResult:
+        def finish() -> WriteResult:
+            for w in self._open.values():
+                self.finish_writer(w)
+            self._open.clear()
+            return WriteResult(data_files=tuple(self._done))
+
+        return self._guarded(finish)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class TaskWriterFactory:
+    """Everything an executor needs to write for one table; frozen and picklable.
+
+    ``operation_id`` names the write (every file name carries it); equality fields
+    select the delta writers, ``upsert`` and the ``delta_options`` mapping configure them.
+    """
+
+    table_name: str
+    schema: Schema
+    spec: PartitionSpec
+    data_location: str
+    io: FileIO
+    config: WriteConfig = field(default_factory=WriteConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    sort_order_id: int | None = None
+    operation_id: str = field(default_factory=new_operation_id)
+    equality_field_ids: tuple[int, ...] = ()
+    upsert: bool = False
+    delta_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def for_table(
+        table: Table,
+        *,
+        equality_fields: tuple[str, ...] | list[str] | None = None,
+        upsert: bool = False,
+        operation_id: str | None = None,
+        delta_options: Mapping[str, Any] | None = None,
+    ) -> TaskWriterFactory:
+        """A factory for ``table``'s current schema, spec and properties."""
+        schema = table.schema()
+        sort_order = table.sort_order()
+        ids = tuple(schema.find_field(n).field_id for n in equality_fields or ())
+        return TaskWriterFactory(
+            table_name=table.name,
+            schema=schema,
+            spec=table.spec().bind(schema),
+            data_location=table.data_location,
+            io=table.io,
+            config=WriteConfig.from_properties(table.properties),
+            metrics=MetricsConfig.from_properties(table.properties, schema),
+            sort_order_id=sort_order.order_id,
+            operation_id=operation_id or new_operation_id(),
+            equality_field_ids=ids,
+            upsert=upsert,
+            delta_options=dict(delta_options or {}),
+        )
+
+    @property
+    def partitioned(self) -> bool:
+        return not self.spec.is_unpartitioned
+
+    @property
+    def unpartitioned_tuple(self) -> tuple[None, ...]:
+        """The partition of every file when the spec is unpartitioned: one null per
+        (void) field, as Java records it; ``()`` for a spec without fields."""
+        return (None,) * len(self.spec.fields)
+
+    def data_file_spec(self) -> FileSpec:
+        return FileSpec(
+            schema=self.schema,
+            options=self.config.parquet,
+            metrics=self.metrics,
+            spec_id=self.spec.spec_id,
+            sort_order_id=self.sort_order_id,
+        )
+
+    def writer_class(self) -> type[BaseTaskWriter]:
+        if self.equality_field_ids:
+            from stream_sink.write import delta
+
+            cls: type[BaseTaskWriter] = (
+                delta.PartitionedDeltaWriter if self.partitioned else delta.UnpartitionedDeltaWriter
+            )
+            return cls
+        return PartitionedFanoutWriter if self.partitioned else UnpartitionedWriter
+
+    def create(self, partition_id: int, task_id: int, attempt_id: int = 0) -> TaskWriter:
+        files = OutputFileFactory(
+            self.data_location, self.spec, partition_id, task_id, attempt_id, self.operation_id
+        )
+        return self.writer_class()(self, files)

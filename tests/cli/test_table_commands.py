@@ -1,0 +1,96 @@
+"""`stream-sink table …` and `stream-sink read`: what a user sees in a terminal."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import stream_sink as ss
+from stream_sink.cli.main import main
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> str:
+    wh = str(tmp_path / "wh")
+    catalog = ss.load_catalog("local", type="hadoop", warehouse=wh)
+    catalog.create_namespace("db")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us")), ("cat", pa.string())])
+    t = catalog.create_table("db.events", schema, partition_spec=[("day", "ts")])
+    rows = {
+        "id": list(range(30)),
+        "ts": [dt.datetime(2024, 1, 1 + i % 3) for i in range(30)],
+        "cat": ["a", "b", "c"] * 10,
+    }
+    t.append(pa.table(rows))
+    t.append(pa.table({"id": [100], "ts": [dt.datetime(2024, 1, 1)], "cat": ["z"]}))
+    return wh
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_list_show_snapshots_files(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "table", "list", "--warehouse", warehouse)
+    assert code == 0 and "db.events" in out
+    code, out, _ = run(capsys, "table", "show", "db.events", "--warehouse", warehouse)
+    assert "day(ts) as ts_day" in out and "1: id: optional long" in out
+    code, out, _ = run(capsys, "table", "snapshots", "db.events", "--warehouse", warehouse)
+    lines = out.strip().splitlines()
+    assert len(lines) == 4  # header, rule, two snapshots
+    assert "append" in lines[2] and "30" in lines[2]
+    code, out, _ = run(
+        capsys, "table", "files", "db.events", "--warehouse", warehouse, "--format", "jsonl"
+    )
+    files = [json.loads(line) for line in out.splitlines()]
+    assert sum(f["records"] for f in files) == 31
+    assert {f["partition"] for f in files} == {
+        "ts_day=2024-01-01",
+        "ts_day=2024-01-02",
+        "ts_day=2024-01-03",
+    }
+
+
+def test_read_prints_rows_and_honours_filter_limit_and_formats(
+    warehouse: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "read",
+        "db.events",
+        "--warehouse",
+        warehouse,
+        "--filter",
+        "id >= 25",
+        "--limit",
+        "2",
+    )
+    assert code == 0
+    assert "(2 of 6 rows shown; --limit 0 shows all)" in out
+    code, out, _ = run(
+        capsys, "read", "db.events", "--warehouse", warehouse, "--format", "jsonl", "--limit", "0",
+        "--columns", "id",
+    )  # fmt: skip
+    assert sorted(json.loads(line)["id"] for line in out.splitlines()) == [*range(30), 100]
+    target = tmp_path / "out.parquet"
+    run(capsys, "read", "db.events", "--warehouse", warehouse, "--format", "parquet",
+        "--output", str(target))  # fmt: skip
+    assert pq.read_table(target).num_rows == 31
+
+
+def test_errors_name_what_is_wrong(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "read", "db.nope", "--warehouse", warehouse)
+    assert code == 1 and "db.nope" in err
+    code, _, err = run(capsys, "read", "db.events", "--warehouse", warehouse, "--snapshot-id", "42")
+    assert code == 1 and "42" in err
+    code, _, err = run(
+        capsys, "read", "db.events", "--warehouse", warehouse, "--filter", "nope = 1"
+    )
+    assert code == 1 and "nope" in err

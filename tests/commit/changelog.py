@@ -1,0 +1,45 @@
+"""A scripted changelog stream (Flink row kinds) and the table it must produce."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+from stream_sink.write.task_writers import TaskWriterFactory
+
+Change = tuple[str, int, str]
+
+BATCHES: list[list[Change]] = [
+    [("+I", 1, "a0"), ("+I", 2, "b0"), ("+I", 3, "c0"), ("-U", 1, "a0"), ("+U", 1, "a1")],
+    [("-U", 2, "b0"), ("+U", 2, "b1"), ("+I", 4, "d0"), ("-D", 3, "c0")],
+    [("+I", 3, "c1"), ("-U", 1, "a1"), ("+U", 1, "a2"), ("-U", 1, "a2"), ("+U", 1, "a3")],
+    [("-D", 4, "d0"), ("+I", 5, "e0"), ("-U", 2, "b1"), ("+U", 2, "b2")],
+    [("+I", 6, "f0"), ("-D", 5, "e0"), ("+I", 5, "e1"), ("-U", 3, "c1"), ("+U", 3, "c2")],
+    [("-U", 6, "f0"), ("+U", 6, "f1"), ("-D", 1, "a3"), ("+I", 7, "g0")],
+]
+
+
+def expected_rows(batches: list[list[Change]] = BATCHES) -> list[tuple[int, str]]:
+    table: dict[int, str] = {}
+    for batch in batches:
+        for kind, key, value in batch:
+            if kind in ("+I", "+U"):
+                table[key] = value
+            else:
+                table.pop(key, None)
+    return sorted(table.items())
+
+
+def write_changes(table: Table, changes: list[Change]) -> WriteResult:
+    """The batch through the real CDC delta writer (equality field ``id``)."""
+    factory = TaskWriterFactory.for_table(table, equality_fields=["id"])
+    writer = factory.create(0, 0)
+    writer.write(
+        pa.table({
+            "id": pa.array([c[1] for c in changes], pa.int64()),
+            "data": [c[2] for c in changes],
+            "_row_kind": [c[0] for c in changes],
+        })
+    )  # fmt: skip
+    return writer.complete()

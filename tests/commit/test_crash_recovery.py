@@ -1,0 +1,111 @@
+"""Kill the driver (SIGKILL) at every failpoint, restart it, and prove exactly-once.
+
+Each scenario runs ``crash_driver.py`` over the scripted changelog of ``changelog.py``
+with ``STREAM_SINK_FAILPOINT`` set, expects it to die by SIGKILL, runs it again without
+the failpoint (it resumes after the last batch its commit log acknowledges), then reads
+the table with DuckDB. Scenarios run concurrently (one subprocess each) to keep the
+suite fast; each test checks one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from changelog import BATCHES, expected_rows
+from harness import SCHEMA, live_files, staging_manifests, table_rows, watermark
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.commit import FAILPOINTS
+from stream_sink.table.table import Table
+
+DRIVER = str(Path(__file__).with_name("crash_driver.py"))
+TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Scenario:
+    failpoint: str
+    hit: int
+    backend: str
+    interval: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.failpoint}@{self.hit}-{self.backend}-every{self.interval}"
+
+
+SCENARIOS = [Scenario(fp, 2, "rocksdb", 2) for fp in FAILPOINTS] + [
+    Scenario(fp, 3, "memory", 1) for fp in ("after-staging-manifests", "after-table-commit")
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    root: Path
+    first: subprocess.CompletedProcess[str]
+    second: subprocess.CompletedProcess[str]
+
+
+def _run(root: Path, scenario: Scenario, failpoint: str | None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("STREAM_SINK_FAILPOINT", None)
+    if failpoint:
+        env["STREAM_SINK_FAILPOINT"] = failpoint
+    return subprocess.run(
+        [sys.executable, DRIVER, str(root), scenario.backend, str(scenario.interval)],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
+
+
+def _scenario(base: Path, scenario: Scenario) -> Outcome:
+    root = base / scenario.name
+    catalog = load_catalog("c", type="hadoop", warehouse=str(root / "warehouse"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.cdc", schema=SCHEMA, identifier_fields=["id"])
+    first = _run(root, scenario, f"{scenario.failpoint}@{scenario.hit}")
+    second = _run(root, scenario, None)
+    return Outcome(root, first, second)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
+    base = tmp_path_factory.mktemp("crash")
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        futures = {s.name: pool.submit(_scenario, base, s) for s in SCENARIOS}
+        yield {name: f.result() for name, f in futures.items()}
+
+
+def _table(root: Path) -> Table:
+    return load_catalog("c", type="hadoop", warehouse=str(root / "warehouse")).load_table("db.cdc")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
+    outcomes: dict[str, Outcome], scenario: Scenario
+) -> None:
+    out = outcomes[scenario.name]
+    assert out.first.returncode == -signal.SIGKILL, (
+        f"the driver was not killed at {scenario.failpoint}: rc={out.first.returncode}\n"
+        f"{out.first.stderr[-3000:]}"
+    )
+    assert out.second.returncode == 0, out.second.stderr[-3000:]
+    table = _table(out.root)
+    assert table_rows(table) == expected_rows()
+    paths = [f.file_path for f in live_files(table)]
+    assert len(paths) == len(set(paths)), "a file is referenced twice"
+    assert watermark(table, "query-1", "cdc") == len(BATCHES) - 1
+    assert staging_manifests(table) == []
+    acked = sorted(int(n) for n in os.listdir(out.root / "commits") if n.isdigit())
+    assert acked == list(range(len(BATCHES)))
+
+
+def test_every_failpoint_is_exercised() -> None:
+    assert {s.failpoint for s in SCENARIOS} == set(FAILPOINTS)

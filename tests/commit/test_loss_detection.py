@@ -1,0 +1,128 @@
+"""Lost or corrupt operator state: restore from the newest checkpoint, and refuse to start
+when upstream acknowledged batches that nothing can bring back."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from collections.abc import Callable
+
+import pytest
+from harness import Harness, table_rows, write_rows
+
+from stream_sink.exceptions import DataLossError
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+
+MakeHarness = Callable[..., Harness]
+
+
+def corrupt(state_dir: str) -> None:
+    """Overwrite the files that make a state directory readable with garbage."""
+    for name in ("CURRENT", "state.log"):
+        path = os.path.join(state_dir, name)
+        if os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(b"\x00garbage, not a state file\xff" * 4)
+
+
+def test_state_deleted_while_upstream_acknowledged_later_batches_refuses_to_start(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.step(1, write_rows(table, [(1, "b")]))
+    h.process(2, write_rows(table, [(2, "c")]))  # acknowledged upstream, not checkpointed
+    h.process(3, write_rows(table, [(3, "d")]))
+    h.crash()
+    shutil.rmtree(h.state_dir)
+    with pytest.raises(DataLossError, match=r"acknowledged batches \[2, 3\]") as e:
+        h.open(acknowledged=[0, 1, 2, 3])
+    assert "checkpoint: 1" in str(e.value) and h.state_dir in str(e.value)
+    assert table_rows(table) == [(0, "a"), (1, "b")]
+    assert not os.path.exists(h.state_dir)  # nothing restored: the next start refuses too
+    with pytest.raises(DataLossError, match=r"acknowledged batches \[2, 3\]"):
+        h.open(acknowledged=[0, 1, 2, 3])
+
+
+def test_state_deleted_restores_and_commits_the_newest_checkpoint(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.process(1, write_rows(table, [(1, "b")]))
+    h.checkpoint(1)  # complete, never notified
+    h.crash()
+    shutil.rmtree(h.state_dir)
+    h.open(acknowledged=[0, 1])
+    assert table_rows(table) == [(0, "a"), (1, "b")] and h.watermark() == 1
+    h.step(2, write_rows(table, [(2, "c")]))
+    assert table_rows(table) == [(0, "a"), (1, "b"), (2, "c")]
+
+
+def test_corrupt_state_is_moved_aside_and_the_checkpoint_restored(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.process(1, write_rows(table, [(1, "b")]))
+    h.checkpoint(1)
+    h.crash()
+    corrupt(h.state_dir)
+    h.open(acknowledged=[0, 1])
+    assert table_rows(table) == [(0, "a"), (1, "b")] and h.watermark() == 1
+    (aside,) = glob.glob(h.state_dir + ".corrupt-*")
+    assert os.listdir(aside)  # kept for inspection, not deleted
+
+
+def test_corrupt_state_with_unrecoverable_batches_is_left_in_place(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.process(1, write_rows(table, [(1, "b")]))
+    h.crash()
+    corrupt(h.state_dir)
+    for _ in range(2):
+        with pytest.raises(DataLossError, match=r"batches \[1\]"):
+            h.open(acknowledged=[0, 1])
+    assert glob.glob(h.state_dir + ".corrupt-*") == [] and os.listdir(h.state_dir)
+
+
+def test_lost_state_without_any_checkpoint_still_detects_loss(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.process(0, write_rows(table, [(0, "a")]))
+    h.crash()
+    shutil.rmtree(h.state_dir)
+    with pytest.raises(DataLossError, match=r"no completed checkpoint.*batches \[0\]"):
+        h.open(acknowledged=[0])
+
+
+def test_acknowledged_batches_the_watermark_covers_are_not_loss(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    for b in range(3):
+        h.step(b, write_rows(table, [(b, "x")]))
+    h.crash()
+    shutil.rmtree(h.state_dir)
+    h.open(acknowledged=[0, 1, 2])
+    h.step(3, write_rows(table, [(3, "x")]))
+    assert table_rows(table) == [(b, "x") for b in range(4)]
+
+
+def test_intact_state_is_not_checked_against_upstream(table: Table, harness: MakeHarness) -> None:
+    """Batches that committed nothing (skipped empty checkpoints) are not in state and
+    not under the watermark: with intact state that is no loss."""
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.step(1, WriteResult())
+    h.step(2, WriteResult())
+    assert h.watermark() == 0  # the table's: the empty checkpoints were not committed
+    h.crash()
+    h.open(acknowledged=[0, 1, 2])
+    h.step(3, write_rows(table, [(3, "b")]))
+    assert table_rows(table) == [(0, "a"), (3, "b")]
