@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.table.catalog import Catalog, HadoopCatalog, SqlCatalog, TableFactory
+
+if TYPE_CHECKING:
+    from stream_sink.tables import Table
 
 CATALOG_TYPES = ("hadoop", "sql")
 
@@ -16,9 +19,9 @@ def load_catalog(
     type: str = "hadoop",
     warehouse: str | None = None,
     uri: str | None = None,
-    table_factory: TableFactory | None = None,
+    table_factory: TableFactory[Table] | None = None,
     **properties: Any,
-) -> Catalog:
+) -> Catalog[Table]:
     """Open catalog ``name``.
 
     ``type="hadoop"``: tables under the ``warehouse`` directory (local filesystem),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from stream_sink.exceptions import (
     CommitFailedError,
@@ -36,14 +36,14 @@ from stream_sink.table.metadata import TableMetadata, new_table_metadata, parse_
 from stream_sink.table.partitioning import PartitionSpec, build_partition_spec
 from stream_sink.table.schema import Schema
 from stream_sink.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from stream_sink.table.table import Table
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from stream_sink.table.table import Table
-
 Identifier = tuple[str, ...]
-TableFactory = Callable[..., "Table"]
+TableT = TypeVar("TableT", bound=Table)
+TableFactory = Callable[..., TableT]
 
 
 def to_identifier(name: str | Sequence[str]) -> Identifier:
@@ -72,22 +72,24 @@ def dotted(ident: Sequence[str]) -> str:
     return ".".join(ident)
 
 
-class Catalog(ABC):
-    """Base of the Hadoop and SQL catalogs; subclasses implement storage of the pointer."""
+class Catalog(ABC, Generic[TableT]):
+    """Base of the Hadoop and SQL catalogs; subclasses implement storage of the pointer.
+
+    Tables it returns are made by ``table_factory(identifier, metadata,
+    metadata_location, io, catalog)``: a higher layer passes a richer Table
+    subclass (``stream_sink.load_catalog`` passes the one with append and scan)."""
 
     def __init__(
         self,
         name: str,
         properties: Mapping[str, str],
-        table_factory: TableFactory | None = None,
+        table_factory: TableFactory[TableT] | None = None,
     ) -> None:
         self.name = name
         self.properties = dict(properties)
-        if table_factory is None:
-            from stream_sink.table.table import Table
-
-            table_factory = Table
-        self._table_factory = table_factory
+        self._table_factory: TableFactory[TableT] = (
+            table_factory if table_factory is not None else cast("TableFactory[TableT]", Table)
+        )
 
     def close(self) -> None:
         """Release connections the catalog holds (none for file-based catalogs)."""
@@ -220,7 +222,7 @@ class Catalog(ABC):
         properties: Mapping[str, str] | None = None,
         location: str | None = None,
         format_version: int = 2,
-    ) -> Table:
+    ) -> TableT:
         ident = table_identifier(identifier)
         iceberg_schema = _as_schema(schema, identifier_fields)
         spec = build_partition_spec(iceberg_schema, partition_spec or [])
@@ -237,7 +239,7 @@ class Catalog(ABC):
         meta_location = self._create(ident, meta)
         return self._table_factory(ident, meta, meta_location, self.io_for(meta.location), self)
 
-    def load_table(self, identifier: str | Sequence[str]) -> Table:
+    def load_table(self, identifier: str | Sequence[str]) -> TableT:
         ident = table_identifier(identifier)
         location = self.current_metadata_location(ident)
         meta = self.read_metadata(location, ident)

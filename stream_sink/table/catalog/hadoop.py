@@ -39,6 +39,7 @@ from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
     TableFactory,
+    TableT,
     dotted,
     table_identifier,
     to_namespace,
@@ -53,13 +54,13 @@ _VERSION_FILE = re.compile(r"^v(\d+)(?:\.gz)?\.metadata\.json(?:\.gz)?$")
 _SUFFIXES = (".metadata.json", ".gz.metadata.json", ".metadata.json.gz")
 
 
-class HadoopCatalog(Catalog):
+class HadoopCatalog(Catalog[TableT]):
     def __init__(
         self,
         name: str,
         warehouse: str,
         properties: Mapping[str, str] | None = None,
-        table_factory: TableFactory | None = None,
+        table_factory: TableFactory[TableT] | None = None,
     ) -> None:
         self.warehouse = _local_warehouse(warehouse)
         super().__init__(name, {**(properties or {}), "warehouse": self.warehouse}, table_factory)

@@ -67,6 +67,7 @@ from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
     TableFactory,
+    TableT,
     dotted,
     table_identifier,
     to_namespace,
@@ -104,14 +105,14 @@ _T = ICEBERG_TABLES.c
 _N = NAMESPACE_PROPERTIES.c
 
 
-class SqlCatalog(Catalog):
+class SqlCatalog(Catalog[TableT]):
     def __init__(
         self,
         name: str,
         uri: str,
         warehouse: str | None = None,
         properties: Mapping[str, str] | None = None,
-        table_factory: TableFactory | None = None,
+        table_factory: TableFactory[TableT] | None = None,
     ) -> None:
         props = dict(properties or {})
         self.warehouse = _warehouse(warehouse) if warehouse else None
