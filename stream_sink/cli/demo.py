@@ -1,0 +1,232 @@
+"""``stream-sink demo``: a CDC pipeline that survives a crash, end to end, on one machine.
+
+1. Generate a Debezium-style change stream of an ``orders`` table as JSON files.
+2. Create ``demo.orders`` (partitioned by day(created_at) and bucket(order_id, 4)).
+3. Run the streaming job (:mod:`.demo_job`) in a child process; once about half the
+   micro-batches are committed, kill it with SIGKILL mid-batch, then start it again
+   from the same checkpoint location.
+4. Print the snapshots and totals, and check the table equals the expected final state
+   (exit 1 when it does not).
+
+Every earlier demo artefact (table, checkpoints, state, input) is removed first, so each
+run starts fresh. The same code runs on a cluster; only :class:`DemoConfig` differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from typing import TextIO
+
+from stream_sink.cli.demo_data import ChangeStream, generate, table_rows
+from stream_sink.cli.demo_job import SINK_ID, TABLE, DemoConfig, create_table, open_catalog
+from stream_sink.cli.output import format_table
+from stream_sink.io import FileIO
+from stream_sink.table.catalog import Catalog
+from stream_sink.table.snapshots import Snapshot
+from stream_sink.tables import Table
+
+WATERMARK = "stream-sink.max-committed-checkpoint-id"
+POLL_SECONDS = 0.5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``demo`` subcommand's options (defaults: the embedded local setup)."""
+    parser.add_argument("--warehouse", default="warehouse", help="warehouse dir or s3:// URI")
+    parser.add_argument("--rows", type=int, default=100_000, help="change events to stream")
+    parser.add_argument("--files", type=int, default=12, help="input files (one per batch)")
+    parser.add_argument("--catalog-uri", default=None,
+                        help="SQL catalog (sqlite:///x.db, postgresql+psycopg://...); "
+                             "default: a Hadoop catalog under --warehouse")  # fmt: skip
+    parser.add_argument("--checkpoint-location", default=f"checkpoints/{SINK_ID}")
+    parser.add_argument("--state-dir", default="state")
+    parser.add_argument("--input", default="demo/input", help="where the change files go")
+    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    parser.add_argument("--no-kill", action="store_true", help="do not kill the job midway")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--catalog-prop", action="append", default=[], metavar="KEY=VALUE",
+                        help="catalog property, e.g. s3.endpoint=http://minio:9000")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
+
+
+def run_demo_from_args(args: argparse.Namespace) -> int:
+    cfg = DemoConfig(
+        warehouse=args.warehouse, catalog_uri=args.catalog_uri,
+        checkpoint_location=args.checkpoint_location, state_dir=args.state_dir,
+        input=args.input, master=args.master,
+        catalog_properties=_pairs(args.catalog_prop), spark_conf=_pairs(args.spark_conf),
+    )  # fmt: skip
+    return run_demo(args.warehouse, args.rows, config=cfg, files=args.files,
+                    kill=not args.no_kill, seed=args.seed)  # fmt: skip
+
+
+def run_demo(
+    warehouse: str = "warehouse",
+    rows: int = 100_000,
+    *,
+    config: DemoConfig | None = None,
+    files: int = 12,
+    kill: bool = True,
+    seed: int = 7,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Run the demo; 0 when the table equals the expected state, 1 otherwise."""
+    cfg = config or DemoConfig(warehouse=warehouse)
+    started = time.monotonic()
+    say = _printer(out, started)
+    catalog = open_catalog(cfg)
+    say(f"generating {rows:,} change events of an orders table into {files} files")
+    stream = generate(rows, files, seed)
+    _reset(catalog, cfg)
+    _write_input(cfg, stream)
+    create_table(catalog)
+    say(f"table {TABLE} created: partitioned by day(created_at), bucket(order_id, 4)")
+    batches = len(stream.files)
+    kill_after = batches // 2 - 1 if kill and batches >= 4 else None
+    code = _run_job(cfg, catalog, batches, kill_after, say, attempt=1)
+    if code == "killed":
+        say("restarting the job from the same checkpoint location")
+        code = _run_job(cfg, catalog, batches, None, say, attempt=2)
+    if code != "done":
+        say(f"the streaming job failed; see {_log_path(cfg, 2 if kill_after else 1)}")
+        return 1
+    table = catalog.load_table(TABLE)
+    assert isinstance(table, Table)
+    print(_summary(table), file=out)
+    return _verify(table, stream, say)
+
+
+def _run_job(cfg: DemoConfig, catalog: Catalog, batches: int, kill_after: int | None,
+             say: _Say, attempt: int) -> str:  # fmt: skip
+    """Run the job process; "done", "killed" (by us) or "failed"."""
+    log_path = _log_path(cfg, attempt)
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    say(f"starting the Spark job (run {attempt}, log: {log_path})")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "stream_sink.cli.demo_job", cfg.to_json()],
+                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        seen = _committed(catalog)
+        while proc.poll() is None:
+            time.sleep(POLL_SECONDS)
+            seen = _report(catalog, seen, batches, say)
+            if kill_after is not None and _watermark(seen) >= kill_after:
+                time.sleep(random.uniform(0.2, 1.5))  # land somewhere inside the next batch
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                say(f"killed the job with SIGKILL after batch {_watermark(seen)} was committed")
+                return "killed"
+        _report(catalog, seen, batches, say)
+    return "done" if proc.returncode == 0 else "failed"
+
+
+def _committed(catalog: Catalog) -> list[Snapshot]:
+    return catalog.load_table(TABLE).snapshots()
+
+
+def _report(catalog: Catalog, seen: list[Snapshot], batches: int, say: _Say) -> list[Snapshot]:
+    now = _committed(catalog)
+    for snap in now[len(seen):]:
+        s = snap.summary
+        say(f"batch {int(s.get(WATERMARK, '-1')) + 1:>3}/{batches} committed: "
+            f"{s.get('operation', '?')}, +{s.get('added-data-files', '0')} data files, "
+            f"+{s.get('added-delete-files', '0')} delete files, "
+            f"{int(s.get('total-records', '0')):,} records in data files")  # fmt: skip
+    return now
+
+
+def _watermark(snapshots: list[Snapshot]) -> int:
+    marks = [int(s.summary.get(WATERMARK, "-1")) for s in snapshots]
+    return max(marks, default=-1)
+
+
+def _summary(table: Table) -> str:
+    rows = []
+    for snap in table.snapshots():
+        s = snap.summary
+        rows.append([
+            str(snap.snapshot_id), int(s.get(WATERMARK, "-1")), s.get("operation", "?"),
+            int(s.get("added-data-files", "0")), int(s.get("added-delete-files", "0")),
+            int(s.get("total-records", "0")),
+        ])  # fmt: skip
+    snapshots = format_table(
+        ["snapshot", "batch", "operation", "+data files", "+delete files", "records in files"],
+        rows,
+    )
+    last = table.current_snapshot()
+    totals = last.summary if last is not None else {}
+    live = table.scan().to_arrow().num_rows
+    overview = format_table(["", "value"], [
+        ["snapshots", len(rows)],
+        ["live rows (deletes applied)", live],
+        ["data files", int(totals.get("total-data-files", "0"))],
+        ["delete files", int(totals.get("total-delete-files", "0"))],
+        ["equality deletes", int(totals.get("total-equality-deletes", "0"))],
+        ["position deletes", int(totals.get("total-position-deletes", "0"))],
+    ])  # fmt: skip
+    return f"\nSnapshots of {table.name}\n{snapshots}\n\nTable {table.name}\n{overview}\n"
+
+
+def _verify(table: Table, stream: ChangeStream, say: _Say) -> int:
+    got = table_rows(table.scan().to_arrow())
+    expected = list(stream.expected)
+    if got == expected:
+        say(f"check passed: {TABLE} equals the expected final state "
+            f"({len(expected):,} orders, every change exactly once)")  # fmt: skip
+        return 0
+    missing = [r for r in expected if r not in got][:3]
+    extra = [r for r in got if r not in expected][:3]
+    say(f"CHECK FAILED: {len(got):,} rows, expected {len(expected):,}; "
+        f"e.g. missing {missing}, unexpected {extra}")  # fmt: skip
+    return 1
+
+
+def _reset(catalog: Catalog, cfg: DemoConfig) -> None:
+    """Remove what an earlier demo left: table, checkpoints, state, input."""
+    if catalog.table_exists(TABLE):
+        catalog.drop_table(TABLE, purge=True)
+    for location in (cfg.checkpoint_location, os.path.join(cfg.state_dir, SINK_ID), cfg.input):
+        io = FileIO.for_location(location, cfg.catalog_properties)
+        if io.exists(location):
+            io.delete_dir(location)
+
+
+def _write_input(cfg: DemoConfig, stream: ChangeStream) -> None:
+    io = FileIO.for_location(cfg.input, cfg.catalog_properties)
+    for i, payload in enumerate(stream.files):
+        io.write_atomic(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json", payload, fsync=False)
+        if io.scheme == "file":  # Spark takes files by modification time
+            t = time.time() - 1000 + i
+            os.utime(io.path_of(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json"), (t, t))
+
+
+def _log_path(cfg: DemoConfig, attempt: int) -> str:
+    return os.path.join(cfg.log_dir, f"job-run-{attempt}.log")
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"stream-sink demo: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+class _Say:
+    def __init__(self, out: TextIO, started: float) -> None:
+        self.out, self.started = out, started
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f}s] {message}", file=self.out, flush=True)
+
+
+def _printer(out: TextIO, started: float) -> _Say:
+    return _Say(out, started)
+
+

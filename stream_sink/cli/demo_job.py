@@ -1,0 +1,97 @@
+"""The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert.
+
+Run as its own process (``python -m stream_sink.cli.demo_job CONFIG_JSON``) so the demo
+can kill it with SIGKILL and start it again from the same checkpoint location. Locally
+and on a cluster it is the same code; only :class:`DemoConfig` differs (catalog URI,
+``s3://`` warehouse and checkpoints, Spark master, extra Spark settings).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import stream_sink as ss
+from stream_sink.cli.demo_data import KEY, PARTITION_SPEC, ROW_SCHEMA_DDL, TABLE_SCHEMA
+from stream_sink.table.catalog import Catalog
+
+TABLE = "demo.orders"
+SINK_ID = "demo-orders"
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    warehouse: str = "warehouse"
+    catalog_uri: str | None = None
+    """None: a Hadoop catalog under ``warehouse``; else a SQL catalog (sqlite:/postgresql:)."""
+    checkpoint_location: str = f"checkpoints/{SINK_ID}"
+    state_dir: str = "state"
+    input: str = "demo/input"
+    log_dir: str = "demo"
+    master: str = "local[2]"
+    files_per_trigger: int = 1
+    catalog_properties: Mapping[str, str] = field(default_factory=dict)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> DemoConfig:
+        return DemoConfig(**json.loads(text))
+
+
+def open_catalog(cfg: DemoConfig) -> Catalog:
+    props: dict[str, Any] = dict(cfg.catalog_properties)
+    if cfg.catalog_uri:
+        return ss.load_catalog("demo", type="sql", uri=cfg.catalog_uri, warehouse=cfg.warehouse,
+                               **props)  # fmt: skip
+    return ss.load_catalog("demo", type="hadoop", warehouse=cfg.warehouse, **props)
+
+
+def create_table(catalog: Catalog) -> None:
+    if not catalog.namespace_exists("demo"):
+        catalog.create_namespace("demo")
+    catalog.create_table(TABLE, schema=TABLE_SCHEMA, partition_spec=PARTITION_SPEC,
+                         identifier_fields=list(KEY),
+                         properties={"write.target-file-size-bytes": str(64 * 1024 * 1024)})
+
+
+def run_job(cfg: DemoConfig) -> None:
+    """Stream every input file into the table (available-now), then stop."""
+    from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_debezium
+    from stream_sink.spark.options import to_spark_uri
+    from stream_sink.spark.session import local_session
+
+    spark = local_session("stream-sink-demo", master=cfg.master, conf=cfg.spark_conf)
+    sink = IcebergSink(
+        catalog=open_catalog(cfg), table=TABLE, mode="upsert", sink_id=SINK_ID,
+        row_kind_column=ROW_KIND_COLUMN, order_by=ORDER_COLUMN, distribution="hash",
+        checkpoint_location=cfg.checkpoint_location, state_dir=cfg.state_dir,
+    )  # fmt: skip
+    events = (spark.readStream.option("maxFilesPerTrigger", cfg.files_per_trigger)
+              .text(to_spark_uri(cfg.input)))  # fmt: skip
+    changes = from_debezium(events, row_schema=ROW_SCHEMA_DDL, order_by="source.lsn")
+    query = (
+        changes.writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    finally:
+        sink.close()
+        spark.stop()
+
+
+def main(argv: list[str]) -> int:
+    run_job(DemoConfig.from_json(argv[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,224 @@
+"""Debezium change events to a changelog DataFrame (row kind + source order).
+
+Mapping (Flink's RowKind names):
+
+=====  ==========================================
+``op``  rows
+=====  ==========================================
+c, r   ``+I`` after
+u      ``-U`` before (when present), ``+U`` after
+d      ``-D`` before
+=====  ==========================================
+
+Invariants:
+- Every output row carries ``_row_kind`` and ``_cdc_order``: a struct of the
+  ``order_by`` values followed by the change's position inside its event (``-U`` 0,
+  ``+U`` 1), so sorting by it replays one key's changes in source order.
+- Bad events stop the query instead of being skipped: an unknown ``op`` raises
+  UnknownRowKindError, unparsable JSON, a missing ``op`` or a row image that the op
+  needs (``after`` for c/r/u, ``before`` for d) raise ValidationError. The errors are
+  raised inside Spark (``raise_error``) and turned back into these classes by the
+  sink, with the offending value in the message.
+- Kafka tombstones (a null value) are dropped; they carry no change.
+- Updates without a before image (PostgreSQL's default replica identity) give only
+  ``+U``: enough for mode ``upsert``; mode ``changelog`` needs full before images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from stream_sink.exceptions import MissingColumnError
+from stream_sink.spark.errors import spark_error_message
+from stream_sink.table.schema import Schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType, StructField, StructType
+
+ROW_KIND_COLUMN = "_row_kind"
+ORDER_COLUMN = "_cdc_order"
+CHANGE_POSITION_FIELD = "_change"
+DEFAULT_ORDER_BY: tuple[str, ...] = ("source.lsn",)
+ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
+_MAX_SHOWN = 200
+
+
+def from_debezium(
+    df: DataFrame,
+    *,
+    row_schema: StructType | Schema | str,
+    order_by: str | Sequence[str] = DEFAULT_ORDER_BY,
+    value_column: str = "value",
+    row_kind_column: str = ROW_KIND_COLUMN,
+    order_column: str = ORDER_COLUMN,
+) -> DataFrame:
+    """The changes of Debezium events in ``df`` as rows of ``row_schema``.
+
+    ``df`` holds either JSON envelopes (a string or binary ``value_column``, as read from
+    Kafka or with ``spark.readStream.text``; with or without the ``schema``/``payload``
+    wrapper), or already parsed envelope columns (``op``, ``before``, ``after``,
+    ``source``). ``order_by`` names the source position: envelope paths such as
+    ``source.lsn``, ``source.ts_ms`` or ``ts_ms`` (read as long), or columns of ``df``
+    such as a Kafka ``offset``. Pass ``row_kind_column`` and ``order_column`` on to
+    ``IcebergSink(row_kind_column=..., order_by=...)``.
+    """
+    from pyspark.sql import functions as F
+
+    rows = to_spark_schema(row_schema)
+    orders = (order_by,) if isinstance(order_by, str) else tuple(order_by)
+    if not orders:
+        raise MissingColumnError("from_debezium: order_by must name at least one position field")
+    taken = [c for c in orders if c in df.columns]
+    envelope_paths = [c for c in orders if c not in df.columns]
+    if "op" in df.columns:
+        env = F.struct(*(F.col(c) for c in ENVELOPE_FIELDS if c in df.columns))
+        raw: Column = F.to_json(env)
+        _check_paths(df, envelope_paths)
+    else:
+        if value_column not in df.columns:
+            raise MissingColumnError(
+                f"from_debezium: column {value_column!r} is missing (columns: {df.columns}); "
+                "pass value_column= or a DataFrame with an 'op' column"
+            )
+        df = df.where(F.col(value_column).isNotNull())
+        raw = F.col(value_column).cast("string")
+        env = _parse(raw, rows, envelope_paths)
+    position = [F.col(c) for c in taken] + [_path(env, p).cast("long") for p in envelope_paths]
+    changes = _changes(env, raw)
+    exploded = df.select(
+        F.explode(changes).alias("c"),
+        *(p.alias(f"_pos{i}") for i, p in enumerate(position)),
+    )
+    exploded = exploded.where(~((F.col("c.k") == "-U") & F.col("c.row").isNull()))
+    row = F.when(F.col("c.row").isNull(), _fail(
+        "ValidationError", "Debezium event has no row image for its op: ", F.col("c.raw")
+    )).otherwise(F.col("c.row"))
+    order_fields = [F.col(f"_pos{i}").alias(_order_name(o)) for i, o in enumerate(orders)]
+    order_fields.append(F.col("c.seq").alias(CHANGE_POSITION_FIELD))
+    return exploded.select(
+        *(row.getField(f.name).alias(f.name) for f in rows.fields),
+        F.col("c.k").alias(row_kind_column),
+        F.struct(*order_fields).alias(order_column),
+    )
+
+
+def to_spark_schema(schema: StructType | Schema | str) -> StructType:
+    """A Spark StructType from a StructType, a DDL string or a stream_sink Schema."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, Schema):
+        from stream_sink.table.arrow import schema_to_arrow
+
+        return from_arrow_schema(schema_to_arrow(schema))
+    parsed = _parse_datatype_string(schema)
+    if not isinstance(parsed, StructType):
+        raise MissingColumnError(f"from_debezium: row_schema {schema!r} is not a struct")
+    return parsed
+
+
+def _changes(env: Column, raw: Column) -> Column:
+    """Per event, an array of (row kind, row image, position in event, raw event)."""
+    from pyspark.sql import functions as F
+
+    op = env.getField("op")
+    before, after = env.getField("before"), env.getField("after")
+
+    def change(kind: str, image: Column, seq: int) -> Column:
+        return F.struct(
+            F.lit(kind).alias("k"), image.alias("row"), F.lit(seq).alias("seq"),
+            F.substring(raw, 1, _MAX_SHOWN).alias("raw"),
+        )
+
+    return (
+        F.when(env.isNull() | op.isNull(), _fail(
+            "ValidationError", "malformed Debezium event (not JSON, or no 'op'): ", raw))
+        .when(op.isin("c", "r"), F.array(change("+I", after, 0)))
+        .when(op == "u", F.array(change("-U", before, 0), change("+U", after, 1)))
+        .when(op == "d", F.array(change("-D", before, 0)))
+        .otherwise(_fail(
+            "UnknownRowKindError",
+            "unknown Debezium op (expected c, r, u or d): ",
+            F.concat(F.lit("op="), op, F.lit(" in "), raw),
+        ))
+    )
+
+
+def _parse(raw: Column, rows: StructType, paths: Sequence[str]) -> Column:
+    """Parse JSON envelopes, with or without Kafka Connect's schema/payload wrapper."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    fields = [StructField("op", StringType()), StructField("before", rows),
+              StructField("after", rows)]
+    fields += _position_fields(paths, LongType())
+    envelope = StructType(fields)
+    wrapper = StructType([*envelope.fields, StructField("payload", envelope)])
+    parsed = F.from_json(raw, wrapper, {"mode": "PERMISSIVE"})
+    payload = parsed.getField("payload")
+    return F.when(payload.isNotNull(), payload).otherwise(
+        F.struct(*(parsed.getField(f.name).alias(f.name) for f in envelope.fields))
+    )
+
+
+def _position_fields(paths: Sequence[str], leaf: DataType) -> list[StructField]:
+    """Struct fields holding every dotted path (``source.lsn`` → source: struct<lsn>)."""
+    from pyspark.sql.types import StructField, StructType
+
+    tree: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        node = tree
+        for part in p.split("."):
+            node = node.setdefault(part, {})
+
+    def build(node: dict[str, Any]) -> list[StructField]:
+        return [
+            StructField(name, StructType(build(child)) if child else leaf)
+            for name, child in node.items()
+        ]
+
+    return [f for f in build(tree) if f.name not in ("op", "before", "after")]
+
+
+def _check_paths(df: DataFrame, paths: Sequence[str]) -> None:
+    from pyspark.errors import AnalysisException
+
+    for p in paths:
+        try:
+            df.select(_path_col(p)).schema  # noqa: B018 (resolves the column or raises)
+        except AnalysisException:
+            raise MissingColumnError(
+                f"from_debezium: order field {p!r} is neither a column nor an envelope path "
+                f"(columns: {df.columns})"
+            ) from None
+
+
+def _path(env: Column, path: str) -> Column:
+    col = env
+    for part in path.split("."):
+        col = col.getField(part)
+    return col
+
+
+def _path_col(path: str) -> Column:
+    from pyspark.sql import functions as F
+
+    first, *rest = path.split(".")
+    col = F.col(f"`{first}`")
+    for part in rest:
+        col = col.getField(part)
+    return col
+
+
+def _order_name(path: str) -> str:
+    return path.replace(".", "_")
+
+
+def _fail(error: str, text: str, detail: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.raise_error(F.concat(F.lit(spark_error_message(error, text)), detail))

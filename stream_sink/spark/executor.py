@@ -1,0 +1,94 @@
+"""What each Spark task of a micro-batch runs: a TaskWriter over its Arrow batches.
+
+``WriteTask`` is the function handed to ``DataFrame.mapInArrow``. It is a frozen
+dataclass so Spark pickles it (with its TaskWriterFactory) once per stage and every
+task gets its own copy.
+
+Invariants:
+- A task yields exactly one row: the serialized WriteResult of its files (bytes; rows
+  never return to the driver). An empty partition yields an empty WriteResult.
+- Any failure, including one raised by Spark while it feeds the task, aborts the writer
+  (its files are deleted) before the error propagates and fails the task; a retried
+  attempt writes new files under its own attempt number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from stream_sink.write.result import WriteResult
+from stream_sink.write.task_writers import TaskWriterFactory
+
+INSERT = "+I"
+RESULT_COLUMN = "result"
+RESULT_DDL = f"{RESULT_COLUMN} binary"
+RESULT_SCHEMA = pa.schema([pa.field(RESULT_COLUMN, pa.binary())])
+
+
+@dataclass(frozen=True)
+class TaskIds:
+    partition_id: int
+    task_id: int
+    attempt_id: int
+
+
+def current_task_ids() -> TaskIds:
+    """Ids of the running Spark task (zeros outside Spark, for local use)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return TaskIds(0, 0, 0)
+    return TaskIds(ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber())
+
+
+@dataclass(frozen=True)
+class WriteTask:
+    """``mapInArrow`` function: write every batch with one TaskWriter, yield its result."""
+
+    factory: TaskWriterFactory
+    insert_kind_column: str | None = None
+    """When set, every row gets this column holding ``+I`` (upsert streams without a row
+    kind column: each row replaces its key)."""
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ids = current_task_ids()
+        if self.insert_kind_column is not None:
+            batches = with_insert_kind(batches, self.insert_kind_column)
+        yield result_batch(write_all(self.factory, batches, ids))
+
+
+def with_insert_kind(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    """``batches`` with a row kind column of ``+I`` appended."""
+    for batch in batches:
+        kinds = pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(batch.num_rows, dtype=np.int8)), pa.array([INSERT])
+        )
+        yield batch.append_column(name, kinds)
+
+
+def write_all(factory: TaskWriterFactory, batches: Iterator[pa.RecordBatch], ids: TaskIds) -> bytes:
+    """Write ``batches``; the serialized WriteResult, or the error after an abort."""
+    writer = factory.create(ids.partition_id, ids.task_id, ids.attempt_id)
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write(batch)
+        result = writer.complete()
+    except BaseException:
+        writer.abort()
+        raise
+    return result.to_bytes()
+
+
+def result_batch(serialized: bytes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([serialized], pa.binary())], schema=RESULT_SCHEMA)
+
+
+def merge_results(serialized: list[bytes]) -> WriteResult:
+    """The WriteResults of all tasks of a batch as one, in task order."""
+    return WriteResult.merge(WriteResult.from_bytes(raw) for raw in serialized)

@@ -1,0 +1,175 @@
+"""The sink's options, parsed and checked once from ``IcebergSink``'s keyword arguments.
+
+Invariants:
+- Every option is validated here; a bad value raises InvalidOptionError naming it.
+- Locations are resolved once: a relative local path becomes absolute (the driver's
+  working directory may change; Spark resolves it against the same directory), a
+  URI (``s3://...``) is kept as given.
+- The layout under ``checkpoint_location`` is fixed: ``spark/`` is Spark's
+  checkpointLocation, ``<sink id>/chk-<id>`` are the sink's completed checkpoints.
+  Keeping both under one root is what lets a restart find the same query id, Spark
+  commit log and sink checkpoints together.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlparse
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.state import state_dir_for, validate_sink_id
+
+Mode = Literal["append", "upsert", "changelog", "overwrite"]
+Distribution = Literal["none", "hash", "range"]
+
+MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
+CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
+DISTRIBUTIONS: tuple[str, ...] = ("none", "hash", "range")
+SPARK_CHECKPOINT_DIR = "spark"
+DEFAULT_CHECKPOINT_ROOT = "checkpoints"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What one ``IcebergSink`` was asked to do; see ``IcebergSink`` for the meaning."""
+
+    table: str
+    mode: Mode
+    equality_fields: tuple[str, ...] | None
+    row_kind_column: str | None
+    order_by: tuple[str, ...]
+    distribution: Distribution
+    sink_id: str
+    checkpoint_location: str
+    spark_checkpoint_location: str
+    state_dir: str
+    checkpoint_interval_batches: int | None
+    checkpoint_interval_ms: int | None
+    snapshot_properties: tuple[tuple[str, str], ...]
+    branch: str
+
+    @property
+    def is_cdc(self) -> bool:
+        return self.mode in CDC_MODES
+
+    @property
+    def sink_state_dir(self) -> str:
+        """``<state_dir>/<sink id>``: this sink's operator state."""
+        return state_dir_for(self.state_dir, self.sink_id)
+
+    @property
+    def snapshot_property_map(self) -> dict[str, str]:
+        return dict(self.snapshot_properties)
+
+
+def parse_options(
+    *,
+    table: str,
+    mode: str = "append",
+    equality_fields: Sequence[str] | str | None = None,
+    row_kind_column: str | None = None,
+    order_by: Sequence[str] | str | None = None,
+    distribution: str = "none",
+    sink_id: str | None = None,
+    checkpoint_location: str | None = None,
+    spark_checkpoint_location: str | None = None,
+    state_dir: str = "state",
+    checkpoint_interval_batches: int | None = 1,
+    checkpoint_interval_ms: int | None = None,
+    snapshot_properties: Mapping[str, str] | None = None,
+    branch: str = "main",
+) -> SinkOptions:
+    """Check and normalise the keyword arguments of ``IcebergSink``."""
+    if not isinstance(table, str) or not table.strip():
+        raise InvalidOptionError(f"table must be a table name such as 'db.events', got {table!r}")
+    mode_ = _choice("mode", mode, MODES)
+    sink = validate_sink_id(sink_id if sink_id is not None else table)
+    root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
+    spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
+    orders = _names("order_by", order_by)
+    _check_intervals(checkpoint_interval_batches, checkpoint_interval_ms)
+    if mode_ == "changelog" and not row_kind_column:
+        raise InvalidOptionError(
+            f"sink {sink!r}: mode='changelog' needs row_kind_column= (a column of +I/-U/+U/-D)"
+        )
+    if mode_ in CDC_MODES and not orders:
+        raise InvalidOptionError(
+            f"sink {sink!r}: mode={mode_!r} needs order_by= (the column(s) giving source order, "
+            "such as an LSN or Kafka offset): without it changes of one key could be applied "
+            "out of order"
+        )
+    if mode_ not in CDC_MODES and row_kind_column:
+        raise InvalidOptionError(
+            f"sink {sink!r}: row_kind_column= only applies to mode='changelog' or 'upsert'"
+        )
+    return SinkOptions(
+        table=table.strip(),
+        mode=mode_,  # type: ignore[arg-type]
+        equality_fields=_names("equality_fields", equality_fields) or None,
+        row_kind_column=row_kind_column or None,
+        order_by=orders,
+        distribution=_choice("distribution", distribution, DISTRIBUTIONS),  # type: ignore[arg-type]
+        sink_id=sink,
+        checkpoint_location=root,
+        spark_checkpoint_location=to_spark_uri(resolve_location(spark_root)),
+        state_dir=resolve_location(state_dir),
+        checkpoint_interval_batches=checkpoint_interval_batches,
+        checkpoint_interval_ms=checkpoint_interval_ms,
+        snapshot_properties=tuple(sorted((str(k), str(v))
+                                         for k, v in (snapshot_properties or {}).items())),
+        branch=_non_empty("branch", branch),
+    )
+
+
+def resolve_location(location: str) -> str:
+    """An absolute local path, or the URI unchanged (``file:`` prefixes are dropped)."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # 1 letter: a drive
+        path = parsed.path if parsed.scheme == "file" else location
+        return os.path.abspath(path).rstrip("/") or "/"
+    return location.rstrip("/")
+
+
+def to_spark_uri(location: str) -> str:
+    """The same location as Hadoop's filesystems name it: ``s3://`` is ``s3a://``."""
+    if location.startswith("s3://"):
+        return "s3a://" + location[len("s3://"):]
+    return location
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    norm = str(value).strip().lower()
+    if norm not in allowed:
+        raise InvalidOptionError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    return norm
+
+
+def _names(name: str, value: Sequence[str] | str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, str) else tuple(value)
+    if any(not isinstance(v, str) or not v.strip() for v in items):
+        raise InvalidOptionError(f"{name} must be column names, got {value!r}")
+    if len(set(items)) != len(items):
+        raise InvalidOptionError(f"{name} names a column twice: {list(items)}")
+    return tuple(v.strip() for v in items)
+
+
+def _non_empty(name: str, value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOptionError(f"{name} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _check_intervals(batches: int | None, ms: int | None) -> None:
+    for name, v in (("checkpoint_interval_batches", batches), ("checkpoint_interval_ms", ms)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InvalidOptionError(f"{name} must be a positive integer or None, got {v!r}")
+    if batches is None and ms is None:
+        raise InvalidOptionError(
+            "set checkpoint_interval_batches or checkpoint_interval_ms: without either no "
+            "checkpoint would ever be taken"
+        )

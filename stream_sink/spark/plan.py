@@ -1,0 +1,88 @@
+"""The per-query plan of the sink: checks done once per DataFrame schema, and how each
+micro-batch is shaped (columns, distribution) before it reaches the writers.
+
+Invariants:
+- ``plan_batch`` raises before anything is written when the DataFrame cannot go into
+  the table (schema, missing row kind / order / key columns, a partitioned upsert
+  table whose partition columns are not all equality fields, no equality fields).
+- ``prepare`` keeps exactly the table's columns present in the data, plus the row kind
+  column in CDC modes; order columns that are not table columns are dropped only after
+  the sort has used them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stream_sink.spark import distribution, schema_check
+from stream_sink.spark.options import SinkOptions
+from stream_sink.table.partitioning import PartitionSpec
+from stream_sink.table.schema import Schema
+from stream_sink.table.sorting import SortOrder
+from stream_sink.write.delta import ROW_KIND_COLUMN_OPTION
+from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from stream_sink.table.table import Table
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    options: SinkOptions
+    schema: Schema
+    spec: PartitionSpec
+    sort_order: SortOrder
+    columns: tuple[str, ...]
+    equality_fields: tuple[str, ...] = ()
+    delta_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def insert_kind_column(self) -> str | None:
+        """The row kind column the executors add (upsert without a row kind column)."""
+        if self.options.mode == "upsert" and not self.options.row_kind_column:
+            return DEFAULT_ROW_KIND_COLUMN
+        return None
+
+    def prepare(self, df: DataFrame) -> DataFrame:
+        """``df`` distributed for the writers and cut to the columns they take."""
+        opts = self.options
+        if opts.is_cdc:
+            clustering = (
+                distribution.key_clustering(self.spec, self.schema, self.equality_fields)
+                if opts.distribution == "hash"
+                else []
+            )
+            spread = distribution.distribute_cdc(
+                df, self.equality_fields, opts.order_by,
+                by_range=opts.distribution == "range", clustering=clustering,
+            )  # fmt: skip
+        else:
+            spread = distribution.distribute_append(
+                df, opts.distribution, self.spec, self.schema, self.sort_order
+            )
+        return spread.select(*(distribution.column(c) for c in self.columns))
+
+
+def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> BatchPlan:
+    """Check a DataFrame schema against ``table`` and plan its writes (see module doc)."""
+    where = table.name
+    schema, spec = table.schema(), table.spec()
+    data = schema_check.spark_to_arrow(spark_schema, where)
+    extra = schema_check.non_table_columns(options, schema)
+    schema_check.check_data_schema(data, schema, ignore=extra, where=where)
+    written = [n for n in data.names if n not in extra]
+    if not options.is_cdc:
+        return BatchPlan(options, schema, spec, table.sort_order(), tuple(written))
+    keys = schema_check.resolve_equality_fields(options, schema, where)
+    schema_check.check_cdc_columns(data, options, keys, where)
+    if options.mode == "upsert":
+        schema_check.check_upsert_partitioning(spec, schema, keys, where)
+    if options.row_kind_column:
+        written.append(options.row_kind_column)
+    delta = {ROW_KIND_COLUMN_OPTION: options.row_kind_column or DEFAULT_ROW_KIND_COLUMN}
+    return BatchPlan(options, schema, spec, table.sort_order(), tuple(written), keys, delta)

@@ -1,0 +1,71 @@
+"""What Spark's checkpoint location says about a streaming query.
+
+``<checkpointLocation>/metadata`` holds the query's persistent id as JSON
+(``{"id":"<uuid>"}``), written once when the query first starts and kept across
+restarts; it is the sink's job id. ``<checkpointLocation>/commits/<batch id>`` exists
+for each batch whose ``foreachBatch`` returned: Spark will not run those batches again,
+so the sink must already hold them durably.
+
+Invariants: both are read through FileIO, so ``s3a://``/``s3://`` and local locations
+behave alike; files that are not batch ids (``.0.crc``, temp files) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from stream_sink.exceptions import CheckpointError, CorruptStateError, MissingFileError
+from stream_sink.io import FileIO
+
+METADATA_FILE = "metadata"
+COMMITS_DIR = "commits"
+_BATCH_FILE = re.compile(r"^\d+$")
+
+
+def io_for(spark_checkpoint_location: str, properties: dict[str, str] | None = None) -> FileIO:
+    return FileIO.for_location(spark_checkpoint_location, properties or {})
+
+
+def read_query_id(spark_checkpoint_location: str, io: FileIO | None = None) -> str:
+    """The persistent query id of the query checkpointing at this location.
+
+    Raises CheckpointError when the query has not started there (the streaming query
+    was given another ``checkpointLocation``), CorruptStateError for unreadable content.
+    """
+    io = io or io_for(spark_checkpoint_location)
+    where = f"{spark_checkpoint_location.rstrip('/')}/{METADATA_FILE}"
+    try:
+        raw = io.read_bytes(where)
+    except MissingFileError:
+        raise CheckpointError(
+            f"{where} does not exist: start the streaming query with "
+            f".option('checkpointLocation', sink.spark_checkpoint_location) "
+            f"(= {spark_checkpoint_location!r})"
+        ) from None
+    return parse_query_id(raw, where)
+
+
+def parse_query_id(raw: bytes, where: str) -> str:
+    """The ``id`` of the first JSON object line in ``raw`` (Spark writes one line)."""
+    for line in raw.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorruptStateError(f"{where}: not valid JSON ({e})") from e
+        query_id = doc.get("id") if isinstance(doc, dict) else None
+        if isinstance(query_id, str) and query_id:
+            return query_id
+        break
+    raise CorruptStateError(f"{where}: no query id (expected a line like {{\"id\":\"<uuid>\"}})")
+
+
+def acknowledged_batch_ids(spark_checkpoint_location: str, io: FileIO | None = None) -> list[int]:
+    """Batch ids in Spark's commit log, ascending (empty when there is none yet)."""
+    io = io or io_for(spark_checkpoint_location)
+    commits = f"{spark_checkpoint_location.rstrip('/')}/{COMMITS_DIR}"
+    names = (loc.rstrip("/").rsplit("/", 1)[-1] for loc in io.list_dir(commits))
+    return sorted(int(n) for n in names if _BATCH_FILE.match(n))

@@ -1,0 +1,251 @@
+"""``IcebergSink``: a Spark ``foreachBatch`` function that writes Iceberg exactly once.
+
+Per micro-batch (driver):
+1. (first call) read the query id from ``<spark checkpoint>/metadata``, open the
+   operator state and checkpoint storage, ``restore()`` the FilesCommitter with the
+   batch ids Spark's commit log already acknowledges.
+2. Check the DataFrame against the table (SchemaMismatchError, MissingColumnError,
+   InvalidOptionError) before any file is written.
+3. Distribute (``distribution.py``), run TaskWriters on the executors with
+   ``mapInArrow``, collect the serialized WriteResults (file metadata only).
+4. ``committer.process(batch_id, result)`` makes the batch durable before returning.
+5. When the coordinator says a checkpoint is due: snapshot_state, complete_checkpoint,
+   notify_checkpoint_complete.
+
+Invariants:
+- An error before step 4 commits nothing of the batch: executors abort their writers,
+  the error stops the query, and Spark re-runs the batch after a restart.
+- Once ``foreach_batch`` returns, the batch is in durable state (or in the table), so
+  Spark may acknowledge it in its commit log.
+- Any error closes the runtime (state lock released); the next call restores afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
+from stream_sink.commit import FilesCommitter, StateDirectory
+from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.spark import query
+from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
+from stream_sink.spark.options import SinkOptions, parse_options
+from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.table.catalog.base import Catalog
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+from stream_sink.write.task_writers import TaskWriterFactory
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Runtime:
+    """What the sink holds open between micro-batches of one query."""
+
+    job_id: str
+    table: Table
+    committer: FilesCommitter
+    coordinator: CheckpointCoordinator
+
+    def close(self) -> None:
+        self.committer.close()
+
+
+class IcebergSink:
+    """Exactly-once Iceberg sink for ``writeStream.foreachBatch``.
+
+    ``mode``: ``append`` (data files only), ``overwrite`` (each batch replaces the
+    partitions it writes), ``upsert`` (each row replaces its key; ``-D`` rows of an
+    optional ``row_kind_column`` delete it), ``changelog`` (rows carry ``+I/-U/+U/-D``
+    in ``row_kind_column``). CDC modes need ``order_by`` (source order) and equality
+    fields (default: the table's identifier fields).
+
+    Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
+    Call ``close()`` when the query ends: it takes the final checkpoint of batches not
+    yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based) and
+    releases the operator state.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        table: str,
+        mode: str = "append",
+        equality_fields: Sequence[str] | None = None,
+        row_kind_column: str | None = None,
+        order_by: Sequence[str] | str | None = None,
+        distribution: str = "none",
+        sink_id: str | None = None,
+        checkpoint_location: str | None = None,
+        state_dir: str = "state",
+        checkpoint_interval_batches: int | None = 1,
+        checkpoint_interval_ms: int | None = None,
+        snapshot_properties: Mapping[str, str] | None = None,
+        branch: str = "main",
+        spark_checkpoint_location: str | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.options: SinkOptions = parse_options(
+            table=table,
+            mode=mode,
+            equality_fields=equality_fields,
+            row_kind_column=row_kind_column,
+            order_by=order_by,
+            distribution=distribution,
+            sink_id=sink_id,
+            checkpoint_location=checkpoint_location,
+            spark_checkpoint_location=spark_checkpoint_location,
+            state_dir=state_dir,
+            checkpoint_interval_batches=checkpoint_interval_batches,
+            checkpoint_interval_ms=checkpoint_interval_ms,
+            snapshot_properties=snapshot_properties,
+            branch=branch,
+        )
+        self._runtime: _Runtime | None = None
+        self._plans: dict[str, BatchPlan] = {}
+
+    @property
+    def spark_checkpoint_location(self) -> str:
+        """Spark's ``checkpointLocation`` for the query (``<checkpoint_location>/spark``)."""
+        return self.options.spark_checkpoint_location
+
+    @property
+    def sink_id(self) -> str:
+        return self.options.sink_id
+
+    # --- the foreachBatch function ----------------------------------------------------------
+
+    def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
+        try:
+            runtime = self._open()
+            plan = self._plan(df, runtime.table)
+            result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
+            failpoint(AFTER_DATA_FILES)
+            if runtime.committer.process(batch_id, result):
+                now_ms = int(time.time() * 1000)
+                if runtime.coordinator.on_batch(batch_id, now_ms):
+                    self._checkpoint(runtime, batch_id)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def end_input(self) -> None:
+        """Checkpoint and commit every batch not yet committed (end of input or stop)."""
+        runtime = self._runtime
+        if runtime is None:
+            return
+        try:
+            ckpt = runtime.coordinator.force(int(time.time() * 1000))
+            if ckpt is not None:
+                self._checkpoint(runtime, ckpt)
+            runtime.committer.end_input()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def close(self) -> None:
+        """``end_input()``, then release the operator state. The sink may be used again:
+        the next batch restores from the state."""
+        try:
+            self.end_input()
+        finally:
+            self._abandon()
+
+    def __enter__(self) -> IcebergSink:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self._abandon()
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def _open(self) -> _Runtime:
+        """The runtime for the current query id, restoring the committer on first use."""
+        opts = self.options
+        io = self.catalog.io_for(opts.checkpoint_location)
+        spark_io = self.catalog.io_for(opts.spark_checkpoint_location)
+        job_id = query.read_query_id(opts.spark_checkpoint_location, spark_io)
+        if self._runtime is not None and self._runtime.job_id == job_id:
+            return self._runtime
+        self._abandon()
+        table = self.catalog.load_table(opts.table)
+        storage = CheckpointStorage(opts.checkpoint_location, opts.sink_id, io)
+        committer = FilesCommitter(
+            table,
+            StateDirectory(opts.sink_state_dir),
+            storage,
+            job_id=job_id,
+            operator_id=opts.sink_id,
+            branch=opts.branch,
+            mode="overwrite" if opts.mode == "overwrite" else "append",
+            snapshot_properties=opts.snapshot_property_map,
+        )
+        try:
+            acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
+            committer.restore(acknowledged_batch_ids=acknowledged)
+        except BaseException:
+            committer.close()
+            raise
+        config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
+        log.info("sink %s: restored for query %s (watermark %d)", opts.sink_id, job_id,
+                 committer.watermark)  # fmt: skip
+        self._runtime = _Runtime(job_id, table, committer, CheckpointCoordinator(config))
+        return self._runtime
+
+    def _plan(self, df: DataFrame, table: Table) -> BatchPlan:
+        key = df.schema.json()
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = plan_batch(df.schema, table, self.options)
+            self._plans[key] = plan
+        return plan
+
+    def _write(
+        self, df: DataFrame, plan: BatchPlan, table: Table, batch_id: int, job_id: str
+    ) -> WriteResult:
+        factory = TaskWriterFactory.for_table(
+            table,
+            equality_fields=plan.equality_fields,
+            upsert=self.options.mode == "upsert",
+            operation_id=f"{job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}",
+            delta_options=plan.delta_options,
+        )
+        task = WriteTask(factory, plan.insert_kind_column)
+        prepared = plan.prepare(df)
+        try:
+            rows = prepared.mapInArrow(task, RESULT_DDL).collect()
+        except Exception as e:
+            reraise_stream_sink_error(e)
+            raise
+        return merge_results([bytes(r[RESULT_COLUMN]) for r in rows])
+
+    def _checkpoint(self, runtime: _Runtime, checkpoint_id: int) -> None:
+        committer = runtime.committer
+        committer.snapshot_state(checkpoint_id)
+        committer.complete_checkpoint(checkpoint_id)
+        committer.notify_checkpoint_complete(checkpoint_id)
+
+    def _abandon(self) -> None:
+        runtime, self._runtime = self._runtime, None
+        self._plans.clear()
+        if runtime is not None:
+            try:
+                runtime.close()
+            except Exception as e:  # closing must not hide the original error
+                log.warning("sink %s: closing the operator state failed: %s",
+                            self.options.sink_id, e)  # fmt: skip

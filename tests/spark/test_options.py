@@ -1,0 +1,88 @@
+"""Sink options and Spark checkpoint reading: pure Python, no Spark session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stream_sink.exceptions import (
+    CheckpointError,
+    CorruptStateError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    UnknownRowKindError,
+)
+from stream_sink.spark.errors import find_stream_sink_error, spark_error_message
+from stream_sink.spark.options import parse_options
+from stream_sink.spark.query import acknowledged_batch_ids, read_query_id
+
+
+def test_defaults_put_spark_and_sink_checkpoints_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    opts = parse_options(table="db.events")
+    assert opts.sink_id == "db.events"
+    assert opts.checkpoint_location == str(tmp_path / "checkpoints" / "db.events")
+    assert opts.spark_checkpoint_location == f"{opts.checkpoint_location}/spark"
+    assert opts.sink_state_dir == str(tmp_path / "state" / "db.events")
+    assert opts.mode == "append" and opts.distribution == "none"
+
+
+def test_s3_locations_are_kept_and_spark_gets_s3a() -> None:
+    opts = parse_options(table="db.t", checkpoint_location="s3://bucket/chk/", sink_id="orders")
+    assert opts.checkpoint_location == "s3://bucket/chk"
+    assert opts.spark_checkpoint_location == "s3a://bucket/chk/spark"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "merge"}, "mode='merge'"),
+        ({"distribution": "random"}, "distribution='random'"),
+        ({"mode": "changelog", "order_by": "seq"}, "row_kind_column"),
+        ({"mode": "upsert"}, "order_by"),
+        ({"mode": "append", "row_kind_column": "k"}, "row_kind_column"),
+        ({"sink_id": "../x"}, "sink id"),
+        ({"checkpoint_interval_batches": 0}, "checkpoint_interval_batches"),
+        ({"checkpoint_interval_batches": None}, "checkpoint_interval_ms"),
+        ({"order_by": ["a", "a"], "mode": "upsert"}, "twice"),
+    ],
+)
+def test_bad_options_are_refused_with_the_option_named(kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidOptionError, match=message):
+        parse_options(table="db.t", **kwargs)
+
+
+def test_query_id_and_acknowledged_batches_from_a_spark_checkpoint(tmp_path: Path) -> None:
+    loc = tmp_path / "spark"
+    (loc / "commits").mkdir(parents=True)
+    (loc / "metadata").write_text('{"id":"7d4f0c6e-1111-2222-3333-444455556666"}\n')
+    for name in ("0", "1", "12", ".12.crc", "3.tmp"):
+        (loc / "commits" / name).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert read_query_id(str(loc)) == "7d4f0c6e-1111-2222-3333-444455556666"
+    assert acknowledged_batch_ids(str(loc)) == [0, 1, 12]
+
+
+def test_a_query_that_never_started_there_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="checkpointLocation"):
+        read_query_id(str(tmp_path / "nowhere"))
+    assert acknowledged_batch_ids(str(tmp_path / "nowhere")) == []
+    (tmp_path / "metadata").write_text("not json")
+    with pytest.raises(CorruptStateError, match="no query id"):
+        read_query_id(str(tmp_path))
+
+
+def test_errors_raised_inside_spark_come_back_as_their_class() -> None:
+    text = (
+        "org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] "
+        + spark_error_message("UnknownRowKindError", "unknown Debezium op: op=x in {}")
+        + " SQLSTATE: P0001"
+    )
+    found = find_stream_sink_error(text)
+    assert isinstance(found, UnknownRowKindError)
+    assert str(found) == "unknown Debezium op: op=x in {}"
+    worker = "Traceback ...\nstream_sink.exceptions.SchemaMismatchError: column 'id' is bad\n"
+    assert isinstance(find_stream_sink_error(worker), SchemaMismatchError)
+    assert find_stream_sink_error("java.lang.OutOfMemoryError: heap") is None
