@@ -221,7 +221,7 @@ def main() -> None:
             f"{'duckdb iceberg_scan':20s} {seconds * 1000:9.0f} ms (1 run)  {count:>10,} rows "
             f"{status}  peak RSS +{peak:.0f} MB"
         )
-        ratio = f"{best['ours to_arrow'] / seconds:.3f}x"
+        ratio = f"{best['ours to_arrow'] / seconds:.2g}x"
     print(f"ours to_arrow / duckdb iceberg_scan: {ratio} (goal <= 1.5x)")
     anti = best["ours to_arrow"] / best["duckdb anti-join"]
     print(f"ours to_arrow / duckdb anti-join:    {anti:.2f}x")
