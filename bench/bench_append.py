@@ -6,8 +6,9 @@ Run: ``python bench/bench_append.py [rows] [small_appends] [runs]`` (defaults 2,
    string, double, 40-byte string payload), unpartitioned, against
    ``pyarrow.parquet.write_table`` of the same table with the same codec (zstd, the
    Iceberg default) and against pyiceberg's ``append`` (same codec). Best of ``runs``.
-2. Latency: ``small_appends`` successive appends of 10 rows to one table (fast append,
-   manifests kept); median latency of the last 10 against the first 10.
+2. Latency: ``small_appends`` successive appends of 10 rows to one table, with merge
+   append (the default) and with fast append (every manifest kept); median latency
+   of the last 10 against the first 10.
 """
 
 from __future__ import annotations
@@ -104,22 +105,21 @@ def pyiceberg_catalog(root: Path) -> Any:
 
 
 def latency(appends: int, root: Path) -> None:
+    """Both append flavours: merge append (the default, Java's newAppend) and fast append
+    (``commit.manifest-merge.enabled=false``, every manifest kept)."""
     catalog = load_catalog("lat", type="hadoop", warehouse=str(root / "lat-wh"))
     catalog.create_namespace("db")
     small = make_rows(10)
-    table = catalog.create_table("db.small", small.schema)
-    times = []
-    for _ in range(appends):
-        t0 = time.perf_counter()
-        table.append(small)
-        times.append(time.perf_counter() - t0)
-    first, last = statistics.median(times[:10]), statistics.median(times[-10:])
-    manifests = _manifest_count(table)
-    print(
-        f"{appends} appends of 10 rows (fast append): median first 10 {first * 1000:.1f} ms,"
-        f" last 10 {last * 1000:.1f} ms, ratio {last / first:.2f}x (goal <= 1.5x);"
-        f" manifests in the last snapshot: {manifests}"
-    )
+    for label, merge in (("merge append (default)", "true"), ("fast append", "false")):
+        props = {"commit.manifest-merge.enabled": merge}
+        table = catalog.create_table(f"db.small_{merge}", small.schema, properties=props)
+        times = [timed(partial(table.append, small))[0] for _ in range(appends)]
+        first, last = statistics.median(times[:10]), statistics.median(times[-10:])
+        print(
+            f"{appends} appends of 10 rows, {label}: median first 10 {first * 1000:.1f} ms,"
+            f" last 10 {last * 1000:.1f} ms, ratio {last / first:.2f}x (goal <= 1.5x);"
+            f" manifests in the last snapshot: {_manifest_count(table)}"
+        )
 
 
 def _manifest_count(table: Table) -> int:

@@ -1,7 +1,9 @@
 """Committing a WriteResult to a table without Spark (tests, scripts, ``Table.append``).
 
 Invariants:
-- A result without delete files is one fast append; with delete files it is one row
+- A result without delete files is one append (``table.new_append``: Java's newAppend,
+  merging small manifests unless ``commit.manifest-merge.enabled=false``, which
+  keeps the manifest list short over many commits); with delete files it is one row
   delta whose validation refuses the commit if a data file its position deletes
   point at was removed after the table state the writers started from.
 - One call, one snapshot; an empty result still makes a snapshot (the caller decides
@@ -33,7 +35,7 @@ def commit_write_result(
     """
     props = dict(snapshot_properties or {})
     if not result.delete_files:
-        return table.new_fast_append(branch).set_all(props).append_files(result.data_files).commit()
+        return table.new_append(branch).set_all(props).append_files(result.data_files).commit()
     if starting_snapshot_id is None:
         head = branch_head(table.metadata, branch)
         starting_snapshot_id = head.snapshot_id if head else None

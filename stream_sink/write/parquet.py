@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -93,27 +94,32 @@ class ParquetAppender:
         self._writer: pq.ParquetWriter | None = None
         self._stream = io.open_output(location)
         opts = spec.options
-        self._writer = pq.ParquetWriter(
-            self._stream,
-            self._arrow_schema,
-            compression=opts.codec,
-            compression_level=opts.codec_level,
-            data_page_size=opts.page_bytes,
-            dictionary_pagesize_limit=opts.dict_page_bytes,
-            write_statistics=True,
-        )
+        try:
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                self._arrow_schema,
+                compression=opts.codec,
+                compression_level=opts.codec_level,
+                data_page_size=opts.page_bytes,
+                dictionary_pagesize_limit=opts.dict_page_bytes,
+                write_statistics=True,
+            )
+        except BaseException:
+            self.abort()
+            raise
 
     # --- writing ----------------------------------------------------------------------
 
-    def write(self, data: pa.Table) -> None:
-        """Append rows (already in the file's Arrow schema)."""
+    def write(self, data: pa.Table, nbytes: int | None = None) -> None:
+        """Append rows (already in the file's Arrow schema); ``nbytes``: their Arrow size
+        when the caller knows it."""
         if data.num_rows == 0:
             return
         for fid in self._plan.nan_ids:
             self._nan_counts[fid] += _count_nan(data, self._paths[fid])
         self._pending.append(data)
         self._pending_rows += data.num_rows
-        self._pending_bytes += data.nbytes
+        self._pending_bytes += data.nbytes if nbytes is None else nbytes
         self.rows += data.num_rows
         if self._pending_bytes >= self._spec.options.row_group_bytes:
             self._write_row_groups(final=False)
@@ -250,7 +256,11 @@ class ParquetAppender:
 def _count_nan(data: pa.Table, path: LeafPath) -> int:
     total = 0
     for arr in leaf_values(data, path):
-        if len(arr) and arr.null_count < len(arr):
+        if not len(arr) or arr.null_count == len(arr):
+            continue
+        if arr.null_count == 0:  # zero-copy view; numpy is cheaper per call than Arrow compute
+            total += int(np.count_nonzero(np.isnan(arr.to_numpy())))
+        else:
             total += pc.sum(pc.is_nan(arr)).as_py() or 0
     return int(total)
 

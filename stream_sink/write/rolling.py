@@ -83,21 +83,23 @@ class RollingFileWriter:
         """Append ``data`` (in the file schema); returns where its rows went."""
         segments: list[Segment] = []
         n = data.num_rows
+        per_row = data.nbytes / max(n, 1)
         offset = 0
         while offset < n:
             appender = self._current or self._open()
-            take = self._rows_to_next_roll(appender, data, n - offset)
+            take = self._rows_to_next_roll(appender, per_row, n - offset)
             segments.append(Segment(appender.location, appender.rows, offset, take))
-            appender.write(data.slice(offset, take) if take < n else data)
+            piece = data.slice(offset, take) if take < n else data
+            appender.write(piece, int(per_row * take))
             offset += take
             if appender.rows % self._check_rows == 0 and self._reached_target(appender):
                 self.roll()
         return segments
 
-    def _rows_to_next_roll(self, appender: ParquetAppender, data: pa.Table, left: int) -> int:
+    def _rows_to_next_roll(self, appender: ParquetAppender, row_bytes: float, left: int) -> int:
         """Rows up to the first check point where the file is predicted to be full."""
         ratio = appender.compression_ratio or 1.0
-        per_row = max(data.nbytes / max(data.num_rows, 1), 1e-9) * ratio
+        per_row = max(row_bytes, 1e-9) * ratio
         room = self._target - appender.estimated_size()
         needed = max(1, math.ceil(room / per_row))
         check = self._check_rows
