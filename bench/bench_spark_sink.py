@@ -1,19 +1,29 @@
 """End-to-end rows/s of a streaming query: IcebergSink vs Spark's own parquet sink.
 
 Run: ``python bench/bench_spark_sink.py [files] [rows_per_file] [rounds]`` (defaults
-20 x 200,000, 2 rounds). The input is Parquet read with ``maxFilesPerTrigger=4``; the
+20 x 200,000, 5 rounds). The input is Parquet read with ``maxFilesPerTrigger=4``; the
 same input goes through (a) ``writeStream.format("parquet")`` and (b) ``foreachBatch``
-with IcebergSink in append mode into an unpartitioned table, in interleaved runs on one
-local[2] session. Prints each run, the best of each, and the ratio sink / parquet (goal:
-at least 0.9). Then an upsert stream (key = id mod 100,000) through IcebergSink.
+with IcebergSink in append mode into an unpartitioned table, on one local[2] session.
+
+Fairness: both sides write Parquet with the same codec (:data:`CODEC`, Spark's default
+snappy: the table gets ``write.parquet.compression-codec``, the parquet sink the
+``compression`` option; the project's own default stays Iceberg's zstd). One untimed
+run of each side first starts the JVM paths and the Python workers (the parquet sink
+never starts any). Rounds are interleaved, alternating which side goes first.
+
+Prints each run, the best and the median of each side, and the ratios
+parquet time / sink time (goal: at least 0.9). Then an upsert stream (key = id mod
+100,000) through IcebergSink, one run.
 """
 
 from __future__ import annotations
 
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,7 @@ import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session
 
 FILES_PER_TRIGGER = 4
+CODEC = "snappy"
 SCHEMA = pa.schema([
     pa.field("id", pa.int64(), nullable=False),
     pa.field("key", pa.int64(), nullable=False),
@@ -61,7 +72,8 @@ def stream(spark: Any, source: Path) -> Any:
 def run_parquet(spark: Any, source: Path, work: Path) -> float:
     started = time.perf_counter()
     q = (stream(spark, source).writeStream.format("parquet").option("path", str(work / "out"))
-         .option("checkpointLocation", str(work / "chk")).trigger(availableNow=True).start())
+         .option("compression", CODEC).option("checkpointLocation", str(work / "chk"))
+         .trigger(availableNow=True).start())  # fmt: skip
     q.awaitTermination()
     return time.perf_counter() - started
 
@@ -69,7 +81,8 @@ def run_parquet(spark: Any, source: Path, work: Path) -> float:
 def run_sink(spark: Any, source: Path, work: Path, mode: str = "append") -> float:
     catalog = ss.load_catalog("bench", type="hadoop", warehouse=str(work / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.t", schema=SCHEMA, identifier_fields=["key"])
+    catalog.create_table("db.t", schema=SCHEMA, identifier_fields=["key"],
+                         properties={"write.parquet.compression-codec": CODEC})  # fmt: skip
     extra: dict[str, Any] = {"mode": "upsert", "order_by": "id"} if mode == "upsert" else {}
     sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(work / "chk"),
                        state_dir=str(work / "state"), **extra)  # fmt: skip
@@ -82,27 +95,50 @@ def run_sink(spark: Any, source: Path, work: Path, mode: str = "append") -> floa
     return time.perf_counter() - started
 
 
-def main(files: int = 20, rows: int = 200_000, rounds: int = 2) -> None:
+Runner = Callable[[Any, Path, Path], float]
+RUNNERS: dict[str, Runner] = {"parquet": run_parquet, "iceberg-sink": run_sink}
+
+
+def run_rounds(spark: Any, root: Path, rounds: int, total: int) -> dict[str, list[float]]:
+    """Interleaved timed runs, the first side alternating between rounds."""
+    for name, fn in RUNNERS.items():  # untimed: JVM code paths, Python workers
+        fn(spark, root / "input", root / f"warmup-{name}")
+        shutil.rmtree(root / f"warmup-{name}", ignore_errors=True)
+    times: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    order = list(RUNNERS)
+    for r in range(rounds):
+        for name in order if r % 2 == 0 else order[::-1]:
+            work = root / f"{name}-{r}"
+            elapsed = RUNNERS[name](spark, root / "input", work)
+            times[name].append(elapsed)
+            print(f"round {r + 1} {name:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s",
+                  flush=True)  # fmt: skip
+            shutil.rmtree(work, ignore_errors=True)
+    return times
+
+
+def report(times: dict[str, list[float]], files: int, rows: int) -> None:
+    total = files * rows
+    print(f"append, {files} files x {rows:,} rows, {FILES_PER_TRIGGER} files per trigger, "
+          f"{CODEC} on both sides, {len(times['parquet'])} interleaved rounds:")  # fmt: skip
+    for name, ts in times.items():
+        best, med = min(ts), statistics.median(ts)
+        print(f"  {name:13s} best {best:7.2f} s {total / best:12,.0f} rows/s   "
+              f"median {med:7.2f} s {total / med:12,.0f} rows/s")  # fmt: skip
+    p, s = times["parquet"], times["iceberg-sink"]
+    paired = statistics.median(a / b for a, b in zip(p, s, strict=True))
+    print(f"  ratio iceberg-sink / parquet: best {min(p) / min(s):.2f}x, "
+          f"median {statistics.median(p) / statistics.median(s):.2f}x, "
+          f"median of per-round ratios {paired:.2f}x (goal >= 0.90)")  # fmt: skip
+
+
+def main(files: int = 20, rows: int = 200_000, rounds: int = 5) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-spark-sink-"))
     total = files * rows
     try:
         make_input(root / "input", files, rows)
         spark = local_session("bench-spark-sink")
-        run_parquet(spark, root / "input", root / "warmup")  # JIT, Python workers
-        times: dict[str, list[float]] = {"parquet": [], "iceberg-sink": []}
-        for r in range(rounds):
-            for name, fn in (("parquet", run_parquet), ("iceberg-sink", run_sink)):
-                work = root / f"{name}-{r}"
-                elapsed = fn(spark, root / "input", work)
-                times[name].append(elapsed)
-                print(f"round {r + 1} {name:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s")
-                shutil.rmtree(work, ignore_errors=True)
-        best = {k: min(v) for k, v in times.items()}
-        ratio = best["parquet"] / best["iceberg-sink"]
-        print(f"append, {files} files x {rows:,} rows, {FILES_PER_TRIGGER} files per trigger:")
-        for name, t in best.items():
-            print(f"  {name:13s} best {t:7.2f} s  {total / t:12,.0f} rows/s")
-        print(f"  ratio iceberg-sink / parquet: {ratio:.2f}x (goal >= 0.90)")
+        report(run_rounds(spark, root, rounds, total), files, rows)
         upsert = run_sink(spark, root / "input", root / "upsert", mode="upsert")
         print(f"upsert (key = id mod 100,000): {upsert:7.2f} s  {total / upsert:12,.0f} rows/s")
         spark.stop()

@@ -2,7 +2,8 @@
 
 Layout of a checkpoint directory::
 
-    chk-<id>/state-<token>/   a snapshot of the operator state (copied through FileIO)
+    chk-<id>/state-<token>/   a snapshot of the operator state (taken in place on a
+                              local filesystem, else uploaded through FileIO)
     chk-<id>/_metadata        JSON: CheckpointMetadata + which state-<token> and backend
 
 Invariants:
@@ -33,7 +34,7 @@ from stream_sink.checkpoints.metadata import (
     CompletedCheckpoint,
     parse_json_object,
 )
-from stream_sink.checkpoints.transfer import download_dir, upload_dir
+from stream_sink.checkpoints.transfer import download_dir, write_snapshot
 from stream_sink.exceptions import (
     CheckpointError,
     CorruptStateError,
@@ -80,12 +81,7 @@ class CheckpointStorage:
         chk = self.checkpoint_location(checkpoint_id)
         previous = self._read_if_complete(chk)
         state_name = f"state-{uuid.uuid4().hex[:12]}"
-        local = tempfile.mkdtemp(prefix="stream-sink-chk-")
-        try:
-            state_backend.snapshot_to(f"{local}/state")
-            upload_dir(self.io, f"{local}/state", f"{chk}/{state_name}")
-        finally:
-            shutil.rmtree(local, ignore_errors=True)
+        write_snapshot(self.io, state_backend, f"{chk}/{state_name}")
         doc = metadata.to_dict()
         doc["state"] = {"dir": state_name, "backend": state_backend.kind}
         self.io.write_atomic(f"{chk}/{METADATA_FILE}", _dumps(doc).encode())

@@ -1,4 +1,5 @@
-"""Copying a local directory tree to a FileIO location and back.
+"""Copying a local directory tree to a FileIO location and back, and writing a state
+snapshot to a location.
 
 Uploads to a local filesystem are fsync'd (files and directories), so a checkpoint
 whose ``_metadata`` is durable also has durable state files.
@@ -7,11 +8,36 @@ whose ``_metadata`` is durable also has durable state files.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pyarrow.fs as pafs
 
 from stream_sink.io.fileio import FileIO
-from stream_sink.state.layout import fsync_tree
+from stream_sink.state import OperatorStateBackend
+from stream_sink.state.layout import fsync_dir, fsync_tree
+
+
+def write_snapshot(io: FileIO, backend: OperatorStateBackend, location: str) -> None:
+    """A durable snapshot of ``backend`` at ``location`` (which must not exist).
+
+    Local: the backend snapshots straight into place (RocksDB hard-links its immutable
+    SST files rather than copying them), then every file and directory of the snapshot
+    and the directory holding its parent are fsync'd. Elsewhere: snapshot into a
+    temporary local directory and upload it.
+    """
+    if io.scheme == "file":
+        dest = io.path_of(location)
+        backend.snapshot_to(dest)
+        fsync_tree(dest)
+        fsync_dir(os.path.dirname(os.path.dirname(dest)))
+        return
+    local = tempfile.mkdtemp(prefix="stream-sink-chk-")
+    try:
+        backend.snapshot_to(f"{local}/state")
+        upload_dir(io, f"{local}/state", location)
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
 
 
 def upload_dir(io: FileIO, local_dir: str, location: str) -> None:

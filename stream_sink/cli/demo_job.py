@@ -33,6 +33,10 @@ class DemoConfig:
     log_dir: str = "demo"
     master: str = "local[2]"
     files_per_trigger: int = 1
+    mode: str = "upsert"
+    """``upsert`` (the demo), ``changelog`` (row kinds as given) or ``append`` (every change
+    row's image appended as a plain row)."""
+    checkpoint_interval_batches: int = 1
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
@@ -67,14 +71,19 @@ def run_job(cfg: DemoConfig) -> None:
     from stream_sink.spark.session import local_session
 
     spark = local_session("stream-sink-demo", master=cfg.master, conf=cfg.spark_conf)
+    cdc = cfg.mode != "append"
     sink = IcebergSink(
-        catalog=open_catalog(cfg), table=TABLE, mode="upsert", sink_id=SINK_ID,
-        row_kind_column=ROW_KIND_COLUMN, order_by=ORDER_COLUMN, distribution="hash",
+        catalog=open_catalog(cfg), table=TABLE, mode=cfg.mode, sink_id=SINK_ID,
+        row_kind_column=ROW_KIND_COLUMN if cdc else None,
+        order_by=ORDER_COLUMN if cdc else None, distribution="hash",
         checkpoint_location=cfg.checkpoint_location, state_dir=cfg.state_dir,
+        checkpoint_interval_batches=cfg.checkpoint_interval_batches,
     )  # fmt: skip
     events = (spark.readStream.option("maxFilesPerTrigger", cfg.files_per_trigger)
               .text(to_spark_uri(cfg.input)))  # fmt: skip
     changes = from_debezium(events, row_schema=ROW_SCHEMA_DDL, order_by="source.lsn")
+    if not cdc:
+        changes = changes.drop(ROW_KIND_COLUMN, ORDER_COLUMN)
     query = (
         changes.writeStream.foreachBatch(sink.foreach_batch)
         .option("checkpointLocation", sink.spark_checkpoint_location)

@@ -21,6 +21,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_demo_arguments(demo)
     add_table_parsers(sub)
+    drill = sub.add_parser("drill", help="restart/recovery drill: kill, restart, verify")
+    from stream_sink.cli.drill import add_arguments as add_drill_arguments
+
+    add_drill_arguments(drill)
     return parser
 
 
@@ -31,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from stream_sink.cli.demo import run_demo_from_args
 
             return run_demo_from_args(args)
+        if args.command == "drill":
+            from stream_sink.cli.drill import run_drill_from_args
+
+            return run_drill_from_args(args)
         if args.command == "table":
             return run_table(args)
         if args.command == "read":

@@ -24,6 +24,9 @@ class CommitterMetricsSnapshot:
     committed_records: int
     committed_bytes: int
     commits: int
+    committed_data_bytes: int = 0
+    committed_delete_records: int = 0
+    committed_delete_bytes: int = 0
 
 
 class CommitterMetrics:
@@ -41,6 +44,9 @@ class CommitterMetrics:
         self._records = 0
         self._bytes = 0
         self._commits = 0
+        self._data_bytes = 0
+        self._delete_records = 0
+        self._delete_bytes = 0
 
     def checkpoint_duration(self, ms: float) -> None:
         with self._lock:
@@ -55,9 +61,12 @@ class CommitterMetrics:
             for f in files:
                 if f.is_delete:
                     self._delete_files += 1
+                    self._delete_records += f.record_count
+                    self._delete_bytes += f.file_size_in_bytes
                 else:
                     self._data_files += 1
                     self._records += f.record_count
+                    self._data_bytes += f.file_size_in_bytes
                 self._bytes += f.file_size_in_bytes
 
     def snapshot(self) -> CommitterMetricsSnapshot:
@@ -72,4 +81,7 @@ class CommitterMetrics:
                 committed_records=self._records,
                 committed_bytes=self._bytes,
                 commits=self._commits,
+                committed_data_bytes=self._data_bytes,
+                committed_delete_records=self._delete_records,
+                committed_delete_bytes=self._delete_bytes,
             )

@@ -2,16 +2,43 @@
 
 Only this package imports pyspark, and only inside functions, so importing it works
 without a JVM.
+
+The public names are loaded on first use: Spark's Python workers import this package
+to unpickle the executor functions (``executor``, ``read_tasks``), and should not pay
+for the driver's modules (catalogs, planning) in start-up time and in the garbage
+collection Spark runs after every task.
 """
 
 from __future__ import annotations
 
-from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
-from stream_sink.spark.read import read_table
-from stream_sink.spark.session import local_session
-from stream_sink.spark.sink import IcebergSink
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
+    from stream_sink.spark.read import read_table
+    from stream_sink.spark.session import local_session
+    from stream_sink.spark.sink import IcebergSink
+
+_EXPORTS = {
+    "ORDER_COLUMN": "cdc",
+    "ROW_KIND_COLUMN": "cdc",
+    "from_debezium": "cdc",
+    "read_table": "read",
+    "local_session": "session",
+    "IcebergSink": "sink",
+}
 
 __all__ = [
     "ORDER_COLUMN", "ROW_KIND_COLUMN", "IcebergSink", "from_debezium", "local_session",
     "read_table",
-]
+]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

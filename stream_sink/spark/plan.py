@@ -7,7 +7,8 @@ Invariants:
   table whose partition columns are not all equality fields, no equality fields).
 - ``prepare`` keeps exactly the table's columns present in the data, plus the row kind
   column in CDC modes; order columns that are not table columns are dropped only after
-  the sort has used them.
+  the sort has used them. When the data already has exactly those columns in that
+  order, no projection is added (distribution never reorders columns).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class BatchPlan:
     columns: tuple[str, ...]
     equality_fields: tuple[str, ...] = ()
     delta_options: Mapping[str, Any] = field(default_factory=dict)
+    data_columns: tuple[str, ...] = ()
+    """The DataFrame's columns, in order, as planned (empty: unknown)."""
 
     @property
     def insert_kind_column(self) -> str | None:
@@ -65,6 +68,8 @@ class BatchPlan:
             spread = distribution.distribute_append(
                 df, opts.distribution, self.spec, self.schema, self.sort_order
             )
+        if self.columns == self.data_columns:
+            return spread
         return spread.select(*(distribution.column(c) for c in self.columns))
 
 
@@ -76,8 +81,10 @@ def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> 
     extra = schema_check.non_table_columns(options, schema)
     schema_check.check_data_schema(data, schema, ignore=extra, where=where)
     written = [n for n in data.names if n not in extra]
+    names = tuple(data.names)
     if not options.is_cdc:
-        return BatchPlan(options, schema, spec, table.sort_order(), tuple(written))
+        return BatchPlan(options, schema, spec, table.sort_order(), tuple(written),
+                         data_columns=names)  # fmt: skip
     keys = schema_check.resolve_equality_fields(options, schema, where)
     schema_check.check_cdc_columns(data, options, keys, where)
     if options.mode == "upsert":
@@ -85,4 +92,5 @@ def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> 
     if options.row_kind_column:
         written.append(options.row_kind_column)
     delta = {ROW_KIND_COLUMN_OPTION: options.row_kind_column or DEFAULT_ROW_KIND_COLUMN}
-    return BatchPlan(options, schema, spec, table.sort_order(), tuple(written), keys, delta)
+    return BatchPlan(options, schema, spec, table.sort_order(), tuple(written), keys, delta,
+                     data_columns=names)  # fmt: skip

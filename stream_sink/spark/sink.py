@@ -18,6 +18,10 @@ Invariants:
 - Once ``foreach_batch`` returns, the batch is in durable state (or in the table), so
   Spark may acknowledge it in its commit log.
 - Any error closes the runtime (state lock released); the next call restores afresh.
+
+Metrics: ``metrics_snapshot()`` (writers' and committer's, see ``stream_sink.ops.metrics``);
+every sink is exported by ``stream_sink.ops.metrics_export`` (served on ``metrics_port``
+when given), and ``progress_listener()`` reports them on each Spark progress event.
 """
 
 from __future__ import annotations
@@ -25,13 +29,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.commit.metrics import CommitterMetricsSnapshot
+from stream_sink.ops.metrics import SinkMetricsSnapshot, WriterMetrics
+from stream_sink.ops.metrics_export import REGISTRY, MetricsServer, serve
 from stream_sink.spark import query
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
@@ -94,6 +101,7 @@ class IcebergSink:
         snapshot_properties: Mapping[str, str] | None = None,
         branch: str = "main",
         spark_checkpoint_location: str | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.options: SinkOptions = parse_options(
@@ -114,6 +122,12 @@ class IcebergSink:
         )
         self._runtime: _Runtime | None = None
         self._plans: dict[str, BatchPlan] = {}
+        self._writer_metrics = WriterMetrics()
+        self._committer_metrics: CommitterMetricsSnapshot | None = None
+        REGISTRY.register(self)
+        self.metrics_server: MetricsServer | None = (
+            None if metrics_port is None else serve(metrics_port)
+        )
 
     @property
     def spark_checkpoint_location(self) -> str:
@@ -131,7 +145,9 @@ class IcebergSink:
         try:
             runtime = self._open()
             plan = self._plan(df, runtime.table)
+            started = time.perf_counter()
             result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
+            self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
             failpoint(AFTER_DATA_FILES)
             if runtime.committer.process(batch_id, result):
                 now_ms = int(time.time() * 1000)
@@ -162,6 +178,49 @@ class IcebergSink:
             self.end_input()
         finally:
             self._abandon()
+
+    # --- metrics ------------------------------------------------------------------------------
+
+    def metrics_snapshot(self) -> SinkMetricsSnapshot:
+        """The writers' and the committer's metrics now (the committer's as of its last use
+        when the sink is closed)."""
+        runtime = self._runtime
+        committer = runtime.committer.metrics.snapshot() if runtime else self._committer_metrics
+        return SinkMetricsSnapshot(self.sink_id, self.options.table,
+                                   self._writer_metrics.snapshot(), committer)  # fmt: skip
+
+    def progress_listener(
+        self, on_progress: Callable[[int, SinkMetricsSnapshot], None] | None = None
+    ) -> Any:
+        """A StreamingQueryListener for ``spark.streams.addListener``: on each progress event
+        it logs ``metrics_snapshot()`` (INFO) and passes it to ``on_progress`` with the
+        event's batch id; events of the session's other queries are skipped once the sink
+        knows its query id (from its first batch)."""
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        sink = self
+
+        class SinkMetricsListener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                runtime = sink._runtime
+                if runtime is not None and str(event.progress.id) != runtime.job_id:
+                    return  # another query of the session
+                snapshot = sink.metrics_snapshot()
+                log.info("sink %s: batch %s metrics %s", sink.sink_id, event.progress.batchId,
+                         snapshot)  # fmt: skip
+                if on_progress is not None:
+                    on_progress(int(event.progress.batchId), snapshot)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        return SinkMetricsListener()
 
     def __enter__(self) -> IcebergSink:
         return self
@@ -244,6 +303,7 @@ class IcebergSink:
         runtime, self._runtime = self._runtime, None
         self._plans.clear()
         if runtime is not None:
+            self._committer_metrics = runtime.committer.metrics.snapshot()
             try:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -130,6 +131,28 @@ def test_restore_state_brings_back_the_state_as_of_the_checkpoint(
         restored.put(b"pending/3", b"new")  # usable read-write
     with pytest.raises(AlreadyExistsError, match=re.escape(target)):
         storage.restore_state(latest, target)
+
+
+def test_checkpoint_outlives_the_state_it_was_taken_from(
+    base: str, backend: OperatorStateBackend, tmp_path: os.PathLike[str]
+) -> None:
+    """The snapshot is taken in place on a local disk: it must not depend on the live
+    state's files, which later writes, compactions and a lost directory remove."""
+    storage = CheckpointStorage(base, SINK, retain=1)
+    for cid in range(1, 6):
+        _complete(storage, backend, cid)
+    expected = list(backend.scan())
+    for i in range(200):  # later writes and deletes: flushes and compactions
+        backend.put(b"pending/%d" % i, b"x" * 1000)
+        backend.delete(b"pending/%d" % i)
+    backend.close()
+    shutil.rmtree(os.path.join(str(tmp_path), "state"))  # the live state is lost
+    latest = storage.latest()
+    assert latest is not None and latest.checkpoint_id == 5
+    assert [c.checkpoint_id for c in storage.list_completed()] == [5]
+    target = os.path.join(str(tmp_path), "restored", SINK)
+    with storage.restore_state(latest, target) as restored:
+        assert list(restored.scan()) == expected
 
 
 def test_completing_the_same_checkpoint_again_replaces_its_state(

@@ -1,0 +1,153 @@
+"""The jobs a drill runs: the built-in demo pipeline, or a user's job given as entry points.
+
+Job contract (``stream-sink drill --job pkg.mod:run --table db.t --expected pkg.mod:rows``):
+
+- ``run(**context)`` runs in a child process (the drill's "driver"). It starts or joins a
+  SparkSession itself, opens a Hadoop catalog on ``context["warehouse"]``, runs its
+  streaming query into ``--table`` with ``IcebergSink(checkpoint_location=
+  context["checkpoint_location"], state_dir=context["state_dir"], ...)`` until its input
+  is consumed (e.g. ``trigger(availableNow=True)`` then ``awaitTermination()``), then
+  returns. The drill SIGKILLs the process at any moment and calls ``run`` again, in a new
+  process, with the same context: everything ``run`` creates (table, input) must be
+  created only when missing, and the input must be the same each time. ``run`` may be
+  called again in the same process for another scenario (another context): stop the
+  queries it started before returning.
+- ``rows(**context)`` runs in the drill's own process once the input is consumed and
+  returns the expected final table as a ``pyarrow.Table``; only its columns are compared.
+- ``context`` holds only strings and ints: ``work_dir`` (the scenario's own directory),
+  ``warehouse``, ``checkpoint_location``, ``state_dir``, ``input_dir`` (shared, read-only
+  across scenarios), ``mode`` (append | changelog | upsert), ``seed``, ``rows`` and
+  ``files`` (input size hints), ``checkpoint_interval_batches``. Accept ``**kwargs``:
+  keys may be added.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from stream_sink.exceptions import InvalidOptionError
+
+DEMO_JOB = "stream_sink.ops.drill_jobs:run_demo"
+DEMO_EXPECTED = "stream_sink.ops.drill_jobs:demo_rows"
+DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_demo"
+DRILL_MODES = ("append", "changelog", "upsert")
+FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""Driver JVM flags for short drill runs: a restart spends most of its time starting."""
+
+Context = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A drilled job: entry points (``module:function``) and the table it writes."""
+
+    job: str
+    table: str
+    expected: str
+    prepare: str | None = None
+    """Called in the drill's process before the first run of each scenario."""
+
+    @staticmethod
+    def demo() -> JobSpec:
+        from stream_sink.cli.demo_job import TABLE
+
+        return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE)
+
+
+def resolve(ref: str, what: str) -> Callable[..., Any]:
+    """The callable named ``module:function`` (InvalidOptionError when it is not one)."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidOptionError(f"{what}: expected module:function, got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise InvalidOptionError(f"{what}: cannot import {module_name!r}: {e}") from e
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise InvalidOptionError(f"{what}: {ref!r} is not a callable")
+    return target  # type: ignore[no-any-return]
+
+
+# --- the built-in demo pipeline ------------------------------------------------------------
+
+
+def _demo_config(context: Context) -> Any:
+    from stream_sink.cli.demo_job import DemoConfig
+
+    return DemoConfig(
+        warehouse=context["warehouse"], checkpoint_location=context["checkpoint_location"],
+        state_dir=context["state_dir"], input=context["input_dir"],
+        log_dir=context["work_dir"], mode=context["mode"],
+        checkpoint_interval_batches=int(context["checkpoint_interval_batches"]),
+        spark_conf={"spark.driver.extraJavaOptions": FAST_START_JVM},
+    )  # fmt: skip
+
+
+def prepare_demo(**context: Any) -> None:
+    """The shared input (written once per input dir) and the scenario's empty table."""
+    from stream_sink.cli.demo import _write_input
+    from stream_sink.cli.demo_job import TABLE, create_table, open_catalog
+
+    cfg = _demo_config(context)
+    marker = os.path.join(context["input_dir"], "_drill_input.json")
+    if not os.path.exists(marker):
+        _write_input(cfg, _stream(context))
+        with open(marker, "w") as f:
+            json.dump({k: context[k] for k in ("rows", "files", "seed")}, f)
+    catalog = open_catalog(cfg)
+    if not catalog.table_exists(TABLE):
+        create_table(catalog)
+
+
+def run_demo(**context: Any) -> None:
+    """The demo's streaming job (``stream_sink.cli.demo_job``) in the context's mode."""
+    from stream_sink.cli.demo_job import run_job
+
+    run_job(_demo_config(context))
+
+
+def demo_rows(**context: Any) -> pa.Table:
+    """Expected table of the demo: the final orders (upsert, changelog) or every change
+    row's image in input order (append: ``+I`` after, ``-U`` before, ``+U`` after, ``-D``
+    before)."""
+    from stream_sink.cli.demo_data import TABLE_SCHEMA
+
+    stream = _stream(context)
+    rows = list(stream.expected) if context["mode"] != "append" else change_images(stream.files)
+    return pa.Table.from_pylist([_typed(r) for r in rows], schema=TABLE_SCHEMA)
+
+
+def change_images(files: tuple[bytes, ...]) -> list[dict[str, Any]]:
+    """The row images Debezium events carry, one per change row ``from_debezium`` emits."""
+    out: list[dict[str, Any]] = []
+    for payload in files:
+        for line in payload.decode().splitlines():
+            event = json.loads(line)
+            if event["op"] in ("u", "d") and event.get("before") is not None:
+                out.append(event["before"])
+            if event["op"] in ("c", "r", "u"):
+                out.append(event["after"])
+    return out
+
+
+def _stream(context: Context) -> Any:
+    from stream_sink.cli.demo_data import generate
+
+    return generate(int(context["rows"]), int(context["files"]), int(context["seed"]))
+
+
+def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    from datetime import datetime
+
+    created = datetime.fromisoformat(row["created_at"].replace("Z", "+00:00"))
+    return {**row, "created_at": created}

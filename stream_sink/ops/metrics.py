@@ -1,0 +1,75 @@
+"""What a sink reports about itself: its writers' output per micro-batch and its
+committer's metrics (:mod:`stream_sink.commit.metrics`), as one frozen snapshot.
+
+Invariants: writer counters only grow and count files the writers flushed (whether or
+not they were committed yet: a replayed batch's files are counted again, like Flink's
+flushed* counters); snapshots are copies, safe to hand to another thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from stream_sink.commit.metrics import CommitterMetricsSnapshot
+from stream_sink.write.result import WriteResult
+
+
+@dataclass(frozen=True)
+class WriterMetricsSnapshot:
+    flushed_data_files: int = 0
+    flushed_delete_files: int = 0
+    flushed_referenced_data_files: int = 0
+    flushed_data_records: int = 0
+    flushed_delete_records: int = 0
+    flushed_data_bytes: int = 0
+    flushed_delete_bytes: int = 0
+    last_flush_duration_ms: float | None = None
+    """Wall time of the last micro-batch's write stage (executors, until results are in)."""
+    batches: int = 0
+    last_batch_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SinkMetricsSnapshot:
+    sink_id: str
+    table: str
+    writer: WriterMetricsSnapshot
+    committer: CommitterMetricsSnapshot | None
+    """None until the sink first restored its committer."""
+
+
+class WriterMetrics:
+    """Thread-safe counters of what the writers of one sink flushed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snapshot = WriterMetricsSnapshot()
+
+    def flushed(self, batch_id: int, result: WriteResult, duration_ms: float) -> None:
+        """The write stage of ``batch_id`` produced ``result`` in ``duration_ms``."""
+        data, deletes = result.data_files, result.delete_files
+        with self._lock:
+            s = self._snapshot
+            self._snapshot = WriterMetricsSnapshot(
+                flushed_data_files=s.flushed_data_files + len(data),
+                flushed_delete_files=s.flushed_delete_files + len(deletes),
+                flushed_referenced_data_files=(
+                    s.flushed_referenced_data_files + len(result.referenced_data_files)
+                ),
+                flushed_data_records=s.flushed_data_records + sum(f.record_count for f in data),
+                flushed_delete_records=(
+                    s.flushed_delete_records + sum(f.record_count for f in deletes)
+                ),
+                flushed_data_bytes=s.flushed_data_bytes + sum(f.file_size_in_bytes for f in data),
+                flushed_delete_bytes=(
+                    s.flushed_delete_bytes + sum(f.file_size_in_bytes for f in deletes)
+                ),
+                last_flush_duration_ms=duration_ms,
+                batches=s.batches + 1,
+                last_batch_id=batch_id,
+            )
+
+    def snapshot(self) -> WriterMetricsSnapshot:
+        with self._lock:
+            return self._snapshot

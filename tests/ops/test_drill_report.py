@@ -1,0 +1,172 @@
+"""The drill's verdicts without Spark: duplicated/missing/unexpected counting, problems and
+verdicts, the JSON report's schema, the printed table, scenario planning."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+
+from stream_sink.cli.demo_data import TABLE_SCHEMA, generate
+from stream_sink.cli.drill import render
+from stream_sink.commit.failpoints import FAILPOINTS
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.ops.drill_jobs import change_images, demo_rows
+from stream_sink.ops.drill_report import (
+    DrillReport,
+    RowCounts,
+    ScenarioResult,
+    compare,
+    compare_rows,
+    problems_of,
+)
+from stream_sink.ops.drill_scenarios import ScenarioSource, failpoint_specs, plan_scenarios
+
+
+def table(ids: list[int], values: list[str] | None = None) -> pa.Table:
+    return pa.table({"id": ids, "v": values or [f"v{i}" for i in ids]})
+
+
+def test_exact_table_has_nothing_duplicated_or_missing() -> None:
+    assert compare(table([1, 2, 3]), table([3, 1, 2])) == RowCounts(3, 0, 0, 0)
+
+
+def test_extra_copies_are_duplicates_and_absent_rows_missing() -> None:
+    counts = compare(table([1, 2, 3, 4]), table([1, 1, 1, 2, 3]))
+    assert counts == RowCounts(rows=5, duplicated=2, missing=1, unexpected=0)
+
+
+def test_a_stale_version_of_a_row_is_unexpected_and_its_new_version_missing() -> None:
+    counts = compare(table([1, 2], ["new", "x"]), table([1, 2], ["old", "x"]))
+    assert counts == RowCounts(rows=2, duplicated=0, missing=1, unexpected=1)
+
+
+def test_rows_expected_twice_count_as_a_multiset() -> None:
+    assert compare_rows([(1,), (1,)], [(1,)]) == RowCounts(1, 0, 1, 0)
+    assert compare_rows([(1,), (1,)], [(1,), (1,), (1,)]) == RowCounts(3, 1, 0, 0)
+
+
+def test_only_expected_columns_are_compared_and_values_are_normalized() -> None:
+    utc = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    plus2 = utc.astimezone(timezone(timedelta(hours=2)))
+    expected = pa.table({"id": [1, 2], "t": [utc, utc], "x": [float("nan"), 1.5]})
+    found = pa.table({"id": [2, 1], "t": [plus2, plus2], "x": [1.5, float("nan")],
+                      "extra": ["a", "b"]})  # fmt: skip
+    assert compare(expected, found).exact
+
+
+def test_a_found_table_without_an_expected_column_is_refused() -> None:
+    with pytest.raises(KeyError, match="'v'"):
+        compare(table([1]), pa.table({"id": [1]}))
+
+
+def test_problems_name_every_failure_and_reader_disagreement() -> None:
+    ok = RowCounts(3, 0, 0, 0)
+    assert problems_of(None, [ok, ok]) == []
+    assert problems_of(None, [ok, RowCounts(4, 1, 0, 0)]) == ["duplicated", "readers-disagree"]
+    assert problems_of(None, [RowCounts(2, 0, 1, 1)]) == ["missing", "unexpected"]
+    assert problems_of("driver exited with status 1", [ok]) == ["job-failed"]
+    assert problems_of(None, []) == ["job-failed"]
+
+
+def result(readers: dict[str, RowCounts | None], **kw: object) -> ScenarioResult:
+    base: dict[str, object] = dict(
+        id="upsert/after-table-commit@1", mode="upsert", kind="failpoint",
+        failpoint="after-table-commit@1", kill_delays_s=(), kills=1, restarts=1,
+        expected_rows=3, readers=readers, duration_s=1.0, logs=("a.log",),
+    )  # fmt: skip
+    base.update(kw)
+    return ScenarioResult(**base)  # type: ignore[arg-type]
+
+
+def test_json_report_schema() -> None:
+    good = result({"stream_sink": RowCounts(3, 0, 0, 0), "duckdb": None})
+    bad = result({"stream_sink": RowCounts(5, 2, 0, 0), "duckdb": RowCounts(5, 2, 0, 0)},
+                 id="append/random-kill-1", mode="append", kind="random-kill",
+                 failpoint=None, kill_delays_s=(3.25,))  # fmt: skip
+    report = DrillReport("m:f", "db.t", 7, "/w", 0.0, 12.5, (good, bad))
+    doc = json.loads(report.dumps())
+    assert doc["schema_version"] == 1 and doc["ok"] is False
+    assert doc["started_at"] == "1970-01-01T00:00:00Z"
+    assert set(doc) == {"schema_version", "ok", "job", "table", "seed", "work_dir",
+                        "started_at", "duration_s", "scenarios"}  # fmt: skip
+    first, second = doc["scenarios"]
+    assert set(first) == {
+        "id", "mode", "kind", "failpoint", "kill_delays_s", "reached", "kills", "restarts",
+        "expected_rows", "found_rows", "duplicated", "missing", "unexpected", "readers",
+        "verdict", "problems", "error", "duration_s", "logs",
+    }  # fmt: skip
+    assert first["verdict"] == "ok" and first["readers"]["duckdb"] is None
+    assert second["verdict"] == "fail" and second["problems"] == ["duplicated"]
+    assert second["found_rows"] == 5 and second["duplicated"] == 2
+    assert second["kill_delays_s"] == [3.25] and second["failpoint"] is None
+    assert second["readers"]["duckdb"] == {"rows": 5, "duplicated": 2, "missing": 0,
+                                           "unexpected": 0}  # fmt: skip
+
+
+def test_printed_table_shows_moment_restarts_counts_and_verdict() -> None:
+    unreached = result({"stream_sink": RowCounts(3, 0, 0, 0)}, kills=0, restarts=0,
+                       id="append/between-batch-commits@1",
+                       failpoint="between-batch-commits@1")  # fmt: skip
+    failed = result({"stream_sink": RowCounts(4, 1, 0, 0)})
+    text = render(DrillReport("m:f", "db.t", 7, "/w", 0.0, 60.0, (unreached, failed)))
+    lines = text.splitlines()
+    assert lines[0].split() == ["mode", "kill", "moment", "restarts", "expected", "found",
+                                "duplicated", "missing", "unexpected", "verdict"]  # fmt: skip
+    assert "between-batch-commits@1 (not reached)" in lines[2] and lines[2].endswith("ok")
+    assert lines[3].split()[-2:] == ["FAIL:", "duplicated"]
+    assert lines[-1] == "2 scenarios in 60s: 1 FAILED"
+
+
+def test_failpoint_selection() -> None:
+    specs = failpoint_specs("all")
+    assert [s.split("@")[0] for s in specs] == list(FAILPOINTS)
+    assert "after-data-files@2" in specs and "after-table-commit@1" in specs
+    assert failpoint_specs("after-staged-write@3, after-table-commit") == (
+        "after-staged-write@3", "after-table-commit@1")
+    assert failpoint_specs("none") == ()
+    with pytest.raises(InvalidOptionError, match="unknown failpoint 'nope'"):
+        failpoint_specs("nope")
+    with pytest.raises(InvalidOptionError, match="after-table-commit@0"):
+        failpoint_specs("after-table-commit@0")
+
+
+def test_scenarios_are_planned_per_mode_and_repeat_for_a_seed() -> None:
+    def plan(seed: int) -> list[object]:
+        return list(plan_scenarios(("append", "upsert"), ("after-table-commit@1",), 2,
+                                   random.Random(seed), 10.0))  # fmt: skip
+
+    first = plan(5)
+    assert [s.id for s in first] == [  # type: ignore[attr-defined]
+        "append/after-table-commit@1", "append/random-kill-1", "append/random-kill-2",
+        "upsert/after-table-commit@1", "upsert/random-kill-1", "upsert/random-kill-2",
+    ]  # fmt: skip
+    assert first == plan(5) and first != plan(6)
+    delays = [d for s in first for d in s.kill_delays]  # type: ignore[attr-defined]
+    assert len(delays) == 4 and all(0.5 <= d <= 10.0 for d in delays)
+
+
+def test_soak_source_adds_random_kill_scenarios_for_its_duration() -> None:
+    source = ScenarioSource([], ("upsert", "append"), random.Random(1), 5.0, soak_s=3600)
+    soak = [source.next() for _ in range(3)]
+    assert [s.id for s in soak if s] == ["upsert/soak-1", "append/soak-2", "upsert/soak-3"]
+    assert all(s and s.kind == "soak" and 1 <= len(s.kill_delays) <= 3 for s in soak)
+    assert source.next(soak=False) is None  # a chain looking ahead takes no soak scenario
+    assert ScenarioSource([], ("upsert",), random.Random(1), 5.0, soak_s=0).next() is None
+
+
+def test_demo_expectations_follow_the_mode() -> None:
+    stream = generate(300, 3, seed=4)
+    images = change_images(stream.files)
+    ops = [json.loads(line)["op"] for f in stream.files for line in f.decode().splitlines()]
+    assert len(images) == len(ops) + ops.count("u")  # an update is -U before, +U after
+    context = {"rows": 300, "files": 3, "seed": 4}
+    append = demo_rows(mode="append", **context)
+    upsert = demo_rows(mode="upsert", **context)
+    assert append.schema == TABLE_SCHEMA and append.num_rows == len(images)
+    assert upsert.num_rows == len(stream.expected)
+    assert sorted(upsert.column("order_id").to_pylist()) == [r["order_id"]
+                                                            for r in stream.expected]
