@@ -24,6 +24,11 @@ class SchemaMismatchError(ValidationError):
     """Data does not match the table schema (names, types or nullability)."""
 
 
+class IncompatibleSchemaChangeError(SchemaMismatchError):
+    """A schema change Iceberg does not allow (narrowing, string to int, a new
+    required column), or one the caller's options do not allow."""
+
+
 class NullKeyError(ValidationError):
     """A null in an equality (key) field."""
 

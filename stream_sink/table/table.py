@@ -27,6 +27,8 @@ if TYPE_CHECKING:
         ReplacePartitions,
         RowDelta,
     )
+    from stream_sink.table.schema_update import UpdateSchema
+    from stream_sink.table.spec_update import UpdateSpec
 
 
 class Table:
@@ -105,6 +107,31 @@ class Table:
     @property
     def metadata_dir(self) -> str:
         return self.properties.get("write.metadata.path", f"{self.location}/metadata").rstrip("/")
+
+    # --- metadata changes ---------------------------------------------------------
+
+    def update_schema(
+        self, *, allow_incompatible_changes: bool = False, make_optional_from_data: bool = True
+    ) -> UpdateSchema:
+        """Schema evolution: ``with table.update_schema() as u: u.add_column(...)``
+        (see ``stream_sink.table.schema_update``)."""
+        from stream_sink.table.schema_update import UpdateSchema
+
+        return UpdateSchema(self, allow_incompatible_changes=allow_incompatible_changes,
+                            make_optional_from_data=make_optional_from_data)  # fmt: skip
+
+    def update_spec(self) -> UpdateSpec:
+        """Partition evolution: ``with table.update_spec() as u: u.add_field("ts", "day")``."""
+        from stream_sink.table.spec_update import UpdateSpec
+
+        return UpdateSpec(self)
+
+    def schemas(self) -> dict[int, Schema]:
+        """Every schema of the table by id (the history of its evolution)."""
+        return {s.schema_id: s for s in self.metadata.schemas}
+
+    def specs(self) -> dict[int, PartitionSpec]:
+        return {s.spec_id: s for s in self.metadata.partition_specs}
 
     # --- commit operations -------------------------------------------------------
 
