@@ -3,12 +3,14 @@
 It adds writing and reading to the table-format handle:
 ``append`` writes Parquet through the same task writers the streaming sink runs on
 executors (partitioned tables through the fanout writer) and commits one snapshot;
+``upsert`` writes through the sink's delta writers in upsert mode (equality deletes
+by key, then the rows) and commits one row delta;
 ``scan`` reads, with deletes applied (``stream_sink.read``).
 
 Invariants:
-- ``append`` commits exactly one snapshot or nothing; when it fails before the
-  commit outcome is known to be a success, it deletes the files it wrote, except
-  when the outcome is unknown (the files may now belong to the table).
+- ``append`` and ``upsert`` commit exactly one snapshot or nothing; when they fail
+  before the commit outcome is known to be a success, they delete the files they
+  wrote, except when the outcome is unknown (the files may now belong to the table).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
-from stream_sink.exceptions import CommitStateUnknownError
+from stream_sink.exceptions import CommitStateUnknownError, ValidationError
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table as _FormatTable
 from stream_sink.write.commit import commit_write_result
+from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
 from stream_sink.write.task_writers import TaskWriterFactory
 
 if TYPE_CHECKING:
@@ -43,9 +46,45 @@ class Table(_FormatTable):
         Columns are matched by name; a missing optional column is written as nulls; a
         name, type or nullability mismatch raises SchemaMismatchError naming the column.
         """
-        writer = TaskWriterFactory.for_table(self).create(partition_id=0, task_id=0)
+        factory = TaskWriterFactory.for_table(self)
+        return self._write_and_commit(factory, _batches(data), snapshot_properties, branch)
+
+    def upsert(
+        self,
+        data: ArrowData,
+        equality_fields: Iterable[str] | None = None,
+        *,
+        snapshot_properties: Mapping[str, str] | None = None,
+        branch: str = MAIN_BRANCH,
+    ) -> Snapshot:
+        """Insert ``data`` or replace the rows with the same key, as one row-delta
+        snapshot (merge-on-read): an equality delete per key, then the rows.
+
+        ``equality_fields``: the key columns (default: the schema's identifier fields).
+        Within ``data`` a later row of a key replaces an earlier one (position delete),
+        as in the sink's upsert mode. On a partitioned table every partition source
+        column must be a key column.
+        """
+        keys = list(equality_fields or self.schema().identifier_field_names)
+        if not keys:
+            raise ValidationError(
+                f"upsert into {self.name} needs key columns: pass equality_fields or set "
+                "the schema's identifier fields"
+            )
+        factory = TaskWriterFactory.for_table(self, equality_fields=keys, upsert=True)
+        rows = (_with_row_kind(b, "+I") for b in _batches(data))
+        return self._write_and_commit(factory, rows, snapshot_properties, branch)
+
+    def _write_and_commit(
+        self,
+        factory: TaskWriterFactory,
+        batches: Iterable[pa.Table | pa.RecordBatch],
+        snapshot_properties: Mapping[str, str] | None,
+        branch: str,
+    ) -> Snapshot:
+        writer = factory.create(partition_id=0, task_id=0)
         try:
-            for batch in _batches(data):
+            for batch in batches:
                 writer.write(batch)
             result = writer.complete()
         except BaseException:
@@ -87,3 +126,9 @@ def _batches(data: ArrowData) -> Iterable[pa.Table | pa.RecordBatch]:
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         return [data]
     return data
+
+
+def _with_row_kind(batch: pa.Table | pa.RecordBatch, kind: str) -> pa.Table:
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    kinds = pa.array([kind] * table.num_rows, type=pa.string())
+    return table.append_column(DEFAULT_ROW_KIND_COLUMN, kinds)

@@ -1,92 +1,35 @@
-"""Named crash points at the step boundaries of the commit protocol.
+"""The commit protocol's crash points; the mechanism is :mod:`stream_sink.failpoints`."""
 
-``STREAM_SINK_FAILPOINT=<name>[@<n>][,<name>[@<n>]...]`` kills the process with SIGKILL
-(no cleanup, no flush, no ``finally``) the n-th time (default: the first) the named
-point is reached. The variable is parsed once and cached; with it unset a failpoint is
-one dictionary lookup on an empty dict. Recovery tests enable each point in turn and
-prove the table holds every change exactly once after a restart.
-"""
-
-from __future__ import annotations
-
-import os
-import signal
-
-from stream_sink.exceptions import InvalidOptionError
-
-ENV_VAR = "STREAM_SINK_FAILPOINT"
-
-AFTER_DATA_FILES = "after-data-files"
-AFTER_PENDING_WRITE = "after-pending-write"
-AFTER_STAGING_MANIFESTS = "after-staging-manifests"
-AFTER_STAGED_WRITE = "after-staged-write"
-AFTER_CHECKPOINT_METADATA = "after-checkpoint-metadata"
-AFTER_METADATA_FILE_WRITE = "after-metadata-file-write"
-AFTER_TABLE_COMMIT = "after-table-commit"
-AFTER_STATE_CLEANUP = "after-state-cleanup"
-BETWEEN_BATCH_COMMITS = "between-batch-commits"
-
-FAILPOINTS: tuple[str, ...] = (
-    AFTER_DATA_FILES,
-    AFTER_PENDING_WRITE,
-    AFTER_STAGING_MANIFESTS,
-    AFTER_STAGED_WRITE,
+from stream_sink.failpoints import (
     AFTER_CHECKPOINT_METADATA,
+    AFTER_DATA_FILES,
     AFTER_METADATA_FILE_WRITE,
-    AFTER_TABLE_COMMIT,
+    AFTER_PENDING_WRITE,
+    AFTER_STAGED_WRITE,
+    AFTER_STAGING_MANIFESTS,
     AFTER_STATE_CLEANUP,
+    AFTER_TABLE_COMMIT,
     BETWEEN_BATCH_COMMITS,
+    ENV_VAR,
+    FAILPOINTS,
+    failpoint,
+    parse_failpoints,
+    reset_failpoints,
 )
-"""Every failpoint, in protocol order. ``after-data-files`` is reached by the Spark
-adapter (data files written, WriteResult not yet handed to the committer)."""
 
-_armed: dict[str, int] | None = None
-"""name -> remaining hits before the kill; None until the environment is parsed."""
-
-
-def parse_failpoints(spec: str) -> dict[str, int]:
-    """``"a@2,b"`` -> ``{"a": 2, "b": 1}``; unknown names and bad counts are refused."""
-    armed: dict[str, int] = {}
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        name, _, count = part.partition("@")
-        if name not in FAILPOINTS:
-            raise InvalidOptionError(
-                f"{ENV_VAR}: unknown failpoint {name!r}; known: {', '.join(FAILPOINTS)}"
-            )
-        try:
-            n = int(count) if count else 1
-        except ValueError:
-            raise InvalidOptionError(f"{ENV_VAR}: {part!r} must be <name>@<positive int>") from None
-        if n < 1:
-            raise InvalidOptionError(f"{ENV_VAR}: {part!r} must be <name>@<positive int>")
-        armed[name] = n
-    return armed
-
-
-def failpoint(name: str) -> None:
-    """Reach the failpoint ``name``: kill the process here if it is armed for this hit."""
-    armed = _armed if _armed is not None else _load()
-    if not armed:
-        return
-    remaining = armed.get(name)
-    if remaining is None:
-        return
-    if remaining > 1:
-        armed[name] = remaining - 1
-        return
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def reset_failpoints(spec: str | None = None) -> None:
-    """Forget the cached configuration: re-read the environment on the next hit, or,
-    with ``spec``, arm exactly those points now (tests)."""
-    global _armed
-    _armed = None if spec is None else parse_failpoints(spec)
-
-
-def _load() -> dict[str, int]:
-    global _armed
-    _armed = parse_failpoints(os.environ.get(ENV_VAR, ""))
-    return _armed
+__all__ = [
+    "AFTER_CHECKPOINT_METADATA",
+    "AFTER_DATA_FILES",
+    "AFTER_METADATA_FILE_WRITE",
+    "AFTER_PENDING_WRITE",
+    "AFTER_STAGED_WRITE",
+    "AFTER_STAGING_MANIFESTS",
+    "AFTER_STATE_CLEANUP",
+    "AFTER_TABLE_COMMIT",
+    "BETWEEN_BATCH_COMMITS",
+    "ENV_VAR",
+    "FAILPOINTS",
+    "failpoint",
+    "parse_failpoints",
+    "reset_failpoints",
+]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ReplacePartitions,
         RowDelta,
     )
+    from stream_sink.table.rewrite import RewriteFiles
     from stream_sink.table.schema_update import UpdateSchema
     from stream_sink.table.spec_update import UpdateSpec
 
@@ -163,3 +164,10 @@ class Table:
         from stream_sink.table.operations import OverwriteFiles
 
         return OverwriteFiles(self, branch)
+
+    def new_rewrite(self, branch: str = MAIN_BRANCH) -> RewriteFiles:
+        """Replace files by files holding the same rows (compaction): Java's RewriteFiles,
+        operation ``replace``. See ``stream_sink.table.rewrite``."""
+        from stream_sink.table.rewrite import RewriteFiles
+
+        return RewriteFiles(self, branch)
