@@ -97,9 +97,7 @@ def _field(fields: list[PartitionField], name: str) -> PartitionField:
     for f in fields:
         if f.name == name:
             return f
-    raise ValidationError(
-        f"no partition field {name!r}; the spec has {[f.name for f in fields]}"
-    )
+    raise ValidationError(f"no partition field {name!r}; the spec has {[f.name for f in fields]}")
 
 
 def _add(

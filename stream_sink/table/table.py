@@ -20,6 +20,7 @@ from stream_sink.table.sorting import SortOrder
 
 if TYPE_CHECKING:
     from stream_sink.table.catalog.base import Catalog, Identifier
+    from stream_sink.table.expire import ExpireSnapshots
     from stream_sink.table.operations import (
         FastAppend,
         MergeAppend,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         RowDelta,
     )
     from stream_sink.table.rewrite import RewriteFiles
+    from stream_sink.table.rewrite_manifests import RewriteManifests
     from stream_sink.table.schema_update import UpdateSchema
     from stream_sink.table.spec_update import UpdateSpec
 
@@ -171,3 +173,17 @@ class Table:
         from stream_sink.table.rewrite import RewriteFiles
 
         return RewriteFiles(self, branch)
+
+    def new_expire_snapshots(self) -> ExpireSnapshots:
+        """Expire snapshots and delete the files only they used: Java's
+        RemoveSnapshots. See ``stream_sink.table.expire``."""
+        from stream_sink.table.expire import ExpireSnapshots
+
+        return ExpireSnapshots(self)
+
+    def new_rewrite_manifests(self, branch: str = MAIN_BRANCH) -> RewriteManifests:
+        """Cluster data manifests by partition into target-size manifests (same live
+        entries, operation ``replace``). See ``stream_sink.table.rewrite_manifests``."""
+        from stream_sink.table.rewrite_manifests import RewriteManifests
+
+        return RewriteManifests(self, branch)

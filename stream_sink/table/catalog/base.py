@@ -62,9 +62,7 @@ def table_identifier(name: str | Sequence[str]) -> Identifier:
     """Like :func:`to_identifier`, but a table needs a namespace and a name."""
     ident = to_identifier(name)
     if len(ident) < 2:
-        raise ValidationError(
-            f"table identifier {name!r} needs a namespace, e.g. 'db.{ident[0]}'"
-        )
+        raise ValidationError(f"table identifier {name!r} needs a namespace, e.g. 'db.{ident[0]}'")
     return ident
 
 

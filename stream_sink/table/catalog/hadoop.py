@@ -134,8 +134,9 @@ class HadoopCatalog(Catalog[TableT]):
             hint = f"{self._metadata_dir(ident)}/{VERSION_HINT}"
             self.io.write_atomic(hint, str(version).encode())
         except OSError as e:
-            log.warning("table %s: could not update %s to %d: %s", dotted(ident), VERSION_HINT,
-                        version, e)
+            log.warning(
+                "table %s: could not update %s to %d: %s", dotted(ident), VERSION_HINT, version, e
+            )
 
     # --- namespaces -----------------------------------------------------------------
 

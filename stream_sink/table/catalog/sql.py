@@ -160,8 +160,12 @@ class SqlCatalog(Catalog[TableT]):
         given = {str(k): str(v) for k, v in (properties or {}).items()}
         props = {NAMESPACE_EXISTS_PROPERTY: "true", **given}
         rows = [
-            {"catalog_name": self.name, "namespace": dotted(ns), "property_key": k,
-             "property_value": v}
+            {
+                "catalog_name": self.name,
+                "namespace": dotted(ns),
+                "property_key": k,
+                "property_value": v,
+            }
             for k, v in props.items()
         ]
         try:
@@ -418,12 +422,12 @@ def engine_url(uri: str, properties: Mapping[str, str] | None = None) -> URL:
     (psycopg 3), also with a ``jdbc:`` prefix; ``jdbc.user``/``jdbc.password`` fill in
     credentials."""
     props = properties or {}
-    text = uri[len("jdbc:"):] if uri.startswith("jdbc:") else uri
+    text = uri[len("jdbc:") :] if uri.startswith("jdbc:") else uri
     if text.startswith("sqlite:") and not text.startswith("sqlite://"):
-        text = "sqlite:///" + text[len("sqlite:"):]
+        text = "sqlite:///" + text[len("sqlite:") :]
     for plain in ("postgresql://", "postgres://"):
         if text.startswith(plain):
-            text = "postgresql+psycopg://" + text[len(plain):]
+            text = "postgresql+psycopg://" + text[len(plain) :]
     try:
         url = make_url(text)
     except SQLAlchemyError as e:
@@ -463,7 +467,7 @@ def _ensure_schema(engine: Engine) -> bool:
 def _warehouse(warehouse: str) -> str:
     if "://" in warehouse:
         return warehouse.rstrip("/")
-    path = warehouse[len("file:"):] if warehouse.startswith("file:") else warehouse
+    path = warehouse[len("file:") :] if warehouse.startswith("file:") else warehouse
     return os.path.abspath(path).rstrip("/") or "/"
 
 
