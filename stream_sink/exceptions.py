@@ -126,6 +126,35 @@ class CommitValidationError(CommitError):
     """A validation hook refused the commit (e.g. the watermark moved past it)."""
 
 
+class CommitConflictError(CommitValidationError):
+    """A concurrent commit that won conflicts with this one (Delta's
+    ConcurrentModificationException); the table is unchanged, re-plan and retry."""
+
+
+class ConcurrentAppendError(CommitConflictError):
+    """A winning commit added files to data this commit read (e.g. a replaced partition)."""
+
+
+class ConcurrentDeleteReadError(CommitConflictError):
+    """A winning commit removed a file this commit read or rewrites."""
+
+
+class ConcurrentDeleteDeleteError(CommitConflictError):
+    """A winning commit removed a file this commit removes too."""
+
+
+class MetadataChangedError(CommitConflictError):
+    """A winning commit changed the table's metadata (schema, partitioning, properties)."""
+
+
+class ProtocolChangedError(CommitConflictError):
+    """A winning commit changed the table's protocol versions or features."""
+
+
+class ConcurrentTransactionError(CommitConflictError):
+    """A winning commit advanced a transaction id (``txn`` appId) this commit read."""
+
+
 # --- unsupported -------------------------------------------------------------
 
 

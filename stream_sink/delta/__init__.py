@@ -1,0 +1,26 @@
+"""Delta Lake: the transaction log, actions, conflict checks, checkpoints and data files.
+
+Knows nothing of Iceberg (``table/``), the writers, the committer or Spark; the commit
+protocol reaches it through ``stream_sink.commit``'s target interface.
+"""
+
+from .actions import AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from .conflicts import ISOLATION_LEVELS, IsolationLevel
+from .snapshot import DeltaSnapshot
+from .table import DeltaTable
+from .transaction import DeltaTransaction
+
+__all__ = [
+    "ISOLATION_LEVELS",
+    "AddCDCFile",
+    "AddFile",
+    "CommitInfo",
+    "DeltaSnapshot",
+    "DeltaTable",
+    "DeltaTransaction",
+    "IsolationLevel",
+    "Metadata",
+    "Protocol",
+    "RemoveFile",
+    "Txn",
+]

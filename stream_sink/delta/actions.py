@@ -1,0 +1,268 @@
+"""Delta Lake log actions (PROTOCOL.md "Actions") as frozen dataclasses.
+
+Each action maps to one JSON line of a commit file ``{"<name>": {...}}`` and to one row
+of a checkpoint. Invariants:
+- Partition values are strings (or None for null), as the protocol stores them.
+- ``path`` of add/remove/cdc is the URI-encoded path relative to the table root, exactly
+  as it appears in the log (decode with :func:`stream_sink.delta.paths.decode_path`).
+- Unknown action names are kept out of replay (returned as None by :func:`parse_action`);
+  unknown fields of known actions are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_sink.exceptions import CorruptMetadataError
+
+
+@dataclass(frozen=True)
+class Protocol:
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: tuple[str, ...] | None = None
+    writer_features: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "minReaderVersion": self.min_reader_version,
+            "minWriterVersion": self.min_writer_version,
+        }
+        if self.reader_features is not None:
+            out["readerFeatures"] = list(self.reader_features)
+        if self.writer_features is not None:
+            out["writerFeatures"] = list(self.writer_features)
+        return out
+
+
+@dataclass(frozen=True)
+class Metadata:
+    id: str
+    schema_string: str
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str] = field(default_factory=dict)
+    created_time: int | None = None
+    name: str | None = None
+    description: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": self.schema_string,
+            "partitionColumns": list(self.partition_columns),
+            "configuration": dict(self.configuration),
+            "createdTime": self.created_time,
+        }
+
+
+@dataclass(frozen=True)
+class AddFile:
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    modification_time: int
+    data_change: bool = True
+    stats: str | None = None
+    tags: Mapping[str, str] | None = None
+    deletion_vector: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "modificationTime": self.modification_time,
+            "dataChange": self.data_change,
+        }
+        if self.stats is not None:
+            out["stats"] = self.stats
+        if self.tags:
+            out["tags"] = dict(self.tags)
+        return out
+
+    def remove(self, timestamp_ms: int, data_change: bool = True) -> RemoveFile:
+        """The remove action that logically deletes this file."""
+        return RemoveFile(
+            self.path, timestamp_ms, data_change, True, self.partition_values, self.size
+        )
+
+
+@dataclass(frozen=True)
+class RemoveFile:
+    path: str
+    deletion_timestamp: int | None
+    data_change: bool = True
+    extended_file_metadata: bool = False
+    partition_values: Mapping[str, str | None] | None = None
+    size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "deletionTimestamp": self.deletion_timestamp,
+            "dataChange": self.data_change,
+        }
+        if self.extended_file_metadata:
+            out["extendedFileMetadata"] = True
+            out["partitionValues"] = dict(self.partition_values or {})
+            out["size"] = self.size
+        return out
+
+
+@dataclass(frozen=True)
+class AddCDCFile:
+    path: str
+    partition_values: Mapping[str, str | None]
+    size: int
+    data_change: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values),
+            "size": self.size,
+            "dataChange": self.data_change,
+        }
+
+
+@dataclass(frozen=True)
+class Txn:
+    """``SetTransaction``: the highest ``version`` an application ``app_id`` committed."""
+
+    app_id: str
+    version: int
+    last_updated: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"appId": self.app_id, "version": self.version}
+        if self.last_updated is not None:
+            out["lastUpdated"] = self.last_updated
+        return out
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    values: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+Action = Protocol | Metadata | AddFile | RemoveFile | AddCDCFile | Txn | CommitInfo
+
+_NAMES: dict[type, str] = {
+    Protocol: "protocol",
+    Metadata: "metaData",
+    AddFile: "add",
+    RemoveFile: "remove",
+    AddCDCFile: "cdc",
+    Txn: "txn",
+    CommitInfo: "commitInfo",
+}
+
+
+def action_to_json(action: Action) -> dict[str, Any]:
+    """``{"<name>": {...}}`` for one action."""
+    return {_NAMES[type(action)]: action.to_json()}
+
+
+def parse_action(doc: Mapping[str, Any], *, where: str) -> Action | None:
+    """The action of one log line (or checkpoint row); None for names this code does not
+    replay (e.g. ``domainMetadata``). ``where`` is named in errors."""
+    try:
+        for name, body in doc.items():
+            if body is None:
+                continue
+            parser = _PARSERS.get(name)
+            return parser(body) if parser is not None else None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptMetadataError(f"{where}: malformed action {doc!r:.200} ({e!r})") from e
+    return None
+
+
+def _kv(value: Any) -> dict[str, Any]:
+    """A map as JSON gives it (dict) or as a Parquet checkpoint gives it (pairs)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {k: v for k, v in value}
+
+
+def _features(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(f) for f in value)
+
+
+def _parse_protocol(b: Mapping[str, Any]) -> Protocol:
+    return Protocol(
+        int(b["minReaderVersion"]),
+        int(b["minWriterVersion"]),
+        _features(b.get("readerFeatures")),
+        _features(b.get("writerFeatures")),
+    )
+
+
+def _parse_metadata(b: Mapping[str, Any]) -> Metadata:
+    return Metadata(
+        id=str(b["id"]),
+        schema_string=str(b["schemaString"]),
+        partition_columns=tuple(str(c) for c in b.get("partitionColumns") or ()),
+        configuration={str(k): str(v) for k, v in _kv(b.get("configuration")).items()},
+        created_time=b.get("createdTime"),
+        name=b.get("name"),
+        description=b.get("description"),
+    )
+
+
+def _parse_add(b: Mapping[str, Any]) -> AddFile:
+    return AddFile(
+        path=str(b["path"]),
+        partition_values=_kv(b.get("partitionValues")),
+        size=int(b["size"]),
+        modification_time=int(b.get("modificationTime") or 0),
+        data_change=bool(b.get("dataChange", True)),
+        stats=b.get("stats"),
+        tags=_kv(b.get("tags")) or None,
+        deletion_vector=b.get("deletionVector"),
+    )
+
+
+def _parse_remove(b: Mapping[str, Any]) -> RemoveFile:
+    pv = b.get("partitionValues")
+    return RemoveFile(
+        path=str(b["path"]),
+        deletion_timestamp=b.get("deletionTimestamp"),
+        data_change=bool(b.get("dataChange", True)),
+        extended_file_metadata=bool(b.get("extendedFileMetadata") or False),
+        partition_values=None if pv is None else _kv(pv),
+        size=b.get("size"),
+    )
+
+
+def _parse_cdc(b: Mapping[str, Any]) -> AddCDCFile:
+    return AddCDCFile(
+        str(b["path"]),
+        _kv(b.get("partitionValues")),
+        int(b["size"]),
+        bool(b.get("dataChange", False)),
+    )
+
+
+def _parse_txn(b: Mapping[str, Any]) -> Txn:
+    return Txn(str(b["appId"]), int(b["version"]), b.get("lastUpdated"))
+
+
+_PARSERS: dict[str, Any] = {
+    "protocol": _parse_protocol,
+    "metaData": _parse_metadata,
+    "add": _parse_add,
+    "remove": _parse_remove,
+    "cdc": _parse_cdc,
+    "txn": _parse_txn,
+    "commitInfo": lambda b: CommitInfo(dict(b)),
+}

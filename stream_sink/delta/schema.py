@@ -1,0 +1,143 @@
+"""Delta schema strings (PROTOCOL.md "Schema Serialization Format") to and from Arrow.
+
+Invariants: ``to_arrow(from_arrow(s))`` keeps names, nullability and types for every type
+listed here; a timestamp with a time zone is Delta ``timestamp`` (UTC, microseconds), a
+timestamp without one is ``timestamp_ntz`` (which needs the ``timestampNtz`` feature).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedError
+
+_PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+
+def schema_to_arrow(schema_string: str) -> pa.Schema:
+    try:
+        doc = json.loads(schema_string)
+        return pa.schema([_field_to_arrow(f) for f in doc["fields"]])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptMetadataError(
+            f"malformed Delta schema string ({e!r}): {schema_string[:200]}"
+        ) from e
+
+
+def _field_to_arrow(f: dict[str, Any]) -> pa.Field:
+    return pa.field(f["name"], _type_to_arrow(f["type"]), nullable=bool(f.get("nullable", True)))
+
+
+def _type_to_arrow(t: Any) -> pa.DataType:
+    if isinstance(t, str):
+        if t in _PRIMITIVE_TO_ARROW:
+            return _PRIMITIVE_TO_ARROW[t]
+        m = _DECIMAL.match(t)
+        if m:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        raise UnsupportedError(f"Delta type {t!r} is not supported")
+    kind = t["type"]
+    if kind == "struct":
+        return pa.struct([_field_to_arrow(f) for f in t["fields"]])
+    if kind == "array":
+        item = pa.field("element", _type_to_arrow(t["elementType"]), t.get("containsNull", True))
+        return pa.list_(item)
+    if kind == "map":
+        value = pa.field("value", _type_to_arrow(t["valueType"]), t.get("valueContainsNull", True))
+        return pa.map_(pa.field("key", _type_to_arrow(t["keyType"]), False), value)
+    raise UnsupportedError(f"Delta type {kind!r} is not supported")
+
+
+def schema_from_arrow(schema: pa.Schema) -> str:
+    """The Delta schema string of ``schema``."""
+    doc = {"type": "struct", "fields": [_field_from_arrow(f) for f in schema]}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def _field_from_arrow(f: pa.Field) -> dict[str, Any]:
+    return {
+        "name": f.name,
+        "type": _type_from_arrow(f.type, f.name),
+        "nullable": f.nullable,
+        "metadata": {},
+    }
+
+
+def _type_from_arrow(t: pa.DataType, where: str) -> Any:
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_large_binary(t):
+        return "binary"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    for name, arrow in _PRIMITIVE_TO_ARROW.items():
+        if t == arrow and not pa.types.is_timestamp(t):
+            return name
+    if pa.types.is_struct(t):
+        return {
+            "type": "struct",
+            "fields": [_field_from_arrow(t.field(i)) for i in range(t.num_fields)],
+        }
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return {
+            "type": "array",
+            "elementType": _type_from_arrow(t.value_type, where),
+            "containsNull": t.value_field.nullable,
+        }
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "keyType": _type_from_arrow(t.key_type, where),
+            "valueType": _type_from_arrow(t.item_type, where),
+            "valueContainsNull": t.item_field.nullable,
+        }
+    raise SchemaMismatchError(f"column {where!r}: Arrow type {t} has no Delta equivalent")
+
+
+def uses_timestamp_ntz(schema: pa.Schema) -> bool:
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.tz is None
+        if pa.types.is_struct(t):
+            return any(walk(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return walk(t.value_type)
+        if pa.types.is_map(t):
+            return walk(t.key_type) or walk(t.item_type)
+        return False
+
+    return any(walk(f.type) for f in schema)
+
+
+def normalize_timestamps(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every top-level timestamp in microseconds and tz-aware ones in UTC
+    (what Delta stores)."""
+    fields = []
+    for f in schema:
+        t = f.type
+        if pa.types.is_timestamp(t):
+            t = pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+        elif pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            t = pa.string()
+        fields.append(pa.field(f.name, t, f.nullable))
+    return pa.schema(fields)

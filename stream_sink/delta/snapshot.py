@@ -1,0 +1,127 @@
+"""A Delta table's state at one version, and the reconciliation rules that build it.
+
+Reconciliation (PROTOCOL.md "Action Reconciliation"): the newest protocol and metaData
+win; for each path the newest add or remove wins (an add cancels a tombstone, a remove
+drops the live file and leaves a tombstone); for each appId the newest txn wins.
+Invariants: a DeltaSnapshot is never mutated after :class:`SnapshotBuilder` built it;
+``files`` are the live files keyed by their log path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from stream_sink.exceptions import CorruptMetadataError
+
+from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn
+from .schema import schema_to_arrow
+
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+@dataclass(frozen=True)
+class DeltaSnapshot:
+    location: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: Mapping[str, AddFile]
+    tombstones: Mapping[str, RemoveFile]
+    txns: Mapping[str, Txn]
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return schema_to_arrow(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def configuration(self) -> Mapping[str, str]:
+        return self.metadata.configuration
+
+    @property
+    def checkpoint_interval(self) -> int:
+        raw = self.metadata.configuration.get(CHECKPOINT_INTERVAL)
+        try:
+            value = int(raw) if raw is not None else DEFAULT_CHECKPOINT_INTERVAL
+        except ValueError:
+            value = DEFAULT_CHECKPOINT_INTERVAL
+        return max(1, value)
+
+    def txn_version(self, app_id: str) -> int | None:
+        txn = self.txns.get(app_id)
+        return None if txn is None else txn.version
+
+    @property
+    def num_records(self) -> int | None:
+        """Total rows from file statistics; None when a file has none."""
+        from .stats import num_records
+
+        total = 0
+        for add in self.files.values():
+            n = num_records(add.stats)
+            if n is None:
+                return None
+            total += n
+        return total
+
+
+class SnapshotBuilder:
+    """Applies versions in order onto a base (a checkpoint or version 0)."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.version = -1
+        self.protocol: Protocol | None = None
+        self.metadata: Metadata | None = None
+        self.files: dict[str, AddFile] = {}
+        self.tombstones: dict[str, RemoveFile] = {}
+        self.txns: dict[str, Txn] = {}
+
+    @staticmethod
+    def of(snapshot: DeltaSnapshot) -> SnapshotBuilder:
+        b = SnapshotBuilder(snapshot.location)
+        b.version = snapshot.version
+        b.protocol, b.metadata = snapshot.protocol, snapshot.metadata
+        b.files, b.tombstones = dict(snapshot.files), dict(snapshot.tombstones)
+        b.txns = dict(snapshot.txns)
+        return b
+
+    def apply(self, version: int, actions: Iterable[Action]) -> SnapshotBuilder:
+        for a in actions:
+            if isinstance(a, AddFile):
+                self.files[a.path] = a
+                self.tombstones.pop(a.path, None)
+            elif isinstance(a, RemoveFile):
+                self.files.pop(a.path, None)
+                self.tombstones[a.path] = a
+            elif isinstance(a, Txn):
+                self.txns[a.app_id] = a
+            elif isinstance(a, Metadata):
+                self.metadata = a
+            elif isinstance(a, Protocol):
+                self.protocol = a
+        self.version = version
+        return self
+
+    def build(self) -> DeltaSnapshot:
+        where = f"Delta table {self.location} at version {self.version}"
+        if self.protocol is None:
+            raise CorruptMetadataError(f"{where}: no protocol action in the log")
+        if self.metadata is None:
+            raise CorruptMetadataError(f"{where}: no metaData action in the log")
+        return DeltaSnapshot(
+            self.location,
+            self.version,
+            self.protocol,
+            self.metadata,
+            dict(self.files),
+            dict(self.tombstones),
+            dict(self.txns),
+        )

@@ -1,0 +1,125 @@
+"""Writing Arrow rows as Delta data files: Parquet without the partition columns, one
+or more files per partition, each described by an :class:`AddFile` with statistics.
+
+Invariants: every file is complete on storage before its AddFile is returned (nothing
+refers to a partial file); file names are unique (a UUID), so a re-run never overwrites
+a file an earlier attempt may have committed.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import time
+import uuid
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from stream_sink.exceptions import SchemaMismatchError
+from stream_sink.io.fileio import FileIO
+
+from .actions import AddFile
+from .paths import encode_path, partition_dir, serialize_partition_value
+from .stats import file_stats
+
+DEFAULT_TARGET_FILE_ROWS = 4_000_000
+
+
+def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` with the table's columns in the table's order and types."""
+    missing = [f.name for f in schema if f.name not in data.column_names]
+    if missing:
+        raise SchemaMismatchError(f"rows lack the table's columns {missing}")
+    extra = [n for n in data.column_names if schema.get_field_index(n) < 0]
+    if extra:
+        raise SchemaMismatchError(f"rows carry columns {extra} the table does not have")
+    cols = []
+    for f in schema:
+        col = data.column(f.name)
+        if col.type != f.type:
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaMismatchError(
+                    f"column {f.name!r}: {col.type} cannot be written as {f.type} ({e})"
+                ) from None
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema.remove_metadata())
+
+
+def write_data_files(
+    location: str,
+    data: pa.Table,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    *,
+    io: FileIO | None = None,
+    target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
+) -> list[AddFile]:
+    """Write ``data`` (conformed to ``schema``) under the table root ``location``."""
+    if data.num_rows == 0:
+        return []
+    io = io or FileIO.for_location(location)
+    data = conform(data, schema)
+    if not partition_columns:
+        return _write_piece(location, io, data, {}, "", target_file_rows)
+    out: list[AddFile] = []
+    for values, piece in _split(data, partition_columns):
+        rel_dir = partition_dir(partition_columns, values)
+        out.extend(
+            _write_piece(
+                location,
+                io,
+                piece.drop_columns(list(partition_columns)),
+                values,
+                rel_dir,
+                target_file_rows,
+            )
+        )
+    return out
+
+
+def _split(data: pa.Table, columns: Sequence[str]) -> list[tuple[dict[str, str | None], pa.Table]]:
+    indexed = data.append_column("__row", pa.array(range(data.num_rows), pa.int64()))
+    groups = indexed.group_by(list(columns), use_threads=False).aggregate([("__row", "list")])
+    out = []
+    for i in range(groups.num_rows):
+        values = {
+            c: serialize_partition_value(groups.column(c)[i].as_py(), data.schema.field(c).type, c)
+            for c in columns
+        }
+        rows = groups.column("__row_list")[i].values
+        out.append((values, data.take(pc.cast(rows, pa.int64()))))
+    return out
+
+
+def _write_piece(
+    location: str,
+    io: FileIO,
+    data: pa.Table,
+    values: dict[str, str | None],
+    rel_dir: str,
+    target_rows: int,
+) -> list[AddFile]:
+    out = []
+    for start in range(0, data.num_rows, target_rows):
+        chunk = data.slice(start, target_rows)
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        buf = _io.BytesIO()
+        pq.write_table(chunk, buf, compression="snappy")
+        payload = buf.getvalue()
+        io.write_bytes(f"{location.rstrip('/')}/{rel}", payload)
+        out.append(
+            AddFile(
+                path=encode_path(rel),
+                partition_values=dict(values),
+                size=len(payload),
+                modification_time=int(time.time() * 1000),
+                data_change=True,
+                stats=file_stats(chunk),
+            )
+        )
+    return out
