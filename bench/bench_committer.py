@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage
-from stream_sink.commit import FilesCommitter, StateDirectory
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -83,7 +83,7 @@ class Sink:
         catalog.create_namespace("db")
         self.table = catalog.create_table("db.t", schema=SCHEMA)
         self.committer = FilesCommitter(
-            self.table,
+            IcebergTarget(self.table),
             StateDirectory(str(root / "state" / "t"), kind="rocksdb"),
             CheckpointStorage(str(root / "checkpoints"), "t"),
             job_id="bench",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stream_sink.commit.committer import DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS, FilesCommitter
 from stream_sink.commit.failpoints import FAILPOINTS, failpoint, reset_failpoints
+from stream_sink.commit.iceberg_target import IcebergTarget
 from stream_sink.commit.metrics import CommitterMetricsSnapshot
 from stream_sink.commit.staging import (
     DeltaManifests,
@@ -12,6 +13,7 @@ from stream_sink.commit.staging import (
     serialize_delta_manifests,
 )
 from stream_sink.commit.state_recovery import StateDirectory
+from stream_sink.commit.target import BatchFiles, CommitTarget
 from stream_sink.commit.watermark import (
     JOB_ID,
     MANIFESTS_LOCATION,
@@ -29,9 +31,12 @@ __all__ = [
     "MAX_COMMITTED_CHECKPOINT_ID",
     "MAX_CONTINUOUS_EMPTY_COMMITS",
     "OPERATOR_ID",
+    "BatchFiles",
+    "CommitTarget",
     "CommitterMetricsSnapshot",
     "DeltaManifests",
     "FilesCommitter",
+    "IcebergTarget",
     "StateDirectory",
     "committed_watermark",
     "deserialize_delta_manifests",

@@ -1,15 +1,17 @@
-"""The FilesCommitter: two-phase commit of streamed files into an Iceberg table.
+"""The FilesCommitter: two-phase commit of streamed files into a table, whatever its
+format: everything format-specific sits behind :class:`~.target.CommitTarget` (Iceberg:
+:class:`~.iceberg_target.IcebergTarget`; Delta Lake: :class:`~.delta_target.DeltaTarget`).
 
 Protocol (DESIGN "Commit protocol"):
 1. ``process(batch, result)``: a replay (batch at or below the watermark, or already in
    state) deletes the result's files and changes nothing; otherwise ``pending/<batch>``
    is written durably before returning.
-2. ``snapshot_state(ckpt)``: staging manifests for every pending batch up to ``ckpt``,
+2. ``snapshot_state(ckpt)``: stage (target) every pending batch up to ``ckpt``,
    then ONE atomic state write: put ``staged/<ckpt>``, delete the consumed pending.
 3. ``complete_checkpoint(ckpt)``: ``checkpoints/<sink>/chk-<ckpt>/_metadata``.
 4. ``notify_checkpoint_complete(ckpt)``: commit every staged checkpoint up to ``ckpt``
    (shapes: :mod:`.shapes`), each commit validated against the watermark on the
-   refreshed table; then remove the staged entries, then the staging manifests.
+   refreshed table; then remove the staged entries, then the staging artifacts.
 5. ``restore()``: finish what the previous run of this state left (under ITS job id),
    then continue under the current job id at its own watermark.
 
@@ -22,23 +24,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
 from stream_sink.exceptions import (
     DataLossError,
     InvalidOptionError,
-    MissingFileError,
     StreamSinkError,
     ValidationError,
 )
 from stream_sink.state import META_JOB_ID, OperatorStateBackend, StateWriteBatch
 from stream_sink.state.layout import validate_sink_id
-from stream_sink.table.manifest import DataFile
-from stream_sink.table.snapshots import MAIN_BRANCH
-from stream_sink.table.table import Table
-from stream_sink.write.result import WriteResult
 
 from . import entries
 from .failpoints import (
@@ -53,47 +50,41 @@ from .failpoints import (
 )
 from .metrics import CommitterMetrics
 from .shapes import MODES, CommitGroup, Mode, StagedBatch, empty_group, plan_commits
-from .staging import (
-    DeltaManifests,
-    ManifestNamer,
-    delete_manifests,
-    deserialize_delta_manifests,
-    new_instance_token,
-    read_staged_files,
-    serialize_delta_manifests,
-    sweep_unreferenced,
-    write_staging_manifests,
-)
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
-from .table_commit import SinkIdentity, commit_group, committed_paths, delete_unreferenced
-from .watermark import INITIAL_WATERMARK, MAX_CONTINUOUS_EMPTY_COMMITS, committed_watermark
+from .target import (
+    INITIAL_WATERMARK,
+    MAX_CONTINUOUS_EMPTY_COMMITS,
+    BatchFiles,
+    CommitTarget,
+    StagingNamer,
+    new_instance_token,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS = 10
 META_STAGING_TOKEN = "staging-token"
-"""State metadata naming this state's staging manifests (see ManifestNamer)."""
+"""State metadata naming this state's staging artifacts (see StagingNamer)."""
 
 
 class FilesCommitter:
     """Commits the WriteResults of micro-batches exactly once (see module docstring).
 
-    ``state`` is an open backend (owned by the caller) or a :class:`StateDirectory` the
-    committer opens in :meth:`restore` and closes in :meth:`close`. ``clock`` returns
-    seconds and is used for metrics and checkpoint timestamps.
+    ``target`` is the table behind the target interface. ``state`` is an open backend
+    (owned by the caller) or a :class:`StateDirectory` the committer opens in
+    :meth:`restore` and closes in :meth:`close`. ``clock`` returns seconds and is used
+    for metrics and checkpoint timestamps.
     """
 
     def __init__(
         self,
-        table: Table,
+        target: CommitTarget,
         state: OperatorStateBackend | StateDirectory,
         checkpoint_storage: CheckpointStorage | None,
         *,
         job_id: str,
         operator_id: str,
-        branch: str = MAIN_BRANCH,
         mode: Mode = "append",
-        snapshot_properties: Mapping[str, str] | None = None,
         max_continuous_empty_commits: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -101,18 +92,21 @@ class FilesCommitter:
             raise InvalidOptionError(f"commit mode must be one of {MODES}, got {mode!r}")
         if not job_id:
             raise InvalidOptionError("job id must be non-empty")
-        self.table = table
+        if not isinstance(target, CommitTarget):
+            raise InvalidOptionError(
+                f"FilesCommitter needs a CommitTarget (e.g. IcebergTarget(table)), got "
+                f"{type(target).__name__}"
+            )
+        self.target = target
         self.job_id = job_id
         self.operator_id = validate_sink_id(operator_id)
-        self.branch = branch
         self.mode: Mode = mode
-        self._properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
-        self._max_empty = _max_empty_commits(table, max_continuous_empty_commits)
+        self._max_empty = _max_empty_commits(target, max_continuous_empty_commits)
         self._clock = clock
         self._state_source = state
         self._storage = checkpoint_storage
         self._opened: OpenedState | None = None
-        self._namer = ManifestNamer(job_id, self.operator_id, new_instance_token())
+        self._namer = StagingNamer(job_id, self.operator_id, new_instance_token())
         self.metrics = CommitterMetrics(clock)
         self._watermark = INITIAL_WATERMARK
         self._pending: list[int] = []  # ascending batch ids of pending/<batch>
@@ -143,19 +137,16 @@ class FilesCommitter:
     def staged_checkpoints(self) -> dict[int, tuple[int, ...]]:
         return dict(self._staged)
 
-    def _who(self, job_id: str) -> SinkIdentity:
-        return SinkIdentity(job_id, self.operator_id, self.branch, self._properties)
-
     # --- 1. process ---------------------------------------------------------------------
 
-    def process(self, batch_id: int, result: WriteResult) -> bool:
+    def process(self, batch_id: int, result: BatchFiles) -> bool:
         """Record ``result`` of ``batch_id`` durably; False (and its files deleted) for a
         replay. Must return before the batch is acknowledged upstream."""
         state = self.state
         if self.mode == "overwrite" and result.delete_files:
             raise ValidationError(
                 f"sink {self.operator_id}: overwrite mode cannot take delete files; batch "
-                f"{batch_id} carries {result.delete_files[0].file_path}"
+                f"{batch_id} carries {len(result.delete_files)}"
             )
         if self._is_replay(batch_id):
             self._drop_replay(batch_id, result)
@@ -179,14 +170,14 @@ class FilesCommitter:
     def _highest_recorded(self) -> int:
         return max([self._watermark, *self._pending, *self._staged], default=INITIAL_WATERMARK)
 
-    def _drop_replay(self, batch_id: int, result: WriteResult) -> None:
+    def _drop_replay(self, batch_id: int, result: BatchFiles) -> None:
         keep = self._stored_paths(batch_id)
         log.info("sink %s: batch %d is a replay; deleting its new files", self.operator_id,
                  batch_id)  # fmt: skip
         for path in result.all_paths():
             if path not in keep:
                 try:
-                    self.table.io.delete(path)
+                    self.target.delete_file(path)
                 except Exception as e:  # an orphan is harmless; never fail the batch
                     log.warning("could not delete replayed file %s: %s", path, e)
 
@@ -194,7 +185,7 @@ class FilesCommitter:
         """Paths the state already records for ``batch_id`` (never deleted as replays)."""
         if batch_id in self._pending:
             raw = self.state.get(entries.pending_key(batch_id))
-            return set(WriteResult.from_bytes(raw).all_paths()) if raw else set()
+            return set(self.target.decode(raw).all_paths()) if raw else set()
         for ckpt, batches in self._staged.items():
             if batch_id in batches:
                 for b in self._read_staged(ckpt):
@@ -222,8 +213,7 @@ class FilesCommitter:
             if raw is None:
                 raise StreamSinkError(f"sink {self.operator_id}: pending batch {batch_id} vanished")
             batch = self._stage_batch(checkpoint_id, batch_id, raw)
-            staged.append((batch_id, serialize_delta_manifests(batch.delta) if batch.delta.manifests
-                           else b""))  # fmt: skip
+            staged.append((batch_id, batch.payload))
             if known is not None:
                 known.append(batch)
         failpoint(AFTER_STAGING_MANIFESTS)
@@ -241,13 +231,11 @@ class FilesCommitter:
         self.metrics.checkpoint_duration((time.perf_counter() - started) * 1000)
 
     def _stage_batch(self, checkpoint_id: int, batch_id: int, raw: bytes) -> StagedBatch:
-        result = WriteResult.from_bytes(raw)
-        delta = DeltaManifests()
+        result = self.target.decode(raw)
+        payload = b""
         if not result.is_empty:
-            delta = write_staging_manifests(
-                self.table, self._namer, checkpoint_id, batch_id, result
-            )
-        return StagedBatch(checkpoint_id, batch_id, delta, result)
+            payload = self.target.stage(self._namer, checkpoint_id, batch_id, result)
+        return StagedBatch(checkpoint_id, batch_id, payload, result)
 
     # --- 3. complete_checkpoint -------------------------------------------------------------
 
@@ -282,8 +270,7 @@ class FilesCommitter:
 
     def _commit_checkpoints(self, checkpoint_ids: list[int], job_id: str) -> None:
         """Commit the staged checkpoints (ascending) under ``job_id``, then clean up."""
-        table_mark = committed_watermark(self.table.refresh().metadata, job_id,
-                                         self.operator_id, self.branch)  # fmt: skip
+        table_mark = self.target.watermark(job_id, self.operator_id)
         batches: list[StagedBatch] = []
         for ckpt in checkpoint_ids:
             batches.extend(self._read_staged(ckpt, committed_up_to=table_mark))
@@ -317,7 +304,7 @@ class FilesCommitter:
         """Commit ``group``; when the watermark refuses it, drop the batches it covers and
         commit the rest (another instance committed those)."""
         while True:
-            refused_at = commit_group(self.table, group, self._who(job_id), self.metrics)
+            refused_at = self.target.commit(group, job_id, self.operator_id, self.metrics)
             if refused_at is None:
                 return
             covered = [b for b in group.batches if b.batch_id <= refused_at]
@@ -330,18 +317,11 @@ class FilesCommitter:
     def _discard(self, batches: list[StagedBatch], job_id: str) -> None:
         """Forget batches another commit covered: delete their files the table does not
         reference (never one it does)."""
-        files: list[DataFile] = []
-        for b in batches:
-            files.extend(b.files.data_files)
-            files.extend(b.files.delete_files)
+        files = [b.files for b in batches if not b.files.is_empty]
         if not files:
             return
         low = min(b.batch_id for b in batches)
-        deleted = delete_unreferenced(
-            self.table,
-            files,
-            lambda: committed_paths(self.table, job_id, self.operator_id, self.branch, low),
-        )
+        deleted = self.target.delete_unreferenced(files, job_id, self.operator_id, low)
         log.warning(
             "sink %s: batches %s were already committed for job %s; deleted %d of their "
             "files that the table does not reference",
@@ -357,15 +337,15 @@ class FilesCommitter:
             self._staged.pop(ckpt, None)
             self._staged_files.pop(ckpt, None)
         failpoint(AFTER_STATE_CLEANUP)
-        manifests = [m for b in batches for m in b.delta.manifests]
-        delete_manifests(self.table.io, manifests)
+        where = f"sink {self.operator_id}"
+        self.target.release([b.payload for b in batches if b.payload], where=where)
 
     def _read_staged(
         self, checkpoint_id: int, committed_up_to: int | None = None
     ) -> list[StagedBatch]:
         """The batches of a staged checkpoint, with their files read back.
 
-        Batches at or below ``committed_up_to`` may have lost their staging manifests (a
+        Batches at or below ``committed_up_to`` may have lost their staging artifacts (a
         state restored from a checkpoint taken before they were committed and cleaned
         up): those read as having no files instead of failing.
         """
@@ -377,21 +357,15 @@ class FilesCommitter:
             return []
         out = []
         for batch_id, payload in entries.decode_staged(raw, where=where):
-            delta = (
-                deserialize_delta_manifests(payload, where=f"{where}, batch {batch_id}")
+            committed = committed_up_to is not None and batch_id <= committed_up_to
+            files = (
+                self.target.unstage(
+                    payload, where=f"{where}, batch {batch_id}", committed=committed
+                )
                 if payload
-                else DeltaManifests()
+                else self.target.empty()
             )
-            files = WriteResult()
-            if not delta.is_empty:
-                try:
-                    files = read_staged_files(self.table.io, self.table.metadata, delta)
-                except MissingFileError:
-                    if committed_up_to is None or batch_id > committed_up_to:
-                        raise
-                    log.info("sink %s: committed batch %d has no staging manifests left",
-                             self.operator_id, batch_id)  # fmt: skip
-            out.append(StagedBatch(checkpoint_id, batch_id, delta, files))
+            out.append(StagedBatch(checkpoint_id, batch_id, payload, files))
         return out
 
     # --- 5. restore ---------------------------------------------------------------------------
@@ -422,15 +396,15 @@ class FilesCommitter:
 
     def _recover(self, opened: OpenedState) -> None:
         self._load_index()
-        self._namer = ManifestNamer(self.job_id, self.operator_id, self._instance_token(opened))
+        self._namer = StagingNamer(self.job_id, self.operator_id, self._instance_token(opened))
         stored = opened.backend.get_meta(META_JOB_ID)
         old_job = stored.decode("utf-8") if stored else self.job_id
         self._finish_job(old_job)
         if old_job != self.job_id or stored is None:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
-        self._watermark = committed_watermark(self.table.refresh().metadata, self.job_id,
-                                              self.operator_id, self.branch)  # fmt: skip
-        sweep_unreferenced(self.table, self._namer, self._referenced_manifests())
+        self._watermark = self.target.watermark(self.job_id, self.operator_id)
+        self.target.sweep(self._namer, self._staged_payloads(),
+                          where=f"sink {self.operator_id}")  # fmt: skip
 
     @staticmethod
     def _instance_token(opened: OpenedState) -> str:
@@ -441,17 +415,14 @@ class FilesCommitter:
         opened.backend.put_meta(META_STAGING_TOKEN, token.encode("ascii"))
         return token
 
-    def _referenced_manifests(self) -> set[str]:
-        """Paths of the staging manifests the state's staged checkpoints point at."""
-        paths: set[str] = set()
+    def _staged_payloads(self) -> list[bytes]:
+        """The staging payloads the state's staged checkpoints hold."""
+        payloads: list[bytes] = []
         for ckpt in self._staged:
             raw = self.state.get(entries.staged_key(ckpt)) or b""
             where = f"sink {self.operator_id}, staged checkpoint {ckpt}"
-            for batch_id, payload in entries.decode_staged(raw, where=where):
-                if payload:
-                    delta = deserialize_delta_manifests(payload, where=f"{where}, batch {batch_id}")
-                    paths.update(m.manifest_path for m in delta.manifests)
-        return paths
+            payloads.extend(p for _, p in entries.decode_staged(raw, where=where) if p)
+        return payloads
 
     def _load_index(self) -> None:
         state = self.state
@@ -469,8 +440,7 @@ class FilesCommitter:
             self._commit_checkpoints(sorted(self._staged), job_id)
         if not self._pending:
             return
-        mark = committed_watermark(self.table.refresh().metadata, job_id, self.operator_id,
-                                   self.branch)  # fmt: skip
+        mark = self.target.watermark(job_id, self.operator_id)
         self._watermark = mark
         stale = [b for b in self._pending if b <= mark]
         if stale:
@@ -485,8 +455,8 @@ class FilesCommitter:
         write = StateWriteBatch()
         for batch_id in batch_ids:
             raw = self.state.get(entries.pending_key(batch_id))
-            files = WriteResult.from_bytes(raw) if raw else WriteResult()
-            batches.append(StagedBatch(batch_id, batch_id, DeltaManifests(), files))
+            files = self.target.decode(raw) if raw else self.target.empty()
+            batches.append(StagedBatch(batch_id, batch_id, b"", files))
             write.delete(entries.pending_key(batch_id))
         self._discard(batches, job_id)
         self.state.write(write)
@@ -497,8 +467,7 @@ class FilesCommitter:
     ) -> None:
         """Lost state: refuse to start when upstream acknowledged batches that neither the
         table's watermark nor the checkpoint about to be restored covers."""
-        mark = committed_watermark(self.table.refresh().metadata, self.job_id,
-                                   self.operator_id, self.branch)  # fmt: skip
+        mark = self.target.watermark(self.job_id, self.operator_id)
         covered = mark
         if checkpoint is not None and checkpoint.metadata.job_id == self.job_id:
             covered = max(covered, checkpoint.metadata.last_batch_id)
@@ -511,7 +480,7 @@ class FilesCommitter:
             else "no completed checkpoint to restore"
         )
         raise DataLossError(
-            f"sink {self.operator_id} (table {self.table.name}, job {self.job_id}): the "
+            f"sink {self.operator_id} (table {self.target.name}, job {self.job_id}): the "
             f"operator state at {location} is missing or corrupt ({source}); upstream "
             f"already acknowledged batches {lost} that the table's watermark ({mark}) does "
             "not cover, and their files were only recorded in the lost state. Nothing was "
@@ -543,7 +512,7 @@ class FilesCommitter:
         self.close()
 
 
-def _max_empty_commits(table: Table, explicit: int | None) -> int:
+def _max_empty_commits(table: CommitTarget, explicit: int | None) -> int:
     if explicit is None:
         raw = table.properties.get(MAX_CONTINUOUS_EMPTY_COMMITS)
         try:

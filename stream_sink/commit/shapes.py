@@ -20,9 +20,8 @@ from enum import Enum
 from typing import Literal
 
 from stream_sink.exceptions import ValidationError
-from stream_sink.write.result import WriteResult
 
-from .staging import DeltaManifests
+from .target import BatchFiles
 
 Mode = Literal["append", "overwrite"]
 MODES: tuple[Mode, ...] = ("append", "overwrite")
@@ -37,12 +36,13 @@ class Shape(Enum):
 
 @dataclass(frozen=True)
 class StagedBatch:
-    """One batch of a staged checkpoint with the files read back from its manifests."""
+    """One batch of a staged checkpoint: the target's staging payload (empty: nothing
+    staged) and the files read back from it."""
 
     checkpoint_id: int
     batch_id: int
-    delta: DeltaManifests
-    files: WriteResult
+    payload: bytes
+    files: BatchFiles
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def plan_commits(batches: Sequence[StagedBatch], mode: Mode, stamp: int) -> list
             if b.files.delete_files:
                 raise ValidationError(
                     f"overwrite mode cannot commit delete files: batch {b.batch_id} carries "
-                    f"{len(b.files.delete_files)}, e.g. {b.files.delete_files[0].file_path}"
+                    f"{len(b.files.delete_files)}"
                 )
         return [CommitGroup(Shape.REPLACE_PARTITIONS, (b,), b.batch_id) for b in with_files]
     if any(b.files.delete_files for b in with_files):

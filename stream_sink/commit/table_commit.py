@@ -29,6 +29,7 @@ from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import SnapshotProducer, branch_head
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
 
 from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
 from .metrics import CommitterMetrics
@@ -118,8 +119,10 @@ def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer
 def _files(group: CommitGroup) -> list[DataFile]:
     out: list[DataFile] = []
     for b in group.batches:
-        out.extend(b.files.data_files)
-        out.extend(b.files.delete_files)
+        files = b.files
+        assert isinstance(files, WriteResult), "the Iceberg target commits WriteResults"
+        out.extend(files.data_files)
+        out.extend(files.delete_files)
     return out
 
 

@@ -15,13 +15,13 @@ from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import branch_head
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 
+from .target import INITIAL_WATERMARK as INITIAL_WATERMARK
+from .target import MAX_CONTINUOUS_EMPTY_COMMITS as MAX_CONTINUOUS_EMPTY_COMMITS
+
 JOB_ID = "stream-sink.job-id"
 OPERATOR_ID = "stream-sink.operator-id"
 MAX_COMMITTED_CHECKPOINT_ID = "stream-sink.max-committed-checkpoint-id"
-MAX_CONTINUOUS_EMPTY_COMMITS = "stream-sink.max-continuous-empty-commits"
 MANIFESTS_LOCATION = "stream-sink.manifests.location"
-
-INITIAL_WATERMARK = -1
 
 
 def iter_ancestry(metadata: TableMetadata, head: Snapshot | None) -> Iterator[Snapshot]:

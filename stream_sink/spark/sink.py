@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
-from stream_sink.commit import FilesCommitter, StateDirectory
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.commit.metrics import CommitterMetricsSnapshot
 from stream_sink.ops.metrics import SinkMetricsSnapshot, WriterMetrics
@@ -245,15 +245,14 @@ class IcebergSink:
         table = self.catalog.load_table(opts.table)
         storage = CheckpointStorage(opts.checkpoint_location, opts.sink_id, io)
         committer = FilesCommitter(
-            table,
+            IcebergTarget(table, branch=opts.branch,
+                          snapshot_properties=opts.snapshot_property_map),
             StateDirectory(opts.sink_state_dir),
             storage,
             job_id=job_id,
             operator_id=opts.sink_id,
-            branch=opts.branch,
             mode="overwrite" if opts.mode == "overwrite" else "append",
-            snapshot_properties=opts.snapshot_property_map,
-        )
+        )  # fmt: skip
         try:
             acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
             committer.restore(acknowledged_batch_ids=acknowledged)

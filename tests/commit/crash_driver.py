@@ -22,7 +22,7 @@ from stream_sink.checkpoints import (
     CheckpointCoordinator,
     CheckpointStorage,
 )
-from stream_sink.commit import FilesCommitter, StateDirectory, failpoint
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, failpoint
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 
 JOB_ID = "query-1"
@@ -51,7 +51,7 @@ def main(root: str, backend: str, interval: int) -> None:
         "db.cdc"
     )
     committer = FilesCommitter(
-        table,
+        IcebergTarget(table),
         StateDirectory(os.path.join(root, "state", SINK), kind=backend),  # type: ignore[arg-type]
         CheckpointStorage(os.path.join(root, "checkpoints"), SINK),
         job_id=JOB_ID,

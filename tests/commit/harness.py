@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from readers import duckdb_connection
 
 from stream_sink.checkpoints import CheckpointStorage
-from stream_sink.commit import FilesCommitter, StateDirectory, committed_watermark
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, committed_watermark
 from stream_sink.table.manifest import (
     DataFile,
     DataFileContent,
@@ -193,13 +193,19 @@ class Harness:
         if job_id is not None:
             self.job_id = job_id
         kind: Literal["rocksdb", "memory"] = "rocksdb" if self.backend == "rocksdb" else "memory"
-        self.committer = FilesCommitter(
+        options = dict(self.options)
+        target = IcebergTarget(
             self.table.catalog.load_table(self.table.identifier),
+            branch=options.pop("branch", "main"),
+            snapshot_properties=options.pop("snapshot_properties", None),
+        )
+        self.committer = FilesCommitter(
+            target,
             StateDirectory(self.state_dir, kind=kind, sync=False),
             self.storage,
             job_id=self.job_id,
             operator_id=self.operator_id,
-            **self.options,
+            **options,
         )
         self.committer.restore(acknowledged)
         return self.committer

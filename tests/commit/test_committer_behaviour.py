@@ -21,7 +21,7 @@ from harness import (
     write_rows,
 )
 
-from stream_sink.commit import MANIFESTS_LOCATION, FilesCommitter, StateDirectory
+from stream_sink.commit import MANIFESTS_LOCATION, FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.exceptions import InvalidOptionError, StreamSinkError, ValidationError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.partitioning import build_partition_spec
@@ -126,7 +126,7 @@ def test_restart_after_a_half_committed_checkpoint_commits_only_the_rest(
     h.checkpoint(3)
     # another committer of the same job and sink already committed batch 1 and 2
     twin = FilesCommitter(
-        table.catalog.load_table(table.identifier),
+        IcebergTarget(table.catalog.load_table(table.identifier)),
         StateDirectory(h.state_dir + "-twin", kind="memory", sync=False),
         None, job_id=h.job_id, operator_id=h.operator_id,
     )  # fmt: skip
@@ -222,14 +222,17 @@ def test_metrics(table: Table, harness: MakeHarness) -> None:
 
 def test_options_are_checked(table: Table, tmp_path: Path) -> None:
     state = StateDirectory(str(tmp_path / "s"), kind="memory")
+    target = IcebergTarget(table)
     with pytest.raises(InvalidOptionError, match="commit mode"):
-        FilesCommitter(table, state, None, job_id="j", operator_id="s", mode="upsert")  # type: ignore[arg-type]
+        FilesCommitter(target, state, None, job_id="j", operator_id="s", mode="upsert")  # type: ignore[arg-type]
     with pytest.raises(InvalidOptionError, match="must be positive"):
-        FilesCommitter(table, state, None, job_id="j", operator_id="s",
+        FilesCommitter(target, state, None, job_id="j", operator_id="s",
                        max_continuous_empty_commits=0)  # fmt: skip
     with pytest.raises(InvalidOptionError, match="sink id"):
-        FilesCommitter(table, state, None, job_id="j", operator_id="a/b")
-    c = FilesCommitter(table, state, None, job_id="j", operator_id="s")
+        FilesCommitter(target, state, None, job_id="j", operator_id="a/b")
+    with pytest.raises(InvalidOptionError, match="needs a CommitTarget"):
+        FilesCommitter(table, state, None, job_id="j", operator_id="s")  # type: ignore[arg-type]
+    c = FilesCommitter(target, state, None, job_id="j", operator_id="s")
     with pytest.raises(StreamSinkError, match="restore"):
         c.process(0, WriteResult())
 

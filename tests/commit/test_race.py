@@ -11,7 +11,13 @@ from typing import Literal
 import pytest
 from harness import live_files, table_rows, upsert_result, write_rows
 
-from stream_sink.commit import JOB_ID, MAX_COMMITTED_CHECKPOINT_ID, FilesCommitter, StateDirectory
+from stream_sink.commit import (
+    JOB_ID,
+    MAX_COMMITTED_CHECKPOINT_ID,
+    FilesCommitter,
+    IcebergTarget,
+    StateDirectory,
+)
 from stream_sink.commit.watermark import OPERATOR_ID
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -25,7 +31,7 @@ def run_instance(
 ) -> None:  # fmt: skip
     try:
         mine = table.catalog.load_table(table.identifier)
-        committer = FilesCommitter(mine, state, None, job_id="q", operator_id="sink")
+        committer = FilesCommitter(IcebergTarget(mine), state, None, job_id="q", operator_id="sink")
         committer.restore()
         for b in range(BATCHES):
             rows = [(b, "x"), (100, f"latest-{b}")]

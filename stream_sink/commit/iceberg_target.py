@@ -1,0 +1,117 @@
+"""Iceberg behind the commit protocol's target interface.
+
+Staging = staging manifests (:mod:`.staging`); the watermark lives in snapshot summaries
+(:mod:`.watermark`) and is validated inside the commit after every refresh
+(:mod:`.table_commit`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from stream_sink.exceptions import MissingFileError
+from stream_sink.table.manifest import DataFile
+from stream_sink.table.snapshots import MAIN_BRANCH
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+
+from .metrics import CommitterMetrics
+from .shapes import CommitGroup
+from .staging import (
+    DeltaManifests,
+    ManifestNamer,
+    delete_manifests,
+    deserialize_delta_manifests,
+    read_staged_files,
+    serialize_delta_manifests,
+    sweep_unreferenced,
+    write_staging_manifests,
+)
+from .table_commit import SinkIdentity, commit_group, committed_paths, delete_unreferenced
+from .target import BatchFiles, CommitTarget, StagingNamer
+from .watermark import committed_watermark
+
+log = logging.getLogger(__name__)
+
+
+class IcebergTarget(CommitTarget):
+    """An Iceberg table (one branch) as the sink's target."""
+
+    def __init__(self, table: Table, *, branch: str = MAIN_BRANCH,
+                 snapshot_properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        self.table = table
+        self.branch = branch
+        self.snapshot_properties = {str(k): str(v)
+                                    for k, v in (snapshot_properties or {}).items()}  # fmt: skip
+
+    @property
+    def name(self) -> str:
+        return str(self.table.name)
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.table.properties
+
+    def decode(self, raw: bytes) -> WriteResult:
+        return WriteResult.from_bytes(raw)
+
+    def empty(self) -> WriteResult:
+        return WriteResult()
+
+    def stage(self, namer: StagingNamer, checkpoint_id: int, batch_id: int,
+              files: BatchFiles) -> bytes:  # fmt: skip
+        assert isinstance(files, WriteResult)
+        if files.is_empty:
+            return b""
+        manifests = ManifestNamer(namer.job_id, namer.operator_id, namer.token)
+        delta = write_staging_manifests(self.table, manifests, checkpoint_id, batch_id, files)
+        return serialize_delta_manifests(delta) if delta.manifests else b""
+
+    def _manifests(self, payload: bytes, where: str) -> DeltaManifests:
+        return deserialize_delta_manifests(payload, where=where) if payload else DeltaManifests()
+
+    def unstage(self, payload: bytes, *, where: str, committed: bool) -> WriteResult:
+        delta = self._manifests(payload, where)
+        if delta.is_empty:
+            return WriteResult()
+        try:
+            return read_staged_files(self.table.io, self.table.metadata, delta)
+        except MissingFileError:
+            if not committed:
+                raise
+            log.info("%s: committed batch has no staging manifests left", where)
+            return WriteResult()
+
+    def release(self, payloads: Iterable[bytes], *, where: str) -> None:
+        manifests = [m for p in payloads for m in self._manifests(p, where).manifests]
+        delete_manifests(self.table.io, manifests)
+
+    def sweep(self, namer: StagingNamer, referenced: Iterable[bytes], *, where: str) -> None:
+        paths = {m.manifest_path for p in referenced for m in self._manifests(p, where).manifests}
+        manifests = ManifestNamer(namer.job_id, namer.operator_id, namer.token)
+        sweep_unreferenced(self.table, manifests, paths)
+
+    def watermark(self, job_id: str, operator_id: str) -> int:
+        return committed_watermark(self.table.refresh().metadata, job_id, operator_id,
+                                   self.branch)  # fmt: skip
+
+    def commit(self, group: CommitGroup, job_id: str, operator_id: str,
+               metrics: CommitterMetrics) -> int | None:  # fmt: skip
+        who = SinkIdentity(job_id, operator_id, self.branch, self.snapshot_properties)
+        return commit_group(self.table, group, who, metrics)
+
+    def delete_unreferenced(self, files: Sequence[BatchFiles], job_id: str,
+                            operator_id: str, from_batch: int) -> list[str]:  # fmt: skip
+        data: list[DataFile] = []
+        for f in files:
+            assert isinstance(f, WriteResult)
+            data.extend(f.data_files)
+            data.extend(f.delete_files)
+        return delete_unreferenced(
+            self.table, data,
+            lambda: committed_paths(self.table, job_id, operator_id, self.branch, from_batch),
+        )  # fmt: skip
+
+    def delete_file(self, path: str) -> None:
+        self.table.io.delete(path)
