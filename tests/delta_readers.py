@@ -3,6 +3,7 @@ extension (loaded offline from its PyPI package, like the iceberg extension)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -26,15 +27,25 @@ def delta_rs_version(location: str) -> int:
 
 def duckdb_delta_rows(location: str, version: int | None = None) -> list[dict[str, Any]]:
     """Every row as DuckDB's delta extension reads it."""
+    return duckdb_delta_versions(location, [version])[0]
+
+
+def duckdb_delta_versions(
+    location: str, versions: Sequence[int | None]
+) -> list[list[dict[str, Any]]]:
+    """The rows at each of ``versions`` (None: the newest), read on one connection."""
     con = duckdb.connect()
     try:
         path = _extension_file("duckdb_extension_delta").replace("'", "''")
         con.execute(f"LOAD '{path}'")
         loc = location.replace("'", "''")
-        at = f", version={int(version)}" if version is not None else ""
-        cur = con.execute(f"SELECT * FROM delta_scan('{loc}'{at})")
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        out = []
+        for version in versions:
+            at = f", version={int(version)}" if version is not None else ""
+            cur = con.execute(f"SELECT * FROM delta_scan('{loc}'{at})")
+            names = [d[0] for d in cur.description]
+            out.append([dict(zip(names, row, strict=True)) for row in cur.fetchall()])
+        return out
     finally:
         con.close()
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _json_value(value: Any, type_: pa.DataType, upper: bool) -> Any:
+def json_value(value: Any, type_: pa.DataType, upper: bool) -> Any:
     if isinstance(value, dt.datetime):
         floor = value.replace(microsecond=value.microsecond // 1000 * 1000)
         if upper and floor != value:
@@ -61,8 +61,8 @@ def file_stats(table: pa.Table) -> str:
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         if lo is None or (isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi))):
             continue
-        mins[f.name] = _json_value(lo, f.type, upper=False)
-        maxs[f.name] = _json_value(hi, f.type, upper=True)
+        mins[f.name] = json_value(lo, f.type, upper=False)
+        maxs[f.name] = json_value(hi, f.type, upper=True)
     doc = {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
     return json.dumps(doc, separators=(",", ":"))
 

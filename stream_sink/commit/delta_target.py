@@ -1,0 +1,169 @@
+"""Delta Lake behind the commit protocol's target interface.
+
+- Staging: a batch's add/remove actions are themselves the staged form (the payload in
+  ``staged/<ckpt>`` is the batch's bytes); no staging files exist, so nothing is swept.
+- Watermark: a ``txn`` action with appId ``stream-sink:<job id>:<sink id>`` and version =
+  the highest batch id committed, in the same log version as the data.
+- Commit: one transaction per commit group; the watermark is validated on the snapshot
+  each attempt is written on top of (after every lost race), and the removed files are
+  declared read, so a concurrent remove of a file a MERGE rewrote is a conflict.
+  Overwrite (dynamic partition overwrite) removes the live files of the partitions the
+  batch writes, and declares those partitions read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from stream_sink.delta import DeltaTable, Txn
+from stream_sink.delta.actions import AddFile
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.features import check_writable
+from stream_sink.delta.paths import absolute_location
+from stream_sink.delta.stats import num_records
+from stream_sink.exceptions import CommitValidationError
+
+from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from .metrics import CommitterMetrics
+from .shapes import CommitGroup, Shape
+from .target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
+
+log = logging.getLogger(__name__)
+
+
+def app_id(job_id: str, operator_id: str) -> str:
+    """The ``txn`` appId of a (job, sink)."""
+    return f"stream-sink:{job_id}:{operator_id}"
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """A committed file as the committer's metrics count it."""
+
+    is_delete: bool
+    record_count: int
+    file_size_in_bytes: int
+
+
+class DeltaTarget(CommitTarget):
+    """A Delta table as the sink's target."""
+
+    def __init__(self, table: DeltaTable) -> None:
+        check_writable(table.snapshot.protocol, f"Delta table {table.location}")
+        self.table = table
+
+    @property
+    def name(self) -> str:
+        return self.table.location
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.table.snapshot.configuration
+
+    def decode(self, raw: bytes) -> DeltaBatch:
+        return DeltaBatch.from_bytes(raw)
+
+    def empty(self) -> DeltaBatch:
+        return DeltaBatch()
+
+    def stage(self, namer: StagingNamer, checkpoint_id: int, batch_id: int,
+              files: BatchFiles) -> bytes:  # fmt: skip
+        return files.to_bytes()
+
+    def unstage(self, payload: bytes, *, where: str, committed: bool) -> DeltaBatch:
+        return DeltaBatch.from_bytes(payload)
+
+    def release(self, payloads: Iterable[bytes], *, where: str) -> None:
+        return None
+
+    def sweep(self, namer: StagingNamer, referenced: Iterable[bytes], *, where: str) -> None:
+        return None
+
+    def watermark(self, job_id: str, operator_id: str) -> int:
+        version = self.table.refresh().snapshot.txn_version(app_id(job_id, operator_id))
+        return INITIAL_WATERMARK if version is None else version
+
+    def commit(self, group: CommitGroup, job_id: str, operator_id: str,
+               metrics: CommitterMetrics) -> int | None:  # fmt: skip
+        app = app_id(job_id, operator_id)
+        seen: list[int] = []
+
+        def check(snapshot: Any) -> None:
+            mark = snapshot.txn_version(app)
+            if mark is not None and mark >= group.lowest:
+                seen.append(mark)
+                raise CommitValidationError(
+                    f"Delta table {self.table.location}: {app} already committed up to batch "
+                    f"{mark}; refusing to commit batches {group.lowest}..{group.stamp} again"
+                )
+
+        batch = DeltaBatch.merge(cast(DeltaBatch, b.files) for b in group.batches)
+        txn = self.table.refresh().new_transaction()
+        txn.add_all(batch.adds).add_all(batch.removes)
+        txn.read_files(r.path for r in batch.removes)
+        operation = "WRITE"
+        if group.shape is Shape.REPLACE_PARTITIONS:
+            operation = "WRITE (dynamic partition overwrite)"
+            self._replace_partitions(txn, batch.adds)
+        elif group.shape is Shape.ROW_DELTA:
+            operation = "MERGE"
+        txn.add(Txn(app, group.stamp, int(time.time() * 1000)))
+        txn.validate(check).before_publish(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+        started = time.perf_counter()
+        try:
+            batches = f"{group.lowest}..{group.stamp}"
+            version = txn.commit(operation, {"stream-sink.batches": batches})
+        except CommitValidationError:
+            if not seen:
+                raise
+            log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
+            return seen[-1]
+        metrics.committed((time.perf_counter() - started) * 1000, cast(Any, _counted(batch)))
+        log.info("committed %s of batches %s..%s to %s as version %d", group.shape.value,
+                 group.lowest, group.stamp, self.table.location, version)  # fmt: skip
+        return None
+
+    def _replace_partitions(self, txn: Any, adds: Sequence[AddFile]) -> None:
+        columns = self.table.partition_columns
+        parts = {tuple(a.partition_values.get(c) for c in columns) for a in adds}
+        now = int(time.time() * 1000)
+        new = {a.path for a in adds}
+
+        def replaced(a: AddFile) -> bool:
+            return tuple(a.partition_values.get(c) for c in columns) in parts
+
+        old = [a for a in txn.read_snapshot.files.values() if a.path not in new and replaced(a)]
+        txn.read_predicate(f"partitions {sorted(parts, key=str)}", replaced)
+        txn.read_files(a.path for a in old)
+        txn.add_all(a.remove(now) for a in old)
+
+    def delete_unreferenced(self, files: Sequence[BatchFiles], job_id: str,
+                            operator_id: str, from_batch: int) -> list[str]:  # fmt: skip
+        snapshot = self.table.refresh().snapshot
+        keep = set(snapshot.files) | set(snapshot.tombstones)
+        deleted = []
+        for f in files:
+            for path in f.all_paths():
+                if path in keep:
+                    continue
+                try:
+                    self.delete_file(path)
+                    deleted.append(path)
+                except Exception as e:  # cleanup only
+                    log.warning("could not delete uncommitted file %s: %s", path, e)
+        return deleted
+
+    def delete_file(self, path: str) -> None:
+        self.table.io.delete(absolute_location(self.table.location, path))
+
+
+def _counted(batch: DeltaBatch) -> list[_Counted]:
+    out = [_Counted(False, num_records(a.stats) or 0, a.size) for a in batch.adds]
+    out.extend(_Counted(True, 0, r.size or 0) for r in batch.removes)
+    return out
+
+

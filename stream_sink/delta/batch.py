@@ -1,0 +1,70 @@
+"""What one micro-batch wrote into a Delta table: files to add, files to remove.
+
+The binary form (``b"SSDB"`` + version byte + JSON of the actions) travels from the
+executors to the driver and into operator state. Invariants: ``from_bytes(to_bytes(b))
+== b``; ``all_paths`` lists only files this batch wrote (never the removed files, which
+belong to the table); a removed file is always one the batch read (copy-on-write).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from stream_sink.exceptions import CorruptionError
+
+from .actions import AddFile, RemoveFile, parse_action
+
+MAGIC = b"SSDB"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class DeltaBatch:
+    adds: tuple[AddFile, ...] = ()
+    removes: tuple[RemoveFile, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.adds or self.removes)
+
+    @property
+    def delete_files(self) -> tuple[RemoveFile, ...]:
+        """The files this batch removes (rewritten by copy-on-write)."""
+        return self.removes
+
+    def all_paths(self) -> list[str]:
+        return [a.path for a in self.adds]
+
+    @staticmethod
+    def merge(batches: Iterable[DeltaBatch]) -> DeltaBatch:
+        adds: list[AddFile] = []
+        removes: dict[str, RemoveFile] = {}
+        for b in batches:
+            adds.extend(b.adds)
+            removes.update((r.path, r) for r in b.removes)
+        return DeltaBatch(tuple(adds), tuple(removes.values()))
+
+    def to_bytes(self) -> bytes:
+        doc = {"add": [a.to_json() for a in self.adds],
+               "remove": [r.to_json() for r in self.removes]}  # fmt: skip
+        return MAGIC + bytes([VERSION]) + json.dumps(doc, separators=(",", ":")).encode()
+
+    @staticmethod
+    def from_bytes(raw: bytes) -> DeltaBatch:
+        if len(raw) < 5 or not raw.startswith(MAGIC):
+            raise CorruptionError("not a serialized DeltaBatch")
+        if raw[4] != VERSION:
+            raise CorruptionError(f"DeltaBatch version {raw[4]} is not {VERSION}")
+        try:
+            doc = json.loads(raw[5:])
+            where = "a serialized DeltaBatch"
+            adds = tuple(parse_action({"add": a}, where=where) for a in doc["add"])
+            removes = tuple(parse_action({"remove": r}, where=where) for r in doc["remove"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptionError(f"malformed DeltaBatch ({e!r})") from e
+        return DeltaBatch(
+            tuple(a for a in adds if isinstance(a, AddFile)),
+            tuple(r for r in removes if isinstance(r, RemoveFile)),
+        )

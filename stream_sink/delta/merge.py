@@ -1,0 +1,135 @@
+"""Copy-on-write MERGE of a batch of keyed changes (Delta's MergeIntoCommand shape).
+
+1. Net changes: per key, the last change of the batch in source order decides: ``+I`` /
+   ``+U`` leave that row, ``-D`` (and ``-U`` in changelog mode) leave no row; ``-U`` in
+   upsert mode is ignored.
+2. Touched files: live files whose statistics (and partition values) may hold a touched
+   key; each is read and the touched keys are anti-joined away. A file without a touched
+   key is left alone; one with is removed and its remaining rows rewritten.
+3. The batch's surviving rows are written as new files.
+The result is one :class:`DeltaBatch` (removes + adds) for one log version; the removed
+files are exactly the ones read, so a concurrent remove of any of them is a conflict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stream_sink.exceptions import MissingColumnError, NullKeyError, UnknownRowKindError
+from stream_sink.io.fileio import FileIO
+
+from .actions import AddFile, RemoveFile
+from .batch import DeltaBatch
+from .paths import serialize_partition_value
+from .scan import read_file
+from .snapshot import DeltaSnapshot
+from .stats import json_value, may_contain
+from .writer import conform, write_data_files
+
+MergeMode = Literal["upsert", "changelog"]
+ROW_KINDS = ("+I", "-U", "+U", "-D")
+_POS = "__ss_pos"
+
+
+def net_changes(
+    changes: pa.Table,
+    keys: Sequence[str],
+    mode: MergeMode,
+    row_kind_column: str | None = None,
+    order_by: Sequence[str] = (),
+) -> tuple[pa.Table, pa.Table]:
+    """(rows to leave per touched key, every touched key) of a batch of changes."""
+    for k in keys:
+        if k not in changes.column_names:
+            raise MissingColumnError(f"key column {k!r} is not in the batch")
+        if changes.column(k).null_count:
+            raise NullKeyError(f"key column {k!r} has {changes.column(k).null_count} nulls")
+    if order_by:
+        changes = changes.take(pc.sort_indices(changes, [(c, "ascending") for c in order_by]))
+    if row_kind_column is not None:
+        kinds = changes.column(row_kind_column)
+        bad = pc.invert(pc.is_in(kinds, pa.array(ROW_KINDS)))
+        if pc.any(pc.fill_null(bad, True)).as_py():
+            raise UnknownRowKindError(f"column {row_kind_column!r} holds row kinds other "
+                                      f"than {ROW_KINDS}")  # fmt: skip
+        if mode == "upsert":
+            changes = changes.filter(pc.not_equal(kinds, "-U"))
+    changes = changes.append_column(_POS, pa.array(range(changes.num_rows), pa.int64()))
+    last = changes.group_by(list(keys), use_threads=False).aggregate([(_POS, "max")])
+    positions = last.column(f"{_POS}_max")
+    final = changes.take(pc.take(positions, pc.sort_indices(positions)))
+    touched = final.select(list(keys))
+    if row_kind_column is not None:
+        alive = pc.is_in(final.column(row_kind_column), pa.array(["+I", "+U"]))
+        final = final.filter(alive).drop_columns([row_kind_column])
+    return final.drop_columns([_POS]), touched
+
+
+def touched_files(snapshot: DeltaSnapshot, touched: pa.Table) -> list[AddFile]:
+    """Live files whose statistics or partition values may hold a touched key."""
+    if touched.num_rows == 0:
+        return []
+    schema = snapshot.arrow_schema
+    checks: list[Callable[[AddFile], bool]] = []
+    for name in touched.column_names:
+        col = touched.column(name)
+        field = schema.field(name)
+        if name in snapshot.partition_columns:
+            values = {serialize_partition_value(v, field.type, name) for v in col.to_pylist()}
+            checks.append(_in_partitions(name, values))
+        else:
+            mm = pc.min_max(col)
+            lo = json_value(mm["min"].as_py(), field.type, upper=False)
+            hi = json_value(mm["max"].as_py(), field.type, upper=True)
+            checks.append(_in_range(name, lo, hi))
+    files = sorted(snapshot.files.values(), key=lambda a: a.path)
+    return [a for a in files if all(check(a) for check in checks)]
+
+
+def _in_partitions(name: str, values: set[str | None]) -> Callable[[AddFile], bool]:
+    return lambda a: a.partition_values.get(name) in values
+
+
+def _in_range(name: str, lo: Any, hi: Any) -> Callable[[AddFile], bool]:
+    return lambda a: may_contain(a.stats, name, lo, hi)
+
+
+def copy_on_write(
+    snapshot: DeltaSnapshot,
+    io: FileIO,
+    changes: pa.Table,
+    keys: Sequence[str],
+    mode: MergeMode,
+    row_kind_column: str | None = None,
+    order_by: Sequence[str] = (),
+) -> DeltaBatch:
+    """The files that apply ``changes`` to ``snapshot`` (see module docstring)."""
+    schema = snapshot.arrow_schema
+    final, touched = net_changes(changes, keys, mode, row_kind_column, order_by)
+    touched = conform_keys(touched, schema)
+    now = int(time.time() * 1000)
+    adds: list[AddFile] = []
+    removes: list[RemoveFile] = []
+    for add in touched_files(snapshot, touched):
+        rows = read_file(snapshot, io, add, schema)
+        kept = rows.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
+        if kept.num_rows == rows.num_rows:
+            continue
+        removes.append(add.remove(now))
+        adds.extend(write_data_files(snapshot.location, conform(kept, schema), schema,
+                                     snapshot.partition_columns, io=io))  # fmt: skip
+    extra = [c for c in final.column_names if c not in schema.names]
+    inserted = conform(final.drop_columns(extra), schema)
+    adds.extend(write_data_files(snapshot.location, inserted, schema, snapshot.partition_columns,
+                                 io=io))  # fmt: skip
+    return DeltaBatch(tuple(adds), tuple(removes))
+
+
+def conform_keys(touched: pa.Table, schema: pa.Schema) -> pa.Table:
+    cols = [touched.column(n).cast(schema.field(n).type) for n in touched.column_names]
+    return pa.Table.from_arrays(cols, names=touched.column_names)
