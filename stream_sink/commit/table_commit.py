@@ -2,7 +2,9 @@
 
 Invariants:
 - Every snapshot carries the caller's properties plus :data:`JOB_ID`, :data:`OPERATOR_ID`
-  and :data:`MAX_COMMITTED_CHECKPOINT_ID` (the sink's keys win over the caller's).
+  and :data:`MAX_COMMITTED_CHECKPOINT_ID` (the sink's keys win over the caller's), and
+  the same metadata commit sets the sink's durable :class:`WatermarkRecord` property,
+  which survives snapshot expiry by any engine.
 - The watermark check runs inside the commit, after every refresh and retry, on the very
   metadata the snapshot is built on: a slow commit cannot land after another instance
   committed the same batches (Iceberg #14425).
@@ -38,9 +40,11 @@ from .watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
     OPERATOR_ID,
+    WatermarkRecord,
     iter_ancestry,
     stamp_of,
     watermark_from,
+    watermark_property,
 )
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,7 @@ def commit_group(
     seen: list[int] = []
 
     def check(metadata: TableMetadata, head: Snapshot | None) -> None:
-        mark = watermark_from(metadata, head, who.job_id, who.operator_id)
+        mark = watermark_from(metadata, head, who.job_id, who.operator_id, who.branch)
         if mark >= group.lowest:
             seen.append(mark)
             raise CommitValidationError(
@@ -79,6 +83,8 @@ def commit_group(
     producer.set(JOB_ID, who.job_id)
     producer.set(OPERATOR_ID, who.operator_id)
     producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
+    record = WatermarkRecord(who.job_id, group.stamp, producer.snapshot_id)
+    producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
     producer.validate(check)
     producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
     started = time.perf_counter()

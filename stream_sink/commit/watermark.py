@@ -1,15 +1,28 @@
-"""The committed watermark of a (job, operator) on a branch, read from snapshot summaries.
+"""The committed watermark of a (job, operator) on a branch: snapshot summaries plus a
+durable record in the table properties.
 
 Every snapshot the sink commits carries :data:`JOB_ID`, :data:`OPERATOR_ID` and
-:data:`MAX_COMMITTED_CHECKPOINT_ID`. The watermark of a (job, operator) is the value on
-the newest snapshot in the branch head's ancestry that carries both ids; -1 if none.
-The watermark is scoped by job id: a new job (Spark query id) starts at -1 even when a
-previous job wrote higher ids (Iceberg #18098).
+:data:`MAX_COMMITTED_CHECKPOINT_ID`, and the same metadata commit sets the table
+property ``stream-sink.watermark.<operator>`` (``...<operator>@<branch>`` off main) to
+a :class:`WatermarkRecord` (job id, checkpoint id, snapshot id). Snapshots expire —
+any engine's ``expire_snapshots(retain_last => 1)`` after a compaction leaves none
+the sink stamped — while properties are carried by every commit of every engine.
+
+The watermark of a (job, operator) is the larger of
+- the value on the newest snapshot in the branch head's ancestry carrying both ids, and
+- the record, when it names this job and its snapshot is either an ancestor of the
+  head or no longer in the metadata (expired); a record whose snapshot is still
+  known but off the branch's history (the branch was rolled back past it) is ignored;
+and -1 when neither gives one. The watermark is scoped by job id: a new job (Spark
+query id) starts at -1 even when a previous job wrote higher ids (Iceberg #18098).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import branch_head
@@ -22,6 +35,51 @@ JOB_ID = "stream-sink.job-id"
 OPERATOR_ID = "stream-sink.operator-id"
 MAX_COMMITTED_CHECKPOINT_ID = "stream-sink.max-committed-checkpoint-id"
 MANIFESTS_LOCATION = "stream-sink.manifests.location"
+
+WATERMARK_PROPERTY_PREFIX = "stream-sink.watermark."
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WatermarkRecord:
+    """What the table property records about the sink's last commit to a branch."""
+
+    job_id: str
+    checkpoint_id: int
+    snapshot_id: int
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"job-id": self.job_id, "checkpoint-id": self.checkpoint_id,
+             "snapshot-id": self.snapshot_id},
+            separators=(",", ":"),
+        )  # fmt: skip
+
+    @staticmethod
+    def from_json(text: str) -> WatermarkRecord | None:
+        """The record, or None (logged) when the property is not one."""
+        try:
+            obj = json.loads(text)
+            return WatermarkRecord(
+                str(obj["job-id"]), int(obj["checkpoint-id"]), int(obj["snapshot-id"])
+            )
+        except (ValueError, TypeError, KeyError) as e:
+            log.warning("ignoring malformed watermark record %r: %s", text[:200], e)
+            return None
+
+
+def watermark_property(operator_id: str, branch: str = MAIN_BRANCH) -> str:
+    """The table property holding (operator, branch)'s :class:`WatermarkRecord`."""
+    key = WATERMARK_PROPERTY_PREFIX + operator_id
+    return key if branch == MAIN_BRANCH else f"{key}@{branch}"
+
+
+def recorded_watermark(
+    metadata: TableMetadata, operator_id: str, branch: str = MAIN_BRANCH
+) -> WatermarkRecord | None:
+    raw = metadata.properties.get(watermark_property(operator_id, branch))
+    return None if raw is None else WatermarkRecord.from_json(raw)
 
 
 def iter_ancestry(metadata: TableMetadata, head: Snapshot | None) -> Iterator[Snapshot]:
@@ -54,14 +112,31 @@ def stamp_of(summary: Mapping[str, str], job_id: str, operator_id: str) -> int |
 
 
 def watermark_from(
-    metadata: TableMetadata, head: Snapshot | None, job_id: str, operator_id: str
+    metadata: TableMetadata,
+    head: Snapshot | None,
+    job_id: str,
+    operator_id: str,
+    branch: str = MAIN_BRANCH,
 ) -> int:
-    """The watermark of (job, operator) in the ancestry of ``head``; -1 if none."""
+    """The watermark of (job, operator) on ``branch`` whose head is ``head``; -1 if
+    none. See the module docstring."""
+    stamped: Snapshot | None = None
+    mark = INITIAL_WATERMARK
     for snap in iter_ancestry(metadata, head):
         stamp = stamp_of(snap.summary, job_id, operator_id)
         if stamp is not None:
-            return stamp
-    return INITIAL_WATERMARK
+            stamped, mark = snap, stamp
+            break
+    record = recorded_watermark(metadata, operator_id, branch)
+    if record is None or record.job_id != job_id or record.checkpoint_id <= mark:
+        return mark
+    if stamped is not None and record.snapshot_id == stamped.snapshot_id:
+        return record.checkpoint_id
+    if metadata.has_snapshot(record.snapshot_id):
+        ancestry = (s.snapshot_id for s in iter_ancestry(metadata, head))
+        if record.snapshot_id not in ancestry:
+            return mark  # rolled back past the recorded commit
+    return record.checkpoint_id
 
 
 def committed_watermark(
@@ -69,4 +144,4 @@ def committed_watermark(
 ) -> int:
     """The watermark of (job, operator) on ``branch``; a branch not created yet is read
     where its first commit will fork from (main's current snapshot), as commits build."""
-    return watermark_from(metadata, branch_head(metadata, branch), job_id, operator_id)
+    return watermark_from(metadata, branch_head(metadata, branch), job_id, operator_id, branch)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from stream_sink.exceptions import CommitFailedError, CommitValidationError, ValidationError
@@ -60,6 +60,7 @@ class SnapshotProducer(ABC):
         self._table = table
         self._branch = branch
         self._properties: dict[str, str] = {}
+        self._table_properties: dict[str, str] = {}
         self._validations: list[Validation] = []
         self._before_swap: list[Callable[[], None]] = []
         self._snapshot_id = new_snapshot_id()
@@ -74,6 +75,12 @@ class SnapshotProducer(ABC):
     def set_all(self: P, props: dict[str, str]) -> P:
         for k, v in props.items():
             self.set(k, v)
+        return self
+
+    def set_table_property(self: P, key: str, value: str) -> P:
+        """A table property set in the same metadata commit as the snapshot (atomic with
+        it: both land or neither), e.g. a sink's durable watermark record."""
+        self._table_properties[str(key)] = str(value)
         return self
 
     def validate(self: P, check: Validation) -> P:
@@ -166,7 +173,13 @@ class SnapshotProducer(ABC):
                 ),
                 schema_id=base.current_schema_id,
             )
-            return _Attempt(snapshot, base.with_snapshot(snapshot, self._branch), tuple(written))
+            metadata = base.with_snapshot(snapshot, self._branch)
+            if self._table_properties:
+                metadata = replace(
+                    metadata.with_properties(self._table_properties),
+                    last_updated_ms=metadata.last_updated_ms,
+                )
+            return _Attempt(snapshot, metadata, tuple(written))
         except BaseException:
             for path in written:
                 self._table.io.delete(path)
