@@ -1,8 +1,9 @@
 """Iceberg behind the commit protocol's target interface.
 
 Staging = staging manifests (:mod:`.staging`); the watermark lives in snapshot summaries
-(:mod:`.watermark`) and is validated inside the commit after every refresh
-(:mod:`.table_commit`).
+and in a per-sink table property set in the same metadata commit, which no snapshot
+expiry removes (:mod:`.watermark`), and is validated inside the commit after every
+refresh (:mod:`.table_commit`).
 """
 
 from __future__ import annotations
