@@ -24,10 +24,12 @@ from stream_sink.state import state_dir_for, validate_sink_id
 
 Mode = Literal["append", "upsert", "changelog", "overwrite"]
 Distribution = Literal["none", "hash", "range"]
+SchemaEvolution = Literal["none", "add-columns", "compatible"]
 
 MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
 CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
 DISTRIBUTIONS: tuple[str, ...] = ("none", "hash", "range")
+SCHEMA_EVOLUTIONS: tuple[str, ...] = ("none", "add-columns", "compatible")
 SPARK_CHECKPOINT_DIR = "spark"
 DEFAULT_CHECKPOINT_ROOT = "checkpoints"
 
@@ -50,6 +52,7 @@ class SinkOptions:
     checkpoint_interval_ms: int | None
     snapshot_properties: tuple[tuple[str, str], ...]
     branch: str
+    schema_evolution: SchemaEvolution = "none"
 
     @property
     def is_cdc(self) -> bool:
@@ -81,6 +84,7 @@ def parse_options(
     checkpoint_interval_ms: int | None = None,
     snapshot_properties: Mapping[str, str] | None = None,
     branch: str = "main",
+    schema_evolution: str = "none",
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``."""
     if not isinstance(table, str) or not table.strip():
@@ -121,6 +125,9 @@ def parse_options(
         snapshot_properties=tuple(sorted((str(k), str(v))
                                          for k, v in (snapshot_properties or {}).items())),
         branch=_non_empty("branch", branch),
+        schema_evolution=_choice(
+            "schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS
+        ),  # type: ignore[arg-type]
     )
 
 

@@ -37,10 +37,12 @@ from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, Che
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.commit.metrics import CommitterMetricsSnapshot
+from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.ops.metrics import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.ops.metrics_export import REGISTRY, MetricsServer, serve
 from stream_sink.spark import query
 from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
@@ -77,6 +79,10 @@ class IcebergSink:
     in ``row_kind_column``). CDC modes need ``order_by`` (source order) and equality
     fields (default: the table's identifier fields).
 
+    ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
+    query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
+    DataFrame's before the batch is written; see ``stream_sink.spark.evolution``).
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
     yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based) and
@@ -102,6 +108,7 @@ class IcebergSink:
         branch: str = "main",
         spark_checkpoint_location: str | None = None,
         metrics_port: int | None = None,
+        schema_evolution: str = "none",
     ) -> None:
         self.catalog = catalog
         self.options: SinkOptions = parse_options(
@@ -119,6 +126,7 @@ class IcebergSink:
             checkpoint_interval_ms=checkpoint_interval_ms,
             snapshot_properties=snapshot_properties,
             branch=branch,
+            schema_evolution=schema_evolution,
         )
         self._runtime: _Runtime | None = None
         self._plans: dict[str, BatchPlan] = {}
@@ -266,10 +274,17 @@ class IcebergSink:
         return self._runtime
 
     def _plan(self, df: DataFrame, table: Table) -> BatchPlan:
-        key = df.schema.json()
+        """The batch's plan; with schema evolution on, the table's schema is first brought
+        up to the DataFrame's (committed before any file is written, see ``evolution``)."""
+        evolve_for_batch(df.schema, table, self.options)
+        meta = table.metadata
+        key = f"{meta.current_schema_id}/{meta.default_spec_id}/{df.schema.json()}"
         plan = self._plans.get(key)
         if plan is None:
-            plan = plan_batch(df.schema, table, self.options)
+            try:
+                plan = plan_batch(df.schema, table, self.options)
+            except SchemaMismatchError as e:
+                raise with_evolution_hint(e, self.options) from e
             self._plans[key] = plan
         return plan
 

@@ -165,14 +165,17 @@ class UpdateSchema:
         paths = [to_path(n) for n in names]
         return self._record(lambda b: _set_identifiers(b, paths))
 
-    def union_by_name(self, new_schema: Schema | pa.Schema) -> UpdateSchema:
+    def union_by_name(
+        self, new_schema: Schema | pa.Schema, *, promote_types: bool = True
+    ) -> UpdateSchema:
         """Add every column of ``new_schema`` the table lacks (as optional), widen types
-        it widens, and make optional the required columns it has as optional (unless
+        it widens (unless ``promote_types=False``: then a wider type is refused), and
+        make optional the required columns it has as optional (unless
         ``make_optional_from_data=False``). Columns only the table has stay; a column the
         data has narrower (int data, long column) stays as it is."""
         other = _as_schema(new_schema)
-        relax = self._optional_from_data
-        return self._record(lambda b: _union(b, (), other.fields, relax))
+        how = _Union(self._optional_from_data, promote_types)
+        return self._record(lambda b: _union(b, (), other.fields, how))
 
     # --- results -------------------------------------------------------------------------
 
@@ -412,7 +415,13 @@ def _set_identifiers(b: _Build, paths: list[Path]) -> None:
     Schema(*b.fields, identifier_field_ids=b.identifier_ids)  # validates the new key
 
 
-def _union(b: _Build, parent: Path, new_fields: tuple[NestedField, ...], relax: bool) -> None:
+@dataclass(frozen=True)
+class _Union:
+    relax: bool
+    promote: bool
+
+
+def _union(b: _Build, parent: Path, new_fields: tuple[NestedField, ...], how: _Union) -> None:
     siblings = _children(_find(b.fields, parent).field_type) if parent else b.fields
     by_name = {f.name: f for f in siblings or ()}
     for nf in new_fields:
@@ -421,28 +430,33 @@ def _union(b: _Build, parent: Path, new_fields: tuple[NestedField, ...], relax: 
         if cur is None:
             _add(b, path, nf.field_type, nf.doc, False)
             continue
-        _union_field(b, path, cur, nf, relax)
+        _union_field(b, path, cur, nf, how)
 
 
-def _union_field(b: _Build, path: Path, cur: NestedField, nf: NestedField, relax: bool) -> None:
+def _union_field(b: _Build, path: Path, cur: NestedField, nf: NestedField, how: _Union) -> None:
     ct, nt = cur.field_type, nf.field_type
     if isinstance(ct, StructType) and isinstance(nt, StructType):
-        _union(b, path, nt.fields, relax)
+        _union(b, path, nt.fields, how)
     elif isinstance(ct, ListType) and isinstance(nt, ListType):
-        _union_field(b, (*path, "element"), ct.element_field, nt.element_field, relax)
+        _union_field(b, (*path, "element"), ct.element_field, nt.element_field, how)
     elif isinstance(ct, MapType) and isinstance(nt, MapType):
-        _union_field(b, (*path, "key"), ct.key_field, nt.key_field, relax)
-        _union_field(b, (*path, "value"), ct.value_field, nt.value_field, relax)
+        _union_field(b, (*path, "key"), ct.key_field, nt.key_field, how)
+        _union_field(b, (*path, "value"), ct.value_field, nt.value_field, how)
     elif ct != nt:
         if isinstance(ct, PrimitiveType) and isinstance(nt, PrimitiveType):
             if is_safe_promotion(nt, ct):
                 pass  # narrower data into a wider column: written as is
             else:
                 check_promotion(_name(path), ct, nt, b.allow_incompatible)
+                if not how.promote:
+                    raise IncompatibleSchemaChangeError(
+                        f"column {_name(path)!r} is {ct} in the table and {nt} in the data: "
+                        "widening it was not allowed"
+                    )
                 _update(b, path, nt, None, None)
         else:
             raise IncompatibleSchemaChangeError(
                 f"cannot change column {_name(path)!r} from {ct} to {nt}"
             )
-    if relax and cur.required and nf.optional and cur.field_id not in b.identifier_ids:
+    if how.relax and cur.required and nf.optional and cur.field_id not in b.identifier_ids:
         _update(b, path, None, False, None)
