@@ -5,7 +5,6 @@ from __future__ import annotations
 from stream_sink.commit.committer import DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS, FilesCommitter
 from stream_sink.commit.failpoints import FAILPOINTS, failpoint, reset_failpoints
 from stream_sink.commit.iceberg_target import IcebergTarget
-from stream_sink.commit.metrics import CommitterMetricsSnapshot
 from stream_sink.commit.staging import (
     DeltaManifests,
     deserialize_delta_manifests,
@@ -22,6 +21,7 @@ from stream_sink.commit.watermark import (
     OPERATOR_ID,
     committed_watermark,
 )
+from stream_sink.metrics.committer import CommitterMetricsSnapshot
 
 __all__ = [
     "DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS",

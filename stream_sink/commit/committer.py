@@ -34,6 +34,7 @@ from stream_sink.exceptions import (
     StreamSinkError,
     ValidationError,
 )
+from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.state import META_JOB_ID, OperatorStateBackend, StateWriteBatch
 from stream_sink.state.layout import validate_sink_id
 
@@ -48,7 +49,6 @@ from .failpoints import (
     BETWEEN_BATCH_COMMITS,
     failpoint,
 )
-from .metrics import CommitterMetrics
 from .shapes import MODES, CommitGroup, Mode, StagedBatch, empty_group, plan_commits
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
 from .target import (

@@ -26,9 +26,9 @@ from stream_sink.delta.features import check_writable
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.stats import num_records
 from stream_sink.exceptions import CommitValidationError
+from stream_sink.metrics.committer import CommitterMetrics
 
 from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
-from .metrics import CommitterMetrics
 from .shapes import CommitGroup, Shape
 from .target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
 

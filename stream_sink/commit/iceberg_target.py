@@ -12,12 +12,12 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from stream_sink.exceptions import MissingFileError
+from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.manifest import DataFile
 from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
-from .metrics import CommitterMetrics
 from .shapes import CommitGroup
 from .staging import (
     DeltaManifests,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.io.fileio import FileIO
+from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.manifest import (
     DataFile,
     ManifestEntryStatus,
@@ -34,7 +35,6 @@ from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
 from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
-from .metrics import CommitterMetrics
 from .shapes import CommitGroup, Shape
 from .watermark import (
     JOB_ID,

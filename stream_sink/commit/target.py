@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .metrics import CommitterMetrics
+from stream_sink.metrics.committer import CommitterMetrics
 
 if TYPE_CHECKING:
     from .shapes import CommitGroup

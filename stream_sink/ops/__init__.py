@@ -1,5 +1,5 @@
-"""Operations: restart/recovery drills (``stream-sink drill``) and metrics for Prometheus.
+"""Operations: restart/recovery drills (``stream-sink drill``).
 
-``metrics`` and ``metrics_export`` import nothing of Spark and may be used by the Spark
-adapter; the drill runs streaming jobs in child processes and imports no Spark itself.
+The drill runs streaming jobs in child processes and imports no Spark itself; the sink's
+metrics and their Prometheus export live in :mod:`stream_sink.metrics`.
 """

@@ -19,8 +19,8 @@ Invariants:
   Spark may acknowledge it in its commit log.
 - Any error closes the runtime (state lock released); the next call restores afresh.
 
-Metrics: ``metrics_snapshot()`` (writers' and committer's, see ``stream_sink.ops.metrics``);
-every sink is exported by ``stream_sink.ops.metrics_export`` (served on ``metrics_port``
+Metrics: ``metrics_snapshot()`` (writers' and committer's, see ``stream_sink.metrics.sink``);
+every sink is exported by ``stream_sink.metrics.prometheus`` (served on ``metrics_port``
 when given), and ``progress_listener()`` reports them on each Spark progress event.
 """
 
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
-from stream_sink.commit.metrics import CommitterMetricsSnapshot
 from stream_sink.exceptions import SchemaMismatchError
-from stream_sink.ops.metrics import SinkMetricsSnapshot, WriterMetrics
-from stream_sink.ops.metrics_export import REGISTRY, MetricsServer, serve
+from stream_sink.metrics.committer import CommitterMetricsSnapshot
+from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
+from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark import query
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint

@@ -14,7 +14,7 @@ import pyarrow as pa
 from prometheus_text import parse_prometheus
 
 import stream_sink as ss
-from stream_sink.ops.metrics import SinkMetricsSnapshot
+from stream_sink.metrics.sink import SinkMetricsSnapshot
 from stream_sink.spark import IcebergSink
 
 BATCHES, ROWS = 3, 10

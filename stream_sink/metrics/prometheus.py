@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
 
-from stream_sink.ops.metrics import SinkMetricsSnapshot
+from stream_sink.metrics.sink import SinkMetricsSnapshot
 
 PREFIX = "stream_sink_"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,5 +1,5 @@
 """What a sink reports about itself: its writers' output per micro-batch and its
-committer's metrics (:mod:`stream_sink.commit.metrics`), as one frozen snapshot.
+committer's metrics (:mod:`stream_sink.metrics.committer`), as one frozen snapshot.
 
 Invariants: writer counters only grow and count files the writers flushed (whether or
 not they were committed yet: a replayed batch's files are counted again, like Flink's
@@ -9,10 +9,24 @@ flushed* counters); snapshots are copies, safe to hand to another thread.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from stream_sink.commit.metrics import CommitterMetricsSnapshot
-from stream_sink.write.result import WriteResult
+from stream_sink.metrics.committer import CommitterMetricsSnapshot, CountedFile
+
+
+class FlushedFiles(Protocol):
+    """What the writer counters read of one micro-batch's write result."""
+
+    @property
+    def data_files(self) -> Sequence[CountedFile]: ...
+
+    @property
+    def delete_files(self) -> Sequence[CountedFile]: ...
+
+    @property
+    def referenced_data_files(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class WriterMetrics:
         self._lock = threading.Lock()
         self._snapshot = WriterMetricsSnapshot()
 
-    def flushed(self, batch_id: int, result: WriteResult, duration_ms: float) -> None:
+    def flushed(self, batch_id: int, result: FlushedFiles, duration_ms: float) -> None:
         """The write stage of ``batch_id`` produced ``result`` in ``duration_ms``."""
         data, deletes = result.data_files, result.delete_files
         with self._lock:

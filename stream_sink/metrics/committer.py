@@ -10,8 +10,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
-from stream_sink.table.manifest import DataFile
+
+class CountedFile(Protocol):
+    """What the counters read of a committed file (a table format's data or delete file)."""
+
+    @property
+    def is_delete(self) -> bool: ...
+
+    @property
+    def record_count(self) -> int: ...
+
+    @property
+    def file_size_in_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,7 @@ class CommitterMetrics:
         with self._lock:
             self._checkpoint_ms = ms
 
-    def committed(self, duration_ms: float, files: Iterable[DataFile]) -> None:
+    def committed(self, duration_ms: float, files: Iterable[CountedFile]) -> None:
         """One successful table commit that added ``files``."""
         with self._lock:
             self._commit_ms = duration_ms

@@ -11,9 +11,9 @@ import pytest
 from prometheus_text import parse_prometheus
 
 import stream_sink as ss
-from stream_sink.commit.metrics import CommitterMetrics
-from stream_sink.ops.metrics import SinkMetricsSnapshot, WriterMetrics
-from stream_sink.ops.metrics_export import METRICS, MetricsRegistry, render, serve
+from stream_sink.metrics.committer import CommitterMetrics
+from stream_sink.metrics.prometheus import METRICS, MetricsRegistry, render, serve
+from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark import IcebergSink
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.write.result import WriteResult
