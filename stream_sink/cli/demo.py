@@ -2,7 +2,7 @@
 
 1. Generate a Debezium-style change stream of an ``orders`` table as JSON files.
 2. Create ``demo.orders`` (partitioned by day(created_at) and bucket(order_id, 4)).
-3. Run the streaming job (:mod:`.demo_job`) in a child process; once about half the
+3. Run the streaming job (:mod:`stream_sink.demo.job`) in a child process; once about half the
    micro-batches are committed, kill it with SIGKILL mid-batch, then start it again
    from the same checkpoint location.
 4. Print the snapshots and totals, and check the table equals the expected final state
@@ -23,9 +23,16 @@ import sys
 import time
 from typing import TextIO
 
-from stream_sink.cli.demo_data import ChangeStream, generate, table_rows
-from stream_sink.cli.demo_job import SINK_ID, TABLE, DemoConfig, create_table, open_catalog
 from stream_sink.cli.output import format_table
+from stream_sink.demo.data import ChangeStream, generate, table_rows
+from stream_sink.demo.job import (
+    SINK_ID,
+    TABLE,
+    DemoConfig,
+    create_table,
+    open_catalog,
+    write_input,
+)
 from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.snapshots import Snapshot
@@ -83,7 +90,7 @@ def run_demo(
     say(f"generating {rows:,} change events of an orders table into {files} files")
     stream = generate(rows, files, seed)
     _reset(catalog, cfg)
-    _write_input(cfg, stream)
+    write_input(cfg, stream)
     create_table(catalog)
     say(f"table {TABLE} created: partitioned by day(created_at), bucket(order_id, 4)")
     batches = len(stream.files)
@@ -108,7 +115,7 @@ def _run_job(cfg: DemoConfig, catalog: Catalog, batches: int, kill_after: int | 
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     say(f"starting the Spark job (run {attempt}, log: {log_path})")
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "stream_sink.cli.demo_job", cfg.to_json()],
+        proc = subprocess.Popen([sys.executable, "-m", "stream_sink.demo.job", cfg.to_json()],
                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
         seen = _committed(catalog)
         while proc.poll() is None:
@@ -193,15 +200,6 @@ def _reset(catalog: Catalog, cfg: DemoConfig) -> None:
         io = FileIO.for_location(location, cfg.catalog_properties)
         if io.exists(location):
             io.delete_dir(location)
-
-
-def _write_input(cfg: DemoConfig, stream: ChangeStream) -> None:
-    io = FileIO.for_location(cfg.input, cfg.catalog_properties)
-    for i, payload in enumerate(stream.files):
-        io.write_atomic(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json", payload, fsync=False)
-        if io.scheme == "file":  # Spark takes files by modification time
-            t = time.time() - 1000 + i
-            os.utime(io.path_of(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json"), (t, t))
 
 
 def _log_path(cfg: DemoConfig, attempt: int) -> str:

@@ -28,10 +28,13 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
+from stream_sink.demo.data import TABLE_SCHEMA, ChangeStream, generate
+from stream_sink.demo.job import TABLE, DemoConfig, create_table, open_catalog, run_job, write_input
 from stream_sink.exceptions import InvalidOptionError
 
 DEMO_JOB = "stream_sink.ops.drill_jobs:run_demo"
@@ -56,8 +59,6 @@ class JobSpec:
 
     @staticmethod
     def demo() -> JobSpec:
-        from stream_sink.cli.demo_job import TABLE
-
         return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE)
 
 
@@ -81,9 +82,7 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
 # --- the built-in demo pipeline ------------------------------------------------------------
 
 
-def _demo_config(context: Context) -> Any:
-    from stream_sink.cli.demo_job import DemoConfig
-
+def _demo_config(context: Context) -> DemoConfig:
     return DemoConfig(
         warehouse=context["warehouse"], checkpoint_location=context["checkpoint_location"],
         state_dir=context["state_dir"], input=context["input_dir"],
@@ -95,13 +94,10 @@ def _demo_config(context: Context) -> Any:
 
 def prepare_demo(**context: Any) -> None:
     """The shared input (written once per input dir) and the scenario's empty table."""
-    from stream_sink.cli.demo import _write_input
-    from stream_sink.cli.demo_job import TABLE, create_table, open_catalog
-
     cfg = _demo_config(context)
     marker = os.path.join(context["input_dir"], "_drill_input.json")
     if not os.path.exists(marker):
-        _write_input(cfg, _stream(context))
+        write_input(cfg, _stream(context))
         with open(marker, "w") as f:
             json.dump({k: context[k] for k in ("rows", "files", "seed")}, f)
     catalog = open_catalog(cfg)
@@ -110,9 +106,7 @@ def prepare_demo(**context: Any) -> None:
 
 
 def run_demo(**context: Any) -> None:
-    """The demo's streaming job (``stream_sink.cli.demo_job``) in the context's mode."""
-    from stream_sink.cli.demo_job import run_job
-
+    """The demo's streaming job (:mod:`stream_sink.demo.job`) in the context's mode."""
     run_job(_demo_config(context))
 
 
@@ -120,8 +114,6 @@ def demo_rows(**context: Any) -> pa.Table:
     """Expected table of the demo: the final orders (upsert, changelog) or every change
     row's image in input order (append: ``+I`` after, ``-U`` before, ``+U`` after, ``-D``
     before)."""
-    from stream_sink.cli.demo_data import TABLE_SCHEMA
-
     stream = _stream(context)
     rows = list(stream.expected) if context["mode"] != "append" else change_images(stream.files)
     return pa.Table.from_pylist([_typed(r) for r in rows], schema=TABLE_SCHEMA)
@@ -140,14 +132,10 @@ def change_images(files: tuple[bytes, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def _stream(context: Context) -> Any:
-    from stream_sink.cli.demo_data import generate
-
+def _stream(context: Context) -> ChangeStream:
     return generate(int(context["rows"]), int(context["files"]), int(context["seed"]))
 
 
 def _typed(row: dict[str, Any]) -> dict[str, Any]:
-    from datetime import datetime
-
     created = datetime.fromisoformat(row["created_at"].replace("Z", "+00:00"))
     return {**row, "created_at": created}

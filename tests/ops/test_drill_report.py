@@ -10,9 +10,9 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 
-from stream_sink.cli.demo_data import TABLE_SCHEMA, generate
 from stream_sink.cli.drill import render
 from stream_sink.commit.failpoints import FAILPOINTS
+from stream_sink.demo.data import TABLE_SCHEMA, generate
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.ops.drill_jobs import change_images, demo_rows
 from stream_sink.ops.drill_report import (

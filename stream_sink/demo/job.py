@@ -1,6 +1,6 @@
 """The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert.
 
-Run as its own process (``python -m stream_sink.cli.demo_job CONFIG_JSON``) so the demo
+Run as its own process (``python -m stream_sink.demo.job CONFIG_JSON``) so the demo
 can kill it with SIGKILL and start it again from the same checkpoint location. Locally
 and on a cluster it is the same code; only :class:`DemoConfig` differs (catalog URI,
 ``s3://`` warehouse and checkpoints, Spark master, extra Spark settings).
@@ -9,13 +9,16 @@ and on a cluster it is the same code; only :class:`DemoConfig` differs (catalog 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import stream_sink as ss
-from stream_sink.cli.demo_data import KEY, PARTITION_SPEC, ROW_SCHEMA_DDL, TABLE_SCHEMA
+from stream_sink.demo.data import KEY, PARTITION_SPEC, ROW_SCHEMA_DDL, TABLE_SCHEMA, ChangeStream
+from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
 
 TABLE = "demo.orders"
@@ -62,6 +65,17 @@ def create_table(catalog: Catalog) -> None:
     catalog.create_table(TABLE, schema=TABLE_SCHEMA, partition_spec=PARTITION_SPEC,
                          identifier_fields=list(KEY),
                          properties={"write.target-file-size-bytes": str(64 * 1024 * 1024)})
+
+
+def write_input(cfg: DemoConfig, stream: ChangeStream) -> None:
+    """The change stream's files under ``cfg.input``, with increasing modification times
+    (Spark's file source takes files in mtime order)."""
+    io = FileIO.for_location(cfg.input, cfg.catalog_properties)
+    for i, payload in enumerate(stream.files):
+        io.write_atomic(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json", payload, fsync=False)
+        if io.scheme == "file":
+            t = time.time() - 1000 + i
+            os.utime(io.path_of(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json"), (t, t))
 
 
 def run_job(cfg: DemoConfig) -> None:
