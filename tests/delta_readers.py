@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import duckdb
-
-from tests.readers import _extension_file
+from readers import _extension_file
 
 
 def delta_rs_rows(location: str, version: int | None = None) -> list[dict[str, Any]]:

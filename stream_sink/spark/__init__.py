@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
+    from stream_sink.spark.delta_sink import DeltaSink
     from stream_sink.spark.read import read_table
     from stream_sink.spark.session import local_session
     from stream_sink.spark.sink import IcebergSink
@@ -27,10 +28,11 @@ _EXPORTS = {
     "read_table": "read",
     "local_session": "session",
     "IcebergSink": "sink",
+    "DeltaSink": "delta_sink",
 }
 
 __all__ = [
-    "ORDER_COLUMN", "ROW_KIND_COLUMN", "IcebergSink", "from_debezium", "local_session",
+    "ORDER_COLUMN", "ROW_KIND_COLUMN", "DeltaSink", "IcebergSink", "from_debezium", "local_session",
     "read_table",
 ]  # fmt: skip
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from changelog import BATCHES, expected_rows
+from delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_versions
 
 from stream_sink.commit import FAILPOINTS, FilesCommitter, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget, app_id
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files
-from tests.delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_versions
 
 DRIVER = str(Path(__file__).with_name("delta_crash_driver.py"))
 SCHEMA = pa.schema([("id", pa.int64()), ("data", pa.string())])

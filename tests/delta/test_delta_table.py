@@ -10,11 +10,11 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from delta_readers import by_key, delta_rs_rows, delta_rs_version, duckdb_delta_rows
 
 from stream_sink.delta import DeltaTable, Protocol
 from stream_sink.delta.actions import action_to_json
 from stream_sink.exceptions import CorruptMetadataError, UnsupportedError
-from tests.delta_readers import by_key, delta_rs_rows, delta_rs_version, duckdb_delta_rows
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema([

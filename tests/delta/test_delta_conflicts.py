@@ -9,6 +9,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from delta_readers import delta_rs_rows
 
 from stream_sink.delta import DeltaTable, Protocol, Txn
 from stream_sink.delta.writer import write_data_files
@@ -21,7 +22,6 @@ from stream_sink.exceptions import (
     MetadataChangedError,
     ProtocolChangedError,
 )
-from tests.delta_readers import delta_rs_rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 

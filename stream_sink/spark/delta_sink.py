@@ -1,0 +1,236 @@
+"""``DeltaSink``: a Spark ``foreachBatch`` function that writes a Delta table exactly once.
+
+The same two-phase protocol as ``IcebergSink`` (the FilesCommitter behind a
+:class:`~stream_sink.commit.delta_target.DeltaTarget`): executors write Parquet files,
+the driver records the batch's add/remove actions durably before ``foreach_batch``
+returns, and commits them with a ``txn`` action (appId ``stream-sink:<query id>:<sink
+id>``, version = batch id) in the same log version.
+
+Modes: ``append``; ``overwrite`` (dynamic partition overwrite: each batch replaces the
+partitions it writes); ``upsert`` and ``changelog`` (copy-on-write MERGE by key: the
+driver finds the files that may hold a touched key from their statistics, executors
+rewrite them without those keys and write the batch's net changes; removes and adds
+commit in one version). A MERGE reads the table it rewrites, so every batch is
+checkpointed and committed before the next is planned.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from stream_sink.checkpoints import CheckpointStorage
+from stream_sink.commit import FilesCommitter, StateDirectory
+from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.delta import DeltaTable
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.merge import touched_files
+from stream_sink.exceptions import InvalidOptionError, MissingColumnError
+from stream_sink.spark import query
+from stream_sink.spark.delta_tasks import (
+    PATH_COLUMN,
+    DeltaAppendTask,
+    DeltaInsertTask,
+    DeltaRewriteTask,
+    TableShape,
+    merge_batches,
+)
+from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
+from stream_sink.spark.options import (
+    CDC_MODES,
+    DEFAULT_CHECKPOINT_ROOT,
+    MODES,
+    SPARK_CHECKPOINT_DIR,
+    resolve_location,
+    to_spark_uri,
+)
+from stream_sink.state import state_dir_for, validate_sink_id
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Runtime:
+    job_id: str
+    table: DeltaTable
+    committer: FilesCommitter
+
+
+class DeltaSink:
+    """Exactly-once Delta Lake sink for ``writeStream.foreachBatch``.
+
+    Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
+    The table is created from the first batch's schema (with ``partition_by``) when
+    ``path`` holds none. CDC modes need ``equality_fields`` and ``order_by``; changelog
+    mode needs ``row_kind_column`` (``+I/-U/+U/-D``).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        mode: str = "append",
+        partition_by: Sequence[str] | None = None,
+        equality_fields: Sequence[str] | None = None,
+        row_kind_column: str | None = None,
+        order_by: Sequence[str] | str | None = None,
+        checkpoint_location: str | None = None,
+        state_dir: str = "state",
+        sink_id: str | None = None,
+        configuration: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+        self.path = resolve_location(path)
+        self.mode = mode
+        self.partition_by = tuple(partition_by or ())
+        self.keys = tuple(equality_fields or ())
+        self.row_kind_column = row_kind_column
+        self.order_by = (order_by,) if isinstance(order_by, str) else tuple(order_by or ())
+        self.sink_id = validate_sink_id(sink_id or os.path.basename(self.path))
+        root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{self.sink_id}")
+        self.checkpoint_location = root
+        self.spark_checkpoint_location = to_spark_uri(f"{root}/{SPARK_CHECKPOINT_DIR}")
+        self.state_dir = state_dir_for(resolve_location(state_dir), self.sink_id)
+        self.configuration = dict(configuration or {})
+        self._check_cdc()
+        self._runtime: _Runtime | None = None
+
+    def _check_cdc(self) -> None:
+        where = f"DeltaSink {self.sink_id}"
+        if self.mode in CDC_MODES:
+            if not self.keys:
+                raise InvalidOptionError(f"{where}: mode={self.mode!r} needs equality_fields=")
+            if not self.order_by:
+                raise InvalidOptionError(f"{where}: mode={self.mode!r} needs order_by= (the "
+                                         "column(s) giving source order)")  # fmt: skip
+            if self.mode == "changelog" and not self.row_kind_column:
+                raise InvalidOptionError(f"{where}: mode='changelog' needs row_kind_column=")
+        elif self.row_kind_column:
+            raise InvalidOptionError(f"{where}: row_kind_column= only applies to CDC modes")
+
+    # --- foreachBatch ---------------------------------------------------------------------
+
+    def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
+        try:
+            runtime = self._open(df)
+            result = self._write(df, runtime.table.refresh(), batch_id)
+            failpoint(AFTER_DATA_FILES)
+            committer = runtime.committer
+            if committer.process(batch_id, result):
+                committer.snapshot_state(batch_id)
+                committer.complete_checkpoint(batch_id)
+                committer.notify_checkpoint_complete(batch_id)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            try:
+                runtime.committer.close()
+            except Exception as e:  # must not hide the original error
+                log.warning("DeltaSink %s: closing the state failed: %s", self.sink_id, e)
+
+    # --- steps ------------------------------------------------------------------------------
+
+    def _open(self, df: DataFrame) -> _Runtime:
+        spark_io = query.io_for(self.spark_checkpoint_location)
+        job_id = query.read_query_id(self.spark_checkpoint_location, spark_io)
+        if self._runtime is not None and self._runtime.job_id == job_id:
+            return self._runtime
+        self.close()
+        table = self._table(df)
+        committer = FilesCommitter(
+            DeltaTarget(table),
+            StateDirectory(self.state_dir),
+            CheckpointStorage(self.checkpoint_location, self.sink_id),
+            job_id=job_id,
+            operator_id=self.sink_id,
+            mode="overwrite" if self.mode == "overwrite" else "append",
+        )
+        try:
+            acked = query.acknowledged_batch_ids(self.spark_checkpoint_location, spark_io)
+            committer.restore(acknowledged_batch_ids=acked)
+        except BaseException:
+            committer.close()
+            raise
+        self._runtime = _Runtime(job_id, table, committer)
+        return self._runtime
+
+    def _table(self, df: DataFrame) -> DeltaTable:
+        if DeltaTable.is_delta_table(self.path):
+            return DeltaTable.load(self.path)
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(df.schema)
+        drop = [self.row_kind_column] if self.row_kind_column else []
+        schema = pa.schema([f for f in schema if f.name not in drop])
+        return DeltaTable.create(self.path, schema, partition_by=self.partition_by,
+                                 configuration=self.configuration, exist_ok=True)  # fmt: skip
+
+    def _write(self, df: DataFrame, table: DeltaTable, batch_id: int) -> DeltaBatch:
+        shape = TableShape.of(table.snapshot)
+        try:
+            if self.mode in CDC_MODES:
+                return self._merge(df, table, shape)
+            data = df.select(*table.schema.names)
+            return _collect(data.mapInArrow(DeltaAppendTask(shape), RESULT_DDL))
+        except Exception as e:
+            reraise_stream_sink_error(e)
+            raise
+
+    def _merge(self, df: DataFrame, table: DeltaTable, shape: TableShape) -> DeltaBatch:
+        """Copy-on-write MERGE of the batch's changes (see module docstring)."""
+        from pyspark.sql import functions as F
+
+        missing = [c for c in (*self.keys, *self.order_by) if c not in df.columns]
+        if missing:
+            raise MissingColumnError(f"DeltaSink {self.sink_id}: the batch lacks {missing}")
+        if self.mode == "upsert" and self.row_kind_column:
+            df = df.where(F.col(self.row_kind_column) != "-U")
+        touched = _to_arrow(df.select(*self.keys).distinct())
+        touched = pa.Table.from_arrays(
+            [touched.column(k).cast(table.schema.field(k).type) for k in self.keys],
+            names=list(self.keys),
+        )
+        files = touched_files(table.snapshot, touched)
+        spark = df.sparkSession
+        parts: list[DeltaBatch] = []
+        if files:
+            rows = [(json.dumps(a.to_json()),) for a in files]
+            todo = spark.createDataFrame(rows, f"{PATH_COLUMN} string").repartition(
+                min(len(rows), spark.sparkContext.defaultParallelism))
+            task = DeltaRewriteTask(shape, self.keys, touched, int(time.time() * 1000))
+            parts.append(_collect(todo.mapInArrow(task, RESULT_DDL)))
+        cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
+        changes = (df.select(*cols, *[c for c in self.order_by if c not in cols])
+                   .repartition(*self.keys).sortWithinPartitions(*self.keys, *self.order_by))
+        insert = DeltaInsertTask(shape, self.keys, "changelog" if self.mode == "changelog"
+                                 else "upsert", self.row_kind_column, self.order_by)  # fmt: skip
+        parts.append(_collect(changes.mapInArrow(insert, RESULT_DDL)))
+        return DeltaBatch.merge(parts)
+
+
+def _collect(df: Any) -> DeltaBatch:
+    return merge_batches([bytes(r[RESULT_COLUMN]) for r in df.collect()])
+
+
+def _to_arrow(df: Any) -> pa.Table:
+    if hasattr(df, "toArrow"):
+        return df.toArrow()  # type: ignore[no-any-return]
+    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)

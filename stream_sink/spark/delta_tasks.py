@@ -1,0 +1,163 @@
+"""What each Spark task of a Delta micro-batch runs (``mapInArrow`` functions).
+
+Every task yields exactly one row: the serialized :class:`DeltaBatch` of the files it
+wrote (file metadata only). A failure deletes the files the task wrote before it
+propagates; a retried attempt writes new, uniquely named files.
+
+- :class:`DeltaAppendTask`: the rows as data files (append and overwrite).
+- :class:`DeltaRewriteTask`: copy-on-write of the touched files it is given: each is
+  read, the batch's touched keys anti-joined away, the rest rewritten; the file removed.
+- :class:`DeltaInsertTask`: the batch's net changes of the keys hashed to this task
+  (all changes of one key reach one task, sorted by key and order) as new data files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from stream_sink.delta.actions import AddFile, parse_action
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.merge import MergeMode, net_changes
+from stream_sink.delta.paths import absolute_location
+from stream_sink.delta.scan import read_file
+from stream_sink.delta.schema import schema_to_arrow
+from stream_sink.delta.snapshot import DeltaSnapshot
+from stream_sink.delta.writer import write_data_files
+from stream_sink.io.fileio import FileIO
+
+from .executor import RESULT_SCHEMA
+
+PATH_COLUMN = "add"
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """The parts of a table a task needs (picklable, small)."""
+
+    location: str
+    schema_string: str
+    partition_columns: tuple[str, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return schema_to_arrow(self.schema_string)
+
+    @staticmethod
+    def of(snapshot: DeltaSnapshot) -> TableShape:
+        return TableShape(snapshot.location, snapshot.metadata.schema_string,
+                           snapshot.partition_columns)  # fmt: skip
+
+
+def _result(batch: DeltaBatch) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([batch.to_bytes()], pa.binary())],
+                                      schema=RESULT_SCHEMA)  # fmt: skip
+
+
+def _abort(io: FileIO, location: str, adds: Iterable[AddFile]) -> None:
+    for a in adds:
+        with contextlib.suppress(Exception):  # the task fails anyway; an orphan is harmless
+            io.delete(absolute_location(location, a.path))
+
+
+def _table_of(batches: Iterator[pa.RecordBatch], schema: pa.Schema | None = None) -> pa.Table:
+    parts = [b for b in batches if b.num_rows]
+    if not parts:
+        return pa.table({}) if schema is None else schema.empty_table()
+    return pa.Table.from_batches(parts)
+
+
+@dataclass(frozen=True)
+class DeltaAppendTask:
+    table: TableShape
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        io = FileIO.for_location(self.table.location)
+        adds: list[AddFile] = []
+        try:
+            data = _table_of(batches)
+            if data.num_rows:
+                adds = write_data_files(self.table.location, data, self.table.schema,
+                                        self.table.partition_columns, io=io)  # fmt: skip
+        except BaseException:
+            _abort(io, self.table.location, adds)
+            raise
+        yield _result(DeltaBatch(tuple(adds)))
+
+
+@dataclass(frozen=True)
+class DeltaRewriteTask:
+    """Rows: one ``add`` column of AddFile JSON per touched file."""
+
+    table: TableShape
+    keys: tuple[str, ...]
+    touched: pa.Table
+    timestamp_ms: int
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        io = FileIO.for_location(self.table.location)
+        written: list[AddFile] = []
+        removes = []
+        schema = self.table.schema
+        snapshot = _shape_only(self.table)
+        try:
+            for batch in batches:
+                for raw in batch.column(PATH_COLUMN).to_pylist():
+                    add = parse_action({"add": json.loads(raw)}, where="a touched file")
+                    assert isinstance(add, AddFile)
+                    rows = read_file(snapshot, io, add, schema)
+                    kept = rows.join(self.touched, keys=list(self.keys), join_type="left anti",
+                                     use_threads=False)  # fmt: skip
+                    if kept.num_rows == rows.num_rows:
+                        continue
+                    removes.append(add.remove(self.timestamp_ms))
+                    written.extend(
+                        write_data_files(self.table.location, kept, schema,
+                                         self.table.partition_columns, io=io)
+                    )  # fmt: skip
+        except BaseException:
+            _abort(io, self.table.location, written)
+            raise
+        yield _result(DeltaBatch(tuple(written), tuple(removes)))
+
+
+@dataclass(frozen=True)
+class DeltaInsertTask:
+    table: TableShape
+    keys: tuple[str, ...]
+    mode: MergeMode
+    row_kind_column: str | None
+    order_by: tuple[str, ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        io = FileIO.for_location(self.table.location)
+        adds: list[AddFile] = []
+        try:
+            changes = _table_of(batches)
+            if changes.num_rows:
+                final, _ = net_changes(changes, self.keys, self.mode, self.row_kind_column,
+                                       self.order_by)  # fmt: skip
+                schema = self.table.schema
+                final = final.select([n for n in final.column_names if n in schema.names])
+                adds = write_data_files(self.table.location, final, schema,
+                                        self.table.partition_columns, io=io)  # fmt: skip
+        except BaseException:
+            _abort(io, self.table.location, adds)
+            raise
+        yield _result(DeltaBatch(tuple(adds)))
+
+
+def _shape_only(table: TableShape) -> DeltaSnapshot:
+    """A snapshot carrying only what :func:`read_file` needs (location, schema, partitions)."""
+    from stream_sink.delta.actions import Metadata, Protocol
+
+    meta = Metadata("", table.schema_string, table.partition_columns)
+    return DeltaSnapshot(table.location, -1, Protocol(1, 2), meta, {}, {}, {})
+
+
+def merge_batches(serialized: Sequence[bytes]) -> DeltaBatch:
+    return DeltaBatch.merge(DeltaBatch.from_bytes(raw) for raw in serialized)
