@@ -16,11 +16,12 @@ statement: an Arrow table for a query (``SELECT``/``WITH``), None otherwise.
 Query columns become Parquet columns: alias computed ones (``... AS b``).
 
 The fixtures skip the test when the launcher (``../shared/tools/java-iceberg``
-beside the repository) or bash is missing.
+beside the repository, or ``$STREAM_SINK_JAVA_ICEBERG``) or bash is missing.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -32,8 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-JAVA_ICEBERG = (
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "tools" / "java-iceberg"
+JAVA_ICEBERG = Path(
+    os.environ.get("STREAM_SINK_JAVA_ICEBERG")
+    or Path(__file__).resolve().parents[2]
+    / ".."
+    / "shared"
+    / "tools"
+    / "java-iceberg"
     / "java-iceberg"
 )
 JAVA_TIMEOUT_S = 900
@@ -49,7 +55,9 @@ def java_available() -> bool:
 
 def _run(args: list[str]) -> str:
     proc = subprocess.run(
-        ["bash", str(JAVA_ICEBERG), *args], capture_output=True, text=True,
+        ["bash", str(JAVA_ICEBERG), *args],
+        capture_output=True,
+        text=True,
         timeout=JAVA_TIMEOUT_S,
     )
     if proc.returncode != 0:
