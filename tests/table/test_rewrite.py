@@ -188,3 +188,20 @@ def _position_delete(table: Table, path: str, pos: int):  # type: ignore[no-unty
         lower_bounds={2147483546: raw},
         upper_bounds={2147483546: raw},
     )
+
+
+def test_corrupt_manifest_met_by_a_rewrite_is_named_and_changes_nothing(table: Table) -> None:
+    from stream_sink.exceptions import CorruptMetadataError
+
+    table.append(rows((1, "a")))
+    table.append(rows((2, "b")))
+    plan = plan_compaction(table)
+    head = table.current_snapshot()
+    assert head is not None
+    manifest = read_manifest_list(table.io, head.manifest_list)[0].manifest_path
+    Path(manifest).write_bytes(b"Obj\x01garbage")
+    before = metadata_listing(table)
+    with pytest.raises(CorruptMetadataError, match=os.path.basename(manifest)):
+        commit_compaction(table, plan, use_starting_sequence_number=True)
+    assert metadata_listing(table) == before
+    assert table.refresh().current_snapshot() == head
