@@ -8,7 +8,7 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.table.catalog import Catalog, HadoopCatalog, SqlCatalog, TableFactory
 
 if TYPE_CHECKING:
-    from stream_sink.tables import Table
+    from stream_sink.tables import IcebergTable
 
 CATALOG_TYPES = ("hadoop", "sql")
 
@@ -19,9 +19,9 @@ def load_catalog(
     type: str = "hadoop",
     warehouse: str | None = None,
     uri: str | None = None,
-    table_factory: TableFactory[Table] | None = None,
+    table_factory: TableFactory[IcebergTable] | None = None,
     **properties: Any,
-) -> Catalog[Table]:
+) -> Catalog[IcebergTable]:
     """Open catalog ``name``.
 
     ``type="hadoop"``: tables under the ``warehouse`` directory (local filesystem),
@@ -34,7 +34,7 @@ def load_catalog(
     """
     props = {str(k): str(v) for k, v in properties.items()}
     if table_factory is None:
-        from stream_sink.tables import Table as table_factory  # append/scan on loaded tables
+        from stream_sink.tables import IcebergTable as table_factory  # append/scan on loaded tables
     kind = type.strip().lower()
     if kind == "hadoop":
         if uri is not None:

@@ -1,6 +1,7 @@
-"""The table users get from ``stream_sink.load_catalog(...).load_table(...)``.
+"""``IcebergTable``: the table users get from ``stream_sink.load_catalog(...).load_table(...)``.
 
-It adds writing and reading to the table-format handle:
+It adds writing and reading of Arrow data to the format-level handle
+(:class:`stream_sink.table.table.Table`: metadata, catalog, commit operations):
 ``append`` writes Parquet through the same task writers the streaming sink runs on
 executors (partitioned tables through the fanout writer) and commits one snapshot;
 ``upsert`` writes through the sink's delta writers in upsert mode (equality deletes
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from stream_sink.exceptions import CommitStateUnknownError, ValidationError
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
-from stream_sink.table.table import Table as _FormatTable
+from stream_sink.table.table import Table
 from stream_sink.write.commit import commit_write_result
 from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
 from stream_sink.write.task_writers import TaskWriterFactory
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
 
 
-class Table(_FormatTable):
+class IcebergTable(Table):
+    """A format-level Iceberg table handle with Arrow ``append`` and ``scan``."""
+
     def append(
         self,
         data: ArrowData,

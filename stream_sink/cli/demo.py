@@ -36,7 +36,7 @@ from stream_sink.demo.job import (
 from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.snapshots import Snapshot
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 WATERMARK = "stream-sink.max-committed-checkpoint-id"
 POLL_SECONDS = 0.5
@@ -103,7 +103,7 @@ def run_demo(
         say(f"the streaming job failed; see {_log_path(cfg, 2 if kill_after else 1)}")
         return 1
     table = catalog.load_table(TABLE)
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     print(_summary(table), file=out)
     return _verify(table, stream, say)
 
@@ -151,7 +151,7 @@ def _watermark(snapshots: list[Snapshot]) -> int:
     return max(marks, default=-1)
 
 
-def _summary(table: Table) -> str:
+def _summary(table: IcebergTable) -> str:
     rows = []
     for snap in table.snapshots():
         s = snap.summary
@@ -178,7 +178,7 @@ def _summary(table: Table) -> str:
     return f"\nSnapshots of {table.name}\n{snapshots}\n\nTable {table.name}\n{overview}\n"
 
 
-def _verify(table: Table, stream: ChangeStream, say: _Say) -> int:
+def _verify(table: IcebergTable, stream: ChangeStream, say: _Say) -> int:
     got = table_rows(table.scan().to_arrow())
     expected = list(stream.expected)
     if got == expected:

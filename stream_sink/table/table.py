@@ -1,4 +1,6 @@
-"""A table handle: current metadata plus the catalog that can swap it.
+"""The format-level Iceberg table handle: current metadata plus the catalog that can swap
+it, and the commit operations. No Arrow writing or reading: users get the subclass
+``stream_sink.tables.IcebergTable``, which adds ``append`` and ``scan``.
 
 Invariants:
 - ``metadata`` is the state as of the last load, refresh or own commit; other

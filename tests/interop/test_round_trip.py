@@ -33,7 +33,7 @@ from readers import (
 import stream_sink as ss
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.schema import Schema
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 CATALOG = "round_trip"
 # pyiceberg rebuilds a null list<struct> as an empty list when it reads
@@ -44,7 +44,7 @@ SPLIT = 20  # rows [0, SPLIT) in the first append, the rest in the second
 
 @dataclass(frozen=True)
 class Written:
-    table: Table
+    table: IcebergTable
     schema: Schema
     expected: list[dict[str, Any]]
     appends: int
@@ -55,9 +55,9 @@ class Written:
 
 def _write(
     catalog: Catalog, name: str, schema: Schema, spec: Sequence[Any], chunks: list[pa.Table]
-) -> Table:
+) -> IcebergTable:
     table = catalog.create_table(f"db.{name}", schema, list(spec))
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     for chunk in chunks:
         table.append(chunk)
     return table

@@ -41,7 +41,7 @@ from stream_sink.table.types import (
     TimeType,
     UUIDType,
 )
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 from stream_sink.write.commit import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
@@ -97,7 +97,7 @@ def rows(items: list[dict[str, Any]], kind: str | None = None) -> pa.Table:
     return data.append_column("_row_kind", pa.array([kind] * len(items), pa.string()))
 
 
-def upsert(table: Table, batch: pa.Table) -> None:
+def upsert(table: IcebergTable, batch: pa.Table) -> None:
     """One delta task (upsert by id) committed as one row delta."""
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)
     writer = factory.create(0, 0)
@@ -114,12 +114,12 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
 
 
 @pytest.fixture(scope="module")
-def table(catalog: Catalog) -> Table:
+def table(catalog: Catalog) -> IcebergTable:
     """Snapshot 1: ids 0..59 appended; snapshot 2: an upsert rewriting ids 0..19 (equality
     deletes), deleting 20..24, inserting 60..69 and rewriting 60..64 again in the same task
     (position deletes); snapshot 3: an append of 70..79."""
     t = catalog.create_table("db.wide", schema=SCHEMA, partition_spec=[("bucket", "id", 4)])
-    assert isinstance(t, Table)
+    assert isinstance(t, IcebergTable)
     t.append(rows([row(i) for i in range(60)]))
     batch = pa.concat_tables([
         rows([row(i, 1) for i in range(20)], "+U"),
@@ -151,7 +151,7 @@ def expected_rows(scan: Any) -> list[dict[str, Any]]:
 
 
 def test_table_with_position_and_equality_deletes_reads_as_local_scan(
-    spark: Any, table: Table
+    spark: Any, table: IcebergTable
 ) -> None:
     kinds = {f.content for f in _delete_files(table)}
     assert kinds == {DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES}
@@ -164,7 +164,7 @@ def test_table_with_position_and_equality_deletes_reads_as_local_scan(
     assert {r["name"] for r in got if r["id"] in (0, 61, 68)} == {"n0-v1", "n61-v2", "n68-v1"}
 
 
-def test_spark_schema_maps_every_iceberg_type(spark: Any, table: Table) -> None:
+def test_spark_schema_maps_every_iceberg_type(spark: Any, table: IcebergTable) -> None:
     from pyspark.sql import types as st
 
     schema = read_table(spark, table).schema
@@ -184,7 +184,7 @@ def test_spark_schema_maps_every_iceberg_type(spark: Any, table: Table) -> None:
     assert by_name["attrs"].dataType == st.MapType(st.StringType(), st.LongType(), True)
 
 
-def test_time_columns_read_as_spark_time_when_enabled(spark: Any, table: Table) -> None:
+def test_time_columns_read_as_spark_time_when_enabled(spark: Any, table: IcebergTable) -> None:
     from pyspark.sql import types as st
 
     spark.conf.set("spark.sql.timeType.enabled", "true")
@@ -197,7 +197,7 @@ def test_time_columns_read_as_spark_time_when_enabled(spark: Any, table: Table) 
     assert got == [{"id": i, "at": row(i)["at"]} for i in range(3)]
 
 
-def test_time_travel_reads_each_snapshot(spark: Any, table: Table) -> None:
+def test_time_travel_reads_each_snapshot(spark: Any, table: IcebergTable) -> None:
     first, second, _ = table.snapshots()
     for snap in (first, second):
         got = spark_rows(read_table(spark, table, snapshot_id=snap.snapshot_id))
@@ -205,7 +205,7 @@ def test_time_travel_reads_each_snapshot(spark: Any, table: Table) -> None:
     assert len(spark_rows(read_table(spark, table, snapshot_id=first.snapshot_id))) == 60
 
 
-def test_incremental_append_scan_reads_through_spark(spark: Any, table: Table) -> None:
+def test_incremental_append_scan_reads_through_spark(spark: Any, table: IcebergTable) -> None:
     _, second, third = table.snapshots()
     scan = IncrementalAppendScan(table, second.snapshot_id, third.snapshot_id)
     got = spark_rows(read_scan(spark, scan))
@@ -213,7 +213,7 @@ def test_incremental_append_scan_reads_through_spark(spark: Any, table: Table) -
     assert [r["id"] for r in got] == list(range(70, 80))
 
 
-def test_projection_and_filter(spark: Any, table: Table) -> None:
+def test_projection_and_filter(spark: Any, table: IcebergTable) -> None:
     where = "id >= 10 and id < 65 and name is not null"
     df = read_table(spark, table, columns=["id", "name", "tstz"], row_filter=where)
 
@@ -225,7 +225,7 @@ def test_projection_and_filter(spark: Any, table: Table) -> None:
 
 
 def test_files_are_pruned_on_the_driver_and_read_one_per_partition(
-    spark: Any, table: Table
+    spark: Any, table: IcebergTable
 ) -> None:
     all_files = table.scan().plan_files()
     point = table.scan(row_filter="id = 61").plan_files()
@@ -237,7 +237,7 @@ def test_files_are_pruned_on_the_driver_and_read_one_per_partition(
     assert [r["id"] for r in spark_rows(df)] == [61]
 
 
-def test_tasks_spread_over_spark_partitions(spark: Any, table: Table) -> None:
+def test_tasks_spread_over_spark_partitions(spark: Any, table: IcebergTable) -> None:
     from pyspark.sql.functions import spark_partition_id
 
     df = read_table(spark, table)
@@ -248,10 +248,10 @@ def test_tasks_spread_over_spark_partitions(spark: Any, table: Table) -> None:
 
 
 def test_empty_table_and_empty_result_keep_the_schema(
-    spark: Any, catalog: Catalog, table: Table
+    spark: Any, catalog: Catalog, table: IcebergTable
 ) -> None:
     empty = catalog.create_table("db.empty", schema=SCHEMA, partition_spec=[("bucket", "id", 4)])
-    assert isinstance(empty, Table)
+    assert isinstance(empty, IcebergTable)
     df = read_table(spark, empty)
     assert df.count() == 0
     assert df.schema == read_table(spark, table).schema
@@ -262,7 +262,7 @@ def test_empty_table_and_empty_result_keep_the_schema(
     assert nothing.schema == df.schema
 
 
-def test_bad_input_raises_on_the_driver(spark: Any, table: Table) -> None:
+def test_bad_input_raises_on_the_driver(spark: Any, table: IcebergTable) -> None:
     with pytest.raises(NoSuchSnapshotError, match=r"db\.wide has no snapshot 12345"):
         read_table(spark, table, snapshot_id=12345)
     with pytest.raises(ValidationError, match="nope"):
@@ -273,7 +273,7 @@ def test_missing_data_file_fails_the_read_naming_the_file(
     spark: Any, catalog: Catalog, tmp_path: Path
 ) -> None:
     t = catalog.create_table("db.lost", schema=SCHEMA)
-    assert isinstance(t, Table)
+    assert isinstance(t, IcebergTable)
     t.append(rows([row(i) for i in range(3)]))
     (task,) = t.scan().plan_files()
     os.remove(t.io.path_of(task.file_path))
@@ -286,5 +286,5 @@ def test_missing_data_file_fails_the_read_naming_the_file(
     assert task.file_path in str(found) and "db.lost" in str(found)
 
 
-def _delete_files(table: Table) -> list[Any]:
+def _delete_files(table: IcebergTable) -> list[Any]:
     return [d for task in table.scan().plan_files() for d in task.delete_files]

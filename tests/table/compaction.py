@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from stream_sink.table.manifest import DataFile, read_manifest, read_manifest_list
 from stream_sink.table.snapshots import Snapshot
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 from stream_sink.write.task_writers import TaskWriterFactory
 
 
@@ -25,7 +25,7 @@ class Planned:
     new_files: tuple[DataFile, ...]
 
 
-def live_files(table: Table, snapshot: Snapshot) -> list[DataFile]:
+def live_files(table: IcebergTable, snapshot: Snapshot) -> list[DataFile]:
     meta = table.metadata
     out = []
     for m in read_manifest_list(table.io, snapshot.manifest_list):
@@ -34,7 +34,7 @@ def live_files(table: Table, snapshot: Snapshot) -> list[DataFile]:
     return out
 
 
-def plan_compaction(table: Table) -> Planned:
+def plan_compaction(table: IcebergTable) -> Planned:
     """Rewrite all live rows of the current snapshot into new files (not committed)."""
     snap = table.refresh().current_snapshot()
     assert snap is not None
@@ -51,7 +51,9 @@ def plan_compaction(table: Table) -> Planned:
     )
 
 
-def commit_compaction(table: Table, plan: Planned, use_starting_sequence_number: bool) -> Snapshot:
+def commit_compaction(
+    table: IcebergTable, plan: Planned, use_starting_sequence_number: bool
+) -> Snapshot:
     """Commit ``plan`` as a rewrite validated from the planned snapshot."""
     rewrite = (
         table.new_rewrite()

@@ -17,7 +17,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CorruptMetadataError, ValidationError
 from stream_sink.table.manifest import ManifestContent, read_manifest, read_manifest_list
 from stream_sink.table.snapshots import SnapshotRef
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 FAR_FUTURE = int(time.time() * 1000) + 10**9
@@ -28,18 +28,18 @@ def rows(*ids: int, tag: str = "v") -> pa.Table:
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Table:
+def table(tmp_path: Path) -> IcebergTable:
     catalog = load_catalog("ex", type="hadoop", warehouse=str(tmp_path / "wh"))
     catalog.create_namespace("db")
     return catalog.create_table("db.t", ARROW, identifier_fields=["id"])
 
 
-def read(table: Table, snapshot_id: int | None = None) -> list[tuple[int, str]]:
+def read(table: IcebergTable, snapshot_id: int | None = None) -> list[tuple[int, str]]:
     t = table.refresh().scan(snapshot_id=snapshot_id).to_arrow()
     return sorted(zip(t["id"].to_pylist(), t["data"].to_pylist(), strict=True))
 
 
-def referenced(table: Table) -> set[str]:
+def referenced(table: IcebergTable) -> set[str]:
     """Every file a snapshot of the table needs: lists, manifests, live files."""
     out: set[str] = set()
     for snap in table.refresh().snapshots():
@@ -50,7 +50,7 @@ def referenced(table: Table) -> set[str]:
     return out
 
 
-def set_ref(table: Table, name: str, ref: SnapshotRef) -> None:
+def set_ref(table: IcebergTable, name: str, ref: SnapshotRef) -> None:
     meta = table.refresh().metadata.with_ref(name, ref)
     table.catalog.commit_metadata(
         table.identifier, table.metadata_location, meta, base_metadata=table.metadata
@@ -58,7 +58,9 @@ def set_ref(table: Table, name: str, ref: SnapshotRef) -> None:
     table.refresh()
 
 
-def test_retain_last_keeps_the_newest_and_deletes_only_unreferenced_files(table: Table) -> None:
+def test_retain_last_keeps_the_newest_and_deletes_only_unreferenced_files(
+    table: IcebergTable,
+) -> None:
     for i in range(5):
         table.append(rows(i))
     newest = [s.snapshot_id for s in table.snapshots()[3:]]
@@ -74,7 +76,7 @@ def test_retain_last_keeps_the_newest_and_deletes_only_unreferenced_files(table:
     assert len(table.metadata.snapshot_log) == 2
 
 
-def test_files_of_compacted_away_snapshots_are_deleted_by_kind(table: Table) -> None:
+def test_files_of_compacted_away_snapshots_are_deleted_by_kind(table: IcebergTable) -> None:
     table.append(rows(1, 2))
     table.upsert(rows(2, 3, tag="w"))
     plan = plan_compaction(table)
@@ -92,7 +94,7 @@ def test_files_of_compacted_away_snapshots_are_deleted_by_kind(table: Table) -> 
     assert read(table) == [(1, "v1"), (2, "w2"), (3, "w3")]
 
 
-def test_age_limit_keeps_snapshots_newer_than_the_cut_off(table: Table) -> None:
+def test_age_limit_keeps_snapshots_newer_than_the_cut_off(table: IcebergTable) -> None:
     table.append(rows(1))
     table.append(rows(2))
     time.sleep(0.02)
@@ -107,7 +109,7 @@ def test_age_limit_keeps_snapshots_newer_than_the_cut_off(table: Table) -> None:
     assert table.new_expire_snapshots().commit().snapshots_expired == 0
 
 
-def test_refs_keep_their_snapshots_and_their_own_limits(table: Table) -> None:
+def test_refs_keep_their_snapshots_and_their_own_limits(table: IcebergTable) -> None:
     for i in range(3):
         table.append(rows(i))
     old = table.snapshots()[0]
@@ -130,7 +132,7 @@ def test_refs_keep_their_snapshots_and_their_own_limits(table: Table) -> None:
     assert all(os.path.exists(p) for p in referenced(table))
 
 
-def test_main_head_is_kept_however_old_and_ref_heads_cannot_be_expired(table: Table) -> None:
+def test_main_head_is_kept_however_old_and_ref_heads_cannot_be_expired(table: IcebergTable) -> None:
     table.append(rows(1))
     head = table.current_snapshot()
     assert head is not None
@@ -148,7 +150,7 @@ def test_gc_disabled_refuses_expiry(tmp_path: Path) -> None:
         t.new_expire_snapshots()
 
 
-def test_corrupt_retained_manifest_stops_expiry_before_any_change(table: Table) -> None:
+def test_corrupt_retained_manifest_stops_expiry_before_any_change(table: IcebergTable) -> None:
     table.append(rows(1))
     table.append(rows(2))
     head = table.current_snapshot()
@@ -161,7 +163,7 @@ def test_corrupt_retained_manifest_stops_expiry_before_any_change(table: Table) 
     assert table.refresh().metadata_location == location
 
 
-def test_random_histories_never_lose_a_referenced_file(table: Table) -> None:
+def test_random_histories_never_lose_a_referenced_file(table: IcebergTable) -> None:
     rng = random.Random(7)
     model: dict[int, str] = {}
     for step in range(14):
@@ -188,7 +190,7 @@ def test_random_histories_never_lose_a_referenced_file(table: Table) -> None:
             read(table, snap.snapshot_id)  # every retained snapshot stays readable
 
 
-def test_rewrite_manifests_clusters_and_keeps_entries(table: Table) -> None:
+def test_rewrite_manifests_clusters_and_keeps_entries(table: IcebergTable) -> None:
     props = {"commit.manifest-merge.enabled": "false"}
     meta = table.metadata.with_properties(props)
     table.catalog.commit_metadata(table.identifier, table.metadata_location, meta)

@@ -15,7 +15,7 @@ from compaction import commit_compaction, live_files, plan_compaction
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CommitValidationError, ValidationError
 from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 from stream_sink.write.task_writers import TaskWriterFactory
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
@@ -26,22 +26,22 @@ def rows(*pairs: tuple[int, str]) -> pa.Table:
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Table:
+def table(tmp_path: Path) -> IcebergTable:
     catalog = load_catalog("rw", type="hadoop", warehouse=str(tmp_path / "wh"))
     catalog.create_namespace("db")
     return catalog.create_table("db.t", ARROW, identifier_fields=["id"])
 
 
-def read(table: Table) -> list[tuple[int, str]]:
+def read(table: IcebergTable) -> list[tuple[int, str]]:
     t = table.refresh().scan().to_arrow()
     return sorted(zip(t["id"].to_pylist(), t["data"].to_pylist(), strict=True))
 
 
-def metadata_listing(table: Table) -> set[str]:
+def metadata_listing(table: IcebergTable) -> set[str]:
     return set(os.listdir(table.metadata_dir))
 
 
-def data_sequence_numbers(table: Table) -> dict[str, int | None]:
+def data_sequence_numbers(table: IcebergTable) -> dict[str, int | None]:
     snap = table.refresh().current_snapshot()
     assert snap is not None
     out = {}
@@ -53,7 +53,7 @@ def data_sequence_numbers(table: Table) -> dict[str, int | None]:
 
 
 def test_rewrite_replaces_files_keeps_rows_and_takes_the_starting_sequence_number(
-    table: Table,
+    table: IcebergTable,
 ) -> None:
     table.append(rows((1, "a"), (2, "b")))
     table.upsert(rows((2, "B"), (3, "c")))
@@ -71,7 +71,7 @@ def test_rewrite_replaces_files_keeps_rows_and_takes_the_starting_sequence_numbe
     assert snap.summary["removed-delete-files"] == str(len(plan.delete_files))
 
 
-def test_rewrite_without_starting_sequence_number_gets_the_new_one(table: Table) -> None:
+def test_rewrite_without_starting_sequence_number_gets_the_new_one(table: IcebergTable) -> None:
     table.append(rows((1, "a")))
     table.append(rows((2, "b")))
     plan = plan_compaction(table)
@@ -80,7 +80,7 @@ def test_rewrite_without_starting_sequence_number_gets_the_new_one(table: Table)
     assert read(table) == [(1, "a"), (2, "b")]
 
 
-def test_second_identical_rewrite_is_refused_and_leaves_no_metadata(table: Table) -> None:
+def test_second_identical_rewrite_is_refused_and_leaves_no_metadata(table: IcebergTable) -> None:
     table.append(rows((1, "a")))
     table.append(rows((2, "b")))
     first, second = plan_compaction(table), plan_compaction(table)
@@ -96,7 +96,7 @@ def test_second_identical_rewrite_is_refused_and_leaves_no_metadata(table: Table
 
 
 def test_new_position_delete_conflicts_even_with_the_starting_sequence_number(
-    table: Table,
+    table: IcebergTable,
 ) -> None:
     table.append(rows((1, "a"), (2, "b")))
     plan = plan_compaction(table)
@@ -112,7 +112,7 @@ def test_new_position_delete_conflicts_even_with_the_starting_sequence_number(
 
 
 def test_equality_delete_outside_the_replaced_files_bounds_does_not_conflict(
-    table: Table,
+    table: IcebergTable,
 ) -> None:
     table.append(rows((1, "a"), (2, "b")))
     plan = plan_compaction(table)
@@ -121,7 +121,7 @@ def test_equality_delete_outside_the_replaced_files_bounds_does_not_conflict(
     assert read(table) == [(1, "a"), (2, "b"), (9, "z")]
 
 
-def test_rewrite_arguments_are_checked(table: Table) -> None:
+def test_rewrite_arguments_are_checked(table: IcebergTable) -> None:
     table.append(rows((1, "a")))
     plan = plan_compaction(table)
     with pytest.raises(ValidationError, match="must remove"):
@@ -156,7 +156,7 @@ def test_files_of_an_older_partition_spec_keep_their_spec(tmp_path: Path) -> Non
     assert read(t) == [(1, "a"), (2, "b"), (3, "c")]
 
 
-def _position_delete(table: Table, path: str, pos: int):  # type: ignore[no-untyped-def]
+def _position_delete(table: IcebergTable, path: str, pos: int):  # type: ignore[no-untyped-def]
     import pyarrow.parquet as pq
 
     from stream_sink.table.manifest import DataFile, FileFormat

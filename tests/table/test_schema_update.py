@@ -20,7 +20,7 @@ from stream_sink.table.types import (
     StringType,
     StructType,
 )
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 from tests.readers import duckdb_rows, pyiceberg_rows
 
 
@@ -36,7 +36,7 @@ def base_schema() -> pa.Schema:
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Table:
+def table(tmp_path: Path) -> IcebergTable:
     catalog = load_catalog("t", type="hadoop", warehouse=str(tmp_path / "wh"))
     catalog.create_namespace("db")
     t = catalog.create_table("db.t", schema=base_schema(), identifier_fields=["id"])
@@ -48,7 +48,7 @@ def table(tmp_path: Path) -> Table:
     return t
 
 
-def test_evolution_reads_old_rows_with_the_new_schema(table: Table) -> None:
+def test_evolution_reads_old_rows_with_the_new_schema(table: IcebergTable) -> None:
     before = table.schema()
     with table.update_schema() as u:
         u.add_column("note", "string")
@@ -86,7 +86,7 @@ def test_evolution_reads_old_rows_with_the_new_schema(table: Table) -> None:
         assert got[0]["address"]["city"] == "Oslo"
 
 
-def test_union_by_name_adds_and_widens_and_is_idempotent(table: Table) -> None:
+def test_union_by_name_adds_and_widens_and_is_idempotent(table: IcebergTable) -> None:
     data = pa.schema([
         pa.field("id", pa.int64()), pa.field("n", pa.int64()), pa.field("extra", pa.int32()),
         pa.field("addr", pa.struct([pa.field("city", pa.string()),
@@ -121,7 +121,7 @@ def test_union_by_name_adds_and_widens_and_is_idempotent(table: Table) -> None:
     ],
 )
 def test_incompatible_changes_are_refused_naming_the_column(
-    table: Table, change: object, words: list[str]
+    table: IcebergTable, change: object, words: list[str]
 ) -> None:
     location = table.metadata_location
     with pytest.raises(IncompatibleSchemaChangeError) as err, table.update_schema() as u:
@@ -131,7 +131,7 @@ def test_incompatible_changes_are_refused_naming_the_column(
     assert table.refresh().metadata_location == location
 
 
-def test_bad_paths_and_names(table: Table) -> None:
+def test_bad_paths_and_names(table: IcebergTable) -> None:
     u = table.update_schema()
     with pytest.raises(ValidationError, match="already exists"):
         u.add_column("n", "long")
@@ -143,7 +143,7 @@ def test_bad_paths_and_names(table: Table) -> None:
         u.move_before("addr.city", "n")
 
 
-def test_a_change_is_reapplied_after_a_concurrent_schema_change(table: Table) -> None:
+def test_a_change_is_reapplied_after_a_concurrent_schema_change(table: IcebergTable) -> None:
     stale = table.update_schema()
     stale.add_column("b", "string")
     other = table.catalog.load_table("db.t")
@@ -156,7 +156,7 @@ def test_a_change_is_reapplied_after_a_concurrent_schema_change(table: Table) ->
     assert [x.schema_id for x in table.metadata.schemas] == [0, 1, 2]
 
 
-def test_added_nested_field_types_get_fresh_ids(table: Table) -> None:
+def test_added_nested_field_types_get_fresh_ids(table: IcebergTable) -> None:
     last = table.metadata.last_column_id
     nested = StructType(NestedField(1, "a", IntegerType()), NestedField(2, "b", StringType()))
     with table.update_schema() as u:
@@ -170,7 +170,7 @@ def test_added_nested_field_types_get_fresh_ids(table: Table) -> None:
     assert table.metadata.last_column_id == last + 5
 
 
-def test_partition_spec_evolution_keeps_old_files_readable(table: Table) -> None:
+def test_partition_spec_evolution_keeps_old_files_readable(table: IcebergTable) -> None:
     with table.update_spec() as u:
         u.add_field("id", "bucket[4]")
     spec = table.spec()

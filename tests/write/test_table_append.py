@@ -15,7 +15,7 @@ from readers import comparable, duckdb_query, duckdb_rows, pyiceberg_rows, pyice
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.catalog import Catalog
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 ARROW = pa.schema(
     [
@@ -63,19 +63,19 @@ def same(got: list[dict[str, Any]], expected: pa.Table) -> None:
     assert comparable(got, "id") == comparable(expected.to_pylist(), "id")
 
 
-def read_back(table: Table, expected: pa.Table) -> None:
+def read_back(table: IcebergTable, expected: pa.Table) -> None:
     same(duckdb_rows(table.metadata_location), expected)
     same(pyiceberg_rows(table.metadata_location), expected)
 
 
 def test_load_catalog_returns_the_appendable_table(catalog: Catalog) -> None:
     catalog.create_table("db.t", ARROW)
-    assert isinstance(catalog.load_table("db.t"), Table)
+    assert isinstance(catalog.load_table("db.t"), IcebergTable)
 
 
 def test_unpartitioned_append_reads_back(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW)
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     table.append(rows(0, 300))
     table.append(rows(300, 200).to_batches())
     read_back(table, pa.concat_tables([rows(0, 300), rows(300, 200)]))
@@ -96,7 +96,7 @@ SPECS = {
 @pytest.mark.parametrize("name", list(SPECS))
 def test_partitioned_append_reads_back(catalog: Catalog, name: str) -> None:
     table = catalog.create_table("db.t", ARROW, partition_spec=SPECS[name])
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     table.append(rows(0, 400))
     table.append(rows(400, 100))
     read_back(table, rows(0, 500))
@@ -106,7 +106,7 @@ def test_nulls_in_partition_columns_get_their_own_partition(catalog: Catalog) ->
     table = catalog.create_table(
         "db.t", ARROW, partition_spec=[("identity", "name"), ("day", "ts")]
     )
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     table.append(rows(0, 300))
     files = pyiceberg_table(table.metadata_location).inspect.files().to_pylist()
     partitions = [tuple(f["partition"].values()) for f in files]
@@ -120,7 +120,7 @@ def test_nulls_in_partition_columns_get_their_own_partition(catalog: Catalog) ->
 
 def test_partition_values_match_each_files_rows(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW, partition_spec=[("bucket", "id", 4), ("day", "ts")])
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     table.append(rows(0, 500))
     theirs = pyiceberg_table(table.metadata_location)
     for task in theirs.scan().plan_files():
@@ -164,7 +164,7 @@ def test_pruning_by_bounds_in_duckdb_and_pyiceberg(catalog: Catalog) -> None:
     """Our bounds let both readers skip the file they exclude, and never a file they need:
     after the far file is deleted, every query that prunes it still returns the right rows."""
     table = catalog.create_table("db.t", ARROW)
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     near = rows(0, 100)
     table.append(near)
     table.append(far_rows())
@@ -185,7 +185,7 @@ def test_pruning_by_bounds_in_duckdb_and_pyiceberg(catalog: Catalog) -> None:
 
 def test_snapshot_properties_and_branch(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW)
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     main = table.append(rows(0, 10), snapshot_properties={"app.batch": "7"})
     assert main.summary["app.batch"] == "7"
     assert main.summary["added-records"] == "10"
@@ -198,7 +198,7 @@ def test_snapshot_properties_and_branch(catalog: Catalog) -> None:
 
 def test_bad_input_leaves_no_file_and_no_snapshot(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW, partition_spec=[("identity", "name")])
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     good = rows(0, 50).to_batches()
     bad = rows(50, 10).drop_columns(["id"]).to_batches()
     with pytest.raises(SchemaMismatchError, match="required column 'id' is missing"):
@@ -213,7 +213,7 @@ def test_bad_input_leaves_no_file_and_no_snapshot(catalog: Catalog) -> None:
 
 def test_columns_in_another_order_and_missing_optional_ones(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW)
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     data = rows(0, 20)
     table.append(data.select(["score", "id", "name"]))
     got = duckdb_rows(table.metadata_location)
@@ -223,7 +223,7 @@ def test_columns_in_another_order_and_missing_optional_ones(catalog: Catalog) ->
 
 def test_many_appends_read_back(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW, partition_spec=[("bucket", "id", 2)])
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     for start in range(0, 200, 20):
         table.append(rows(start, 20))
     assert table.current_snapshot().summary["total-records"] == "200"
@@ -232,7 +232,7 @@ def test_many_appends_read_back(catalog: Catalog) -> None:
 
 def test_scan_reads_what_append_wrote(catalog: Catalog) -> None:
     table = catalog.create_table("db.t", ARROW, partition_spec=[("bucket", "id", 4)])
-    assert isinstance(table, Table)
+    assert isinstance(table, IcebergTable)
     first = table.append(rows(0, 50))
     table.append(rows(50, 30))
     assert comparable(table.scan().to_arrow().to_pylist(), "id") == comparable(
