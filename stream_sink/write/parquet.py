@@ -31,9 +31,9 @@ from stream_sink.table.metrics_config import MetricsConfig
 from stream_sink.table.schema import Schema
 from stream_sink.table.types import DoubleType, FloatType
 from stream_sink.table.values import to_internal
+from stream_sink.write.column_stats import ColumnStatsPlan, footer_column_stats, serialize_bounds
 from stream_sink.write.config import ParquetOptions
 from stream_sink.write.leaves import LeafPath, leaf_paths, leaf_values
-from stream_sink.write.metrics import MetricsPlan, footer_metrics, serialize_bounds
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class FileSpec:
         return schema_to_arrow(self.schema)
 
     @cached_property
-    def plan(self) -> MetricsPlan:
-        return MetricsPlan.build(self.schema, self.metrics)
+    def plan(self) -> ColumnStatsPlan:
+        return ColumnStatsPlan.build(self.schema, self.metrics)
 
     @cached_property
     def leaf_paths(self) -> dict[int, LeafPath]:
@@ -199,7 +199,7 @@ class ParquetAppender:
         self._io.delete(self.location)
 
     def _data_file(self, md: pq.FileMetaData, size: int) -> DataFile:
-        m = footer_metrics(md, self._plan)
+        m = footer_column_stats(md, self._plan)
         counts = (m.value_counts, m.null_value_counts, self._nan_counts)
         unresolved = {fid for fid in m.unresolved if not _all_nan_or_null(fid, *counts)}
         if unresolved:

@@ -1,4 +1,9 @@
-"""Column metrics of a written Parquet file, from its footer (Java's ParquetMetrics).
+"""Column statistics of a written Parquet file, from its footer (Java's ParquetMetrics).
+
+These are what the Iceberg spec calls a data file's column "metrics" (sizes, value,
+null and NaN counts, bounds), configured by ``write.metadata.metrics.*``
+(:mod:`stream_sink.table.metrics_config`); operational counters are
+:mod:`stream_sink.metrics`.
 
 Invariants:
 - Parquet leaf columns are, in order, the schema's primitive fields depth first
@@ -11,7 +16,7 @@ Invariants:
 - A bound taken from footer statistics is the exact min/max over the non-null,
   non-NaN values (Parquet writers leave NaN out of float statistics). Where a row
   group with values has no usable statistics, the field is reported in
-  ``FooterMetrics.unresolved`` for the caller to compute from the data.
+  ``FooterColumnStats.unresolved`` for the caller to compute from the data.
 - Bounds here are internal values; :func:`serialize_bounds` truncates and encodes.
 """
 
@@ -41,7 +46,7 @@ from stream_sink.table.types import (
 
 
 @dataclass
-class FooterMetrics:
+class FooterColumnStats:
     column_sizes: dict[int, int] = field(default_factory=dict)
     value_counts: dict[int, int] = field(default_factory=dict)
     null_value_counts: dict[int, int] = field(default_factory=dict)
@@ -52,7 +57,7 @@ class FooterMetrics:
 
 
 @dataclass(frozen=True)
-class MetricsPlan:
+class ColumnStatsPlan:
     """What to collect for one schema and metrics config (computed once per writer)."""
 
     leaf_ids: tuple[int, ...]
@@ -62,7 +67,7 @@ class MetricsPlan:
     nan_ids: tuple[int, ...]
 
     @staticmethod
-    def build(schema: Schema, config: MetricsConfig) -> MetricsPlan:
+    def build(schema: Schema, config: MetricsConfig) -> ColumnStatsPlan:
         leaves = list(schema.leaf_fields())
         modes = {f.field_id: config.mode_for(f.field_id) for f in leaves}
         outside = set(schema.primitive_field_ids_outside_collections())
@@ -72,7 +77,7 @@ class MetricsPlan:
             for f in leaves
             if modes[f.field_id].has_counts and isinstance(f.field_type, (FloatType, DoubleType))
         )
-        return MetricsPlan(
+        return ColumnStatsPlan(
             leaf_ids=tuple(f.field_id for f in leaves),
             modes=modes,
             types={f.field_id: f.field_type for f in leaves},
@@ -81,9 +86,9 @@ class MetricsPlan:
         )
 
 
-def footer_metrics(md: pq.FileMetaData, plan: MetricsPlan) -> FooterMetrics:
+def footer_column_stats(md: pq.FileMetaData, plan: ColumnStatsPlan) -> FooterColumnStats:
     """Sizes, counts and (internal-value) bounds from the footer of a closed file."""
-    out = FooterMetrics()
+    out = FooterColumnStats()
     missing_nulls: set[int] = set()
     for r in range(md.num_row_groups):
         rg = md.row_group(r)
@@ -113,7 +118,7 @@ def footer_metrics(md: pq.FileMetaData, plan: MetricsPlan) -> FooterMetrics:
     return out
 
 
-def _merge_bounds(out: FooterMetrics, fid: int, t: IcebergType, chunk: Any, stats: Any) -> None:
+def _merge_bounds(out: FooterColumnStats, fid: int, t: IcebergType, chunk: Any, stats: Any) -> None:
     if fid in out.unresolved:
         return
     if stats is None or not stats.has_min_max:
@@ -143,7 +148,7 @@ def stat_value(t: IcebergType, raw: Any) -> Any:
 
 
 def serialize_bounds(
-    lower: dict[int, Any], upper: dict[int, Any], plan: MetricsPlan
+    lower: dict[int, Any], upper: dict[int, Any], plan: ColumnStatsPlan
 ) -> tuple[dict[int, bytes], dict[int, bytes]]:
     """Bounds truncated per each column's mode and encoded in the single-value form."""
     lo_out: dict[int, bytes] = {}
