@@ -38,7 +38,7 @@ from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.state import META_JOB_ID, OperatorStateBackend, StateWriteBatch
 from stream_sink.state.layout import validate_sink_id
 
-from . import entries
+from . import committer_state
 from .failpoints import (
     AFTER_CHECKPOINT_METADATA,
     AFTER_PENDING_WRITE,
@@ -157,7 +157,7 @@ class FilesCommitter:
                 f"sink {self.operator_id}: batch {batch_id} arrives after batch {highest} was "
                 "recorded; batch ids must increase"
             )
-        state.put(entries.pending_key(batch_id), result.to_bytes())
+        state.put(committer_state.pending_key(batch_id), result.to_bytes())
         self._pending.append(batch_id)
         failpoint(AFTER_PENDING_WRITE)
         return True
@@ -184,7 +184,7 @@ class FilesCommitter:
     def _stored_paths(self, batch_id: int) -> set[str]:
         """Paths the state already records for ``batch_id`` (never deleted as replays)."""
         if batch_id in self._pending:
-            raw = self.state.get(entries.pending_key(batch_id))
+            raw = self.state.get(committer_state.pending_key(batch_id))
             return set(self.target.decode(raw).all_paths()) if raw else set()
         for ckpt, batches in self._staged.items():
             if batch_id in batches:
@@ -206,10 +206,10 @@ class FilesCommitter:
         known: list[StagedBatch] | None = [] if checkpoint_id not in self._staged else None
         if checkpoint_id in self._staged:
             where = f"sink {self.operator_id}, staged checkpoint {checkpoint_id}"
-            existing = state.get(entries.staged_key(checkpoint_id)) or b""
-            staged.extend(entries.decode_staged(existing, where=where))
+            existing = state.get(committer_state.staged_key(checkpoint_id)) or b""
+            staged.extend(committer_state.decode_staged(existing, where=where))
         for batch_id in batch_ids:
-            raw = state.get(entries.pending_key(batch_id))
+            raw = state.get(committer_state.pending_key(batch_id))
             if raw is None:
                 raise StreamSinkError(f"sink {self.operator_id}: pending batch {batch_id} vanished")
             batch = self._stage_batch(checkpoint_id, batch_id, raw)
@@ -217,10 +217,10 @@ class FilesCommitter:
             if known is not None:
                 known.append(batch)
         failpoint(AFTER_STAGING_MANIFESTS)
-        write = StateWriteBatch().put(entries.staged_key(checkpoint_id),
-                                      entries.encode_staged(staged))  # fmt: skip
+        write = StateWriteBatch().put(committer_state.staged_key(checkpoint_id),
+                                      committer_state.encode_staged(staged))  # fmt: skip
         for batch_id in batch_ids:
-            write.delete(entries.pending_key(batch_id))
+            write.delete(committer_state.pending_key(batch_id))
         state.write(write)
         self._pending = [b for b in self._pending if b > checkpoint_id]
         self._staged[checkpoint_id] = tuple(b for b, _ in staged)
@@ -331,7 +331,7 @@ class FilesCommitter:
     def _forget_checkpoints(self, checkpoint_ids: list[int], batches: list[StagedBatch]) -> None:
         write = StateWriteBatch()
         for ckpt in checkpoint_ids:
-            write.delete(entries.staged_key(ckpt))
+            write.delete(committer_state.staged_key(ckpt))
         self.state.write(write)
         for ckpt in checkpoint_ids:
             self._staged.pop(ckpt, None)
@@ -352,11 +352,11 @@ class FilesCommitter:
         if checkpoint_id in self._staged_files:  # staged by this instance: files in memory
             return list(self._staged_files[checkpoint_id])
         where = f"sink {self.operator_id}, staged checkpoint {checkpoint_id}"
-        raw = self.state.get(entries.staged_key(checkpoint_id))
+        raw = self.state.get(committer_state.staged_key(checkpoint_id))
         if raw is None:
             return []
         out = []
-        for batch_id, payload in entries.decode_staged(raw, where=where):
+        for batch_id, payload in committer_state.decode_staged(raw, where=where):
             committed = committed_up_to is not None and batch_id <= committed_up_to
             files = (
                 self.target.unstage(
@@ -419,20 +419,21 @@ class FilesCommitter:
         """The staging payloads the state's staged checkpoints hold."""
         payloads: list[bytes] = []
         for ckpt in self._staged:
-            raw = self.state.get(entries.staged_key(ckpt)) or b""
+            raw = self.state.get(committer_state.staged_key(ckpt)) or b""
             where = f"sink {self.operator_id}, staged checkpoint {ckpt}"
-            payloads.extend(p for _, p in entries.decode_staged(raw, where=where) if p)
+            payloads.extend(p for _, p in committer_state.decode_staged(raw, where=where) if p)
         return payloads
 
     def _load_index(self) -> None:
         state = self.state
-        self._pending = [entries.id_of(k, entries.PENDING_PREFIX)
-                         for k, _ in state.scan(entries.PENDING_PREFIX)]  # fmt: skip
+        self._pending = [committer_state.id_of(k, committer_state.PENDING_PREFIX)
+                         for k, _ in state.scan(committer_state.PENDING_PREFIX)]  # fmt: skip
         self._staged = {}
-        for key, raw in state.scan(entries.STAGED_PREFIX):
-            ckpt = entries.id_of(key, entries.STAGED_PREFIX)
+        for key, raw in state.scan(committer_state.STAGED_PREFIX):
+            ckpt = committer_state.id_of(key, committer_state.STAGED_PREFIX)
             where = f"sink {self.operator_id}, staged checkpoint {ckpt}"
-            self._staged[ckpt] = tuple(b for b, _ in entries.decode_staged(raw, where=where))
+            staged = committer_state.decode_staged(raw, where=where)
+            self._staged[ckpt] = tuple(b for b, _ in staged)
 
     def _finish_job(self, job_id: str) -> None:
         """Commit under ``job_id`` everything the state holds above its watermark."""
@@ -454,10 +455,10 @@ class FilesCommitter:
         batches = []
         write = StateWriteBatch()
         for batch_id in batch_ids:
-            raw = self.state.get(entries.pending_key(batch_id))
+            raw = self.state.get(committer_state.pending_key(batch_id))
             files = self.target.decode(raw) if raw else self.target.empty()
             batches.append(StagedBatch(batch_id, batch_id, b"", files))
-            write.delete(entries.pending_key(batch_id))
+            write.delete(committer_state.pending_key(batch_id))
         self._discard(batches, job_id)
         self.state.write(write)
         self._pending = [b for b in self._pending if b not in set(batch_ids)]

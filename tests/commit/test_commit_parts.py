@@ -18,7 +18,7 @@ from stream_sink.commit import (
     deserialize_delta_manifests,
     serialize_delta_manifests,
 )
-from stream_sink.commit.entries import (
+from stream_sink.commit.committer_state import (
     decode_staged,
     encode_staged,
     id_of,

@@ -30,7 +30,7 @@ from stream_sink.commit import (
     deserialize_delta_manifests,
     read_staged_files,
 )
-from stream_sink.commit.entries import decode_staged, staged_key
+from stream_sink.commit.committer_state import decode_staged, staged_key
 from stream_sink.table.partitioning import build_partition_spec
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
