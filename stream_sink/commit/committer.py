@@ -49,7 +49,7 @@ from .failpoints import (
     BETWEEN_BATCH_COMMITS,
     failpoint,
 )
-from .shapes import MODES, CommitGroup, Mode, StagedBatch, empty_group, plan_commits
+from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
 from .target import (
     INITIAL_WATERMARK,
@@ -84,12 +84,12 @@ class FilesCommitter:
         *,
         job_id: str,
         operator_id: str,
-        mode: Mode = "append",
+        mode: CommitMode = "append",
         max_continuous_empty_commits: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if mode not in MODES:
-            raise InvalidOptionError(f"commit mode must be one of {MODES}, got {mode!r}")
+        if mode not in COMMIT_MODES:
+            raise InvalidOptionError(f"commit mode must be one of {COMMIT_MODES}, got {mode!r}")
         if not job_id:
             raise InvalidOptionError("job id must be non-empty")
         if not isinstance(target, CommitTarget):
@@ -100,7 +100,7 @@ class FilesCommitter:
         self.target = target
         self.job_id = job_id
         self.operator_id = validate_sink_id(operator_id)
-        self.mode: Mode = mode
+        self.mode: CommitMode = mode
         self._max_empty = _max_empty_commits(target, max_continuous_empty_commits)
         self._clock = clock
         self._state_source = state

@@ -23,8 +23,12 @@ from stream_sink.exceptions import ValidationError
 
 from .target import BatchFiles
 
-Mode = Literal["append", "overwrite"]
-MODES: tuple[Mode, ...] = ("append", "overwrite")
+CommitMode = Literal["append", "overwrite"]
+"""How the committer turns batches into snapshots: ``append`` (appends, or row deltas when
+a batch has delete files) or ``overwrite`` (dynamic partition replacement). Not the sink's
+write mode (``stream_sink.spark.options.WriteMode``: append, upsert, changelog,
+overwrite), which maps onto it: every write mode but ``overwrite`` commits as ``append``."""
+COMMIT_MODES: tuple[CommitMode, ...] = ("append", "overwrite")
 
 
 class Shape(Enum):
@@ -59,7 +63,9 @@ class CommitGroup:
         return min((b.batch_id for b in self.batches), default=self.stamp)
 
 
-def plan_commits(batches: Sequence[StagedBatch], mode: Mode, stamp: int) -> list[CommitGroup]:
+def plan_commits(
+    batches: Sequence[StagedBatch], mode: CommitMode, stamp: int
+) -> list[CommitGroup]:
     """The snapshots for ``batches`` (ascending batch ids), empty when no batch has files."""
     with_files = tuple(b for b in batches if not b.files.is_empty)
     if not with_files:

@@ -22,11 +22,12 @@ from urllib.parse import urlparse
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.state import state_dir_for, validate_sink_id
 
-Mode = Literal["append", "upsert", "changelog", "overwrite"]
+WriteMode = Literal["append", "upsert", "changelog", "overwrite"]
+"""What the sink writes per row; the committer's ``CommitMode`` is derived from it."""
 Distribution = Literal["none", "hash", "range"]
 SchemaEvolution = Literal["none", "add-columns", "compatible"]
 
-MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
+WRITE_MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
 CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
 DISTRIBUTIONS: tuple[str, ...] = ("none", "hash", "range")
 SCHEMA_EVOLUTIONS: tuple[str, ...] = ("none", "add-columns", "compatible")
@@ -39,7 +40,7 @@ class SinkOptions:
     """What one ``IcebergSink`` was asked to do; see ``IcebergSink`` for the meaning."""
 
     table: str
-    mode: Mode
+    mode: WriteMode
     equality_fields: tuple[str, ...] | None
     row_kind_column: str | None
     order_by: tuple[str, ...]
@@ -89,7 +90,7 @@ def parse_options(
     """Check and normalise the keyword arguments of ``IcebergSink``."""
     if not isinstance(table, str) or not table.strip():
         raise InvalidOptionError(f"table must be a table name such as 'db.events', got {table!r}")
-    mode_ = _choice("mode", mode, MODES)
+    mode_ = _choice("mode", mode, WRITE_MODES)
     sink = validate_sink_id(sink_id if sink_id is not None else table)
     root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
     spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
