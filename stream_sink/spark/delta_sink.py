@@ -48,8 +48,8 @@ from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_CHECKPOINT_ROOT,
-    MODES,
     SPARK_CHECKPOINT_DIR,
+    WRITE_MODES,
     resolve_location,
     to_spark_uri,
 )
@@ -91,8 +91,8 @@ class DeltaSink:
         sink_id: str | None = None,
         configuration: Mapping[str, str] | None = None,
     ) -> None:
-        if mode not in MODES:
-            raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+        if mode not in WRITE_MODES:
+            raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
         self.path = resolve_location(path)
         self.mode = mode
         self.partition_by = tuple(partition_by or ())

@@ -30,7 +30,7 @@ from readers import duckdb_rows
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.table.catalog import Catalog
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "table"))
 from compaction import commit_compaction, plan_compaction
@@ -66,7 +66,7 @@ def as_rows(t: pa.Table | list[dict[str, Any]]) -> Rows:
     return sorted((int(r["id"]), str(r["data"])) for r in items)
 
 
-def ours(table: Table) -> Rows:
+def ours(table: IcebergTable) -> Rows:
     return as_rows(table.refresh().scan().to_arrow())
 
 
@@ -127,12 +127,12 @@ def run_driver(root: Path, failpoint: str | None) -> subprocess.CompletedProcess
 class World:
     scenarios: list[Scenario]
     java: dict[str, Rows]
-    stream: Table
+    stream: IcebergTable
     stream_first_run: subprocess.CompletedProcess[str]
     stream_snapshots_after_java: int
-    ours_expired: Table
+    ours_expired: IcebergTable
     ours_expired_result: Any
-    java_expired: Table
+    java_expired: IcebergTable
     java_expired_snapshots: tuple[int, int]
 
 
