@@ -15,7 +15,7 @@ from readers import duckdb_rows
 from stream_sink.catalogs import load_catalog
 from stream_sink.failpoints import MAINTENANCE_FAILPOINTS
 from stream_sink.table.manifest import read_manifest, read_manifest_list
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 DRIVER = Path(__file__).resolve().parent / "maintenance_driver.py"
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
@@ -33,7 +33,7 @@ def rows(*pairs: tuple[int, str]) -> pa.Table:
     return pa.table({"id": [p[0] for p in pairs], "data": [p[1] for p in pairs]}, schema=ARROW)
 
 
-def make_table(warehouse: Path, compacted: bool) -> Table:
+def make_table(warehouse: Path, compacted: bool) -> IcebergTable:
     catalog = load_catalog("c", type="hadoop", warehouse=str(warehouse))
     catalog.create_namespace("db")
     t = catalog.create_table("db.t", ARROW, identifier_fields=["id"])
@@ -54,7 +54,7 @@ def run(warehouse: Path, op: str, failpoint: str | None) -> subprocess.Completed
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
-def check_readable(t: Table) -> None:
+def check_readable(t: IcebergTable) -> None:
     t.refresh()
     for snap in t.snapshots():
         for m in read_manifest_list(t.io, snap.manifest_list):

@@ -190,7 +190,9 @@ def _position_delete(table: IcebergTable, path: str, pos: int):  # type: ignore[
     )
 
 
-def test_corrupt_manifest_met_by_a_rewrite_is_named_and_changes_nothing(table: Table) -> None:
+def test_corrupt_manifest_met_by_a_rewrite_is_named_and_changes_nothing(
+    table: IcebergTable,
+) -> None:
     from stream_sink.exceptions import CorruptMetadataError
 
     table.append(rows((1, "a")))
