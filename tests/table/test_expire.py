@@ -216,3 +216,21 @@ def test_rewrite_manifests_clusters_and_keeps_entries(table: IcebergTable) -> No
     assert after == entries_before
     assert read(table) == [(i, f"v{i}") for i in range(6)]
     assert {f.file_path for f in live_files(table, snap)} == set(entries_before)
+
+
+def test_a_branch_max_snapshot_age_overrides_the_call_and_tags_never_expire_history(
+    table: Table,
+) -> None:
+    for i in range(4):
+        table.append(rows(i))
+    head = table.current_snapshot()
+    assert head is not None
+    # main keeps everything younger than one hour, whatever expire_older_than says
+    set_ref(table, "main", SnapshotRef(head.snapshot_id, max_snapshot_age_ms=3_600_000))
+    result = table.new_expire_snapshots().expire_older_than(FAR_FUTURE).commit()
+    assert result.snapshots_expired == 0
+    set_ref(table, "main", SnapshotRef(head.snapshot_id, max_snapshot_age_ms=0))
+    time.sleep(0.01)
+    result = table.new_expire_snapshots().expire_older_than(0).commit()
+    assert result.snapshots_expired == 3  # the head stays (min-snapshots-to-keep 1)
+    assert read(table) == [(i, f"v{i}") for i in range(4)]
