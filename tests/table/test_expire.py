@@ -219,7 +219,7 @@ def test_rewrite_manifests_clusters_and_keeps_entries(table: IcebergTable) -> No
 
 
 def test_a_branch_max_snapshot_age_overrides_the_call_and_tags_never_expire_history(
-    table: Table,
+    table: IcebergTable,
 ) -> None:
     for i in range(4):
         table.append(rows(i))

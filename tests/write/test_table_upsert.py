@@ -12,7 +12,7 @@ from readers import duckdb_rows
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import ValidationError
 from stream_sink.table.catalog import Catalog
-from stream_sink.tables import Table
+from stream_sink.tables import IcebergTable
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string()),
                    pa.field("region", pa.string(), nullable=False)])  # fmt: skip
@@ -30,7 +30,7 @@ def data(*rows: tuple[int, str, str]) -> pa.Table:
                      "region": [r[2] for r in rows]}, schema=ARROW)  # fmt: skip
 
 
-def read(t: Table) -> list[tuple[int, str, str]]:
+def read(t: IcebergTable) -> list[tuple[int, str, str]]:
     got = t.refresh().scan().to_arrow()
     out = sorted(zip(got["id"].to_pylist(), got["v"].to_pylist(), got["region"].to_pylist(),
                      strict=True))  # fmt: skip
