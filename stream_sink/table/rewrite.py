@@ -173,6 +173,11 @@ class RewriteFiles(SnapshotProducer):
             raise ValidationError("delete files to add need delete files to replace")
         if base.format_version < 2 and (self._deletes_add or self._deletes_remove):
             raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
+        if self._data_seq is not None and self._data_seq > base.last_sequence_number:
+            raise ValidationError(
+                f"data sequence number {self._data_seq} is above the last sequence number "
+                f"{base.last_sequence_number} of {self._table.name}; use the planned snapshot's"
+            )
 
     def _check_found(self, found: set[str], parent: Snapshot | None) -> None:
         missing = (set(self._data_remove) | set(self._deletes_remove)) - found

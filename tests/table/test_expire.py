@@ -218,7 +218,7 @@ def test_rewrite_manifests_clusters_and_keeps_entries(table: IcebergTable) -> No
     assert {f.file_path for f in live_files(table, snap)} == set(entries_before)
 
 
-def test_a_branch_max_snapshot_age_overrides_the_call_and_tags_never_expire_history(
+def test_a_branch_max_snapshot_age_overrides_the_age_the_call_gives(
     table: IcebergTable,
 ) -> None:
     for i in range(4):

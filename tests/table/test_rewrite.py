@@ -128,6 +128,10 @@ def test_rewrite_arguments_are_checked(table: IcebergTable) -> None:
         table.new_rewrite().commit()
     with pytest.raises(ValidationError, match="takes a data file"):
         table.new_rewrite().rewrite_files(plan.data_files, [_position_delete(table, "x", 0)])
+    with pytest.raises(ValidationError, match="above the last sequence number"):
+        table.new_rewrite().rewrite_files(plan.data_files, plan.new_files).data_sequence_number(
+            99
+        ).commit()
 
 
 def test_files_of_an_older_partition_spec_keep_their_spec(tmp_path: Path) -> None:
