@@ -1,7 +1,8 @@
 """``stream-sink table list|show|snapshots|files`` and ``stream-sink read``.
 
 Every command opens the catalog named by ``--warehouse`` (Hadoop, the default
-``warehouse``) or ``--catalog-uri`` (SQL), prints a table people can read, or
+``warehouse``) or ``--catalog-uri`` (SQL), or, when TABLE is a path holding a Delta table,
+that table (:mod:`.delta_commands`); it prints a table people can read, or
 with ``--format jsonl`` one JSON object per line for scripts.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
+from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
 from stream_sink.cli.output import format_table
 from stream_sink.commit.watermark import JOB_ID, MAX_COMMITTED_CHECKPOINT_ID, OPERATOR_ID
 from stream_sink.table.catalog import Catalog
@@ -72,6 +74,8 @@ def open_catalog(args: argparse.Namespace) -> Catalog:
 
 
 def run_table(args: argparse.Namespace) -> int:
+    if args.table_command != "list" and is_delta_path(args.table):
+        return run_delta_table(args)
     catalog = open_catalog(args)
     cmd = args.table_command
     if cmd == "list":
@@ -165,6 +169,8 @@ def _show(table: Table, fmt: str) -> int:
 
 
 def run_read(args: argparse.Namespace) -> int:
+    if is_delta_path(args.table):
+        return run_delta_read(args)
     table = open_catalog(args).load_table(args.table)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = table.scan(  # type: ignore[attr-defined]

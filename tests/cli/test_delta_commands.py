@@ -1,0 +1,42 @@
+"""`stream-sink table show|snapshots|files` and `stream-sink read` on a Delta table path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from stream_sink.cli.main import main
+from stream_sink.delta import DeltaTable, Txn
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def test_table_commands_and_read_accept_a_delta_table_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loc = str(tmp_path / "orders")
+    table = DeltaTable.create(loc, pa.schema([("id", pa.int64()), ("p", pa.string())]),
+                              partition_by=["p"])  # fmt: skip
+    table.append(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"]}))
+    txn = table.new_transaction().add(Txn("stream-sink:q:orders", 7))
+    txn.commit()
+
+    code, out = run(capsys, "table", "show", loc)
+    assert code == 0 and "version: 2" in out and "partition_columns: ['p']" in out
+    assert "stream-sink:q:orders': 7" in out
+    code, out = run(capsys, "table", "snapshots", loc, "--format", "jsonl")
+    versions = [json.loads(line) for line in out.splitlines()]
+    assert [v["version"] for v in versions] == [0, 1, 2]
+    assert versions[1]["added_files"] == 2 and versions[2]["txn"] == "stream-sink:q:orders=7"
+    code, out = run(capsys, "table", "files", loc, "--format", "jsonl")
+    assert sorted(json.loads(line)["records"] for line in out.splitlines()) == [1, 2]
+    code, out = run(capsys, "read", loc, "--format", "jsonl", "--limit", "0")
+    assert sorted(json.loads(line)["id"] for line in out.splitlines()) == [1, 2, 3]
+    code, out = run(capsys, "read", loc, "--snapshot-id", "0")
+    assert code == 0 and "(no rows)" in out
