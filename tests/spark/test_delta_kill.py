@@ -1,0 +1,115 @@
+"""Delta kill tests: the streaming job is killed with SIGKILL (inside the commit protocol,
+then at a random moment) and restarted from the same checkpoint location; every change
+lands exactly once, and delta-rs and DuckDB's delta extension read every version the
+same as the batches its ``txn`` watermark names."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from delta_readers import delta_rs_rows, duckdb_delta_versions
+from streams import write_batches
+
+from stream_sink.commit.delta_target import app_id
+from stream_sink.delta import DeltaTable
+from stream_sink.spark.query import read_query_id
+
+JOB = Path(__file__).with_name("delta_kill_job.py")
+FILES, APPEND_ROWS, KEYS = 5, 30, 10
+pytestmark = pytest.mark.spark
+
+
+def prepare(root: Path) -> tuple[list[list[dict]], list[list[dict]]]:
+    appends = [[{"id": f * APPEND_ROWS + i, "data": f"f{f}", "p": f"p{i % 3}"}
+                for i in range(APPEND_ROWS)] for f in range(FILES)]  # fmt: skip
+    write_batches(root / "append-in", appends)
+    rng = random.Random(5)
+    upserts, seq = [], 0
+    for _ in range(FILES):
+        rows = []
+        for _ in range(8):
+            seq += 1
+            rows.append({"id": rng.randrange(KEYS), "data": f"v{seq}", "seq": seq})
+        upserts.append(rows)
+    write_batches(root / "upsert-in", upserts)
+    return appends, upserts
+
+
+def start(root: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env.pop("STREAM_SINK_FAILPOINT", None)
+    if failpoint:
+        env["STREAM_SINK_FAILPOINT"] = failpoint
+    return subprocess.Popen([sys.executable, str(JOB), str(root)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+
+
+def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("batch"):
+            break
+    time.sleep(rng.uniform(0.0, 4.0))
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=120)
+
+
+def latest_after(upserts: list[list[dict]], upto: int) -> list[tuple[int, str]]:
+    state: dict[int, str] = {}
+    for batch in upserts[: upto + 1]:
+        for r in batch:
+            state[r["id"]] = r["data"]
+    return sorted(state.items())
+
+
+def job_of(table: DeltaTable) -> str:
+    (app,) = table.snapshot.txns
+    return app
+
+
+def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path) -> None:
+    appends, upserts = prepare(tmp_path)
+    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "13")))
+    proc = start(tmp_path, failpoint="after-metadata-file-write@3")
+    proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL
+    kill_mid_stream(start(tmp_path), rng)
+    final = start(tmp_path)
+    out, _ = final.communicate(timeout=600)
+    assert final.returncode == 0 and "done" in out
+
+    events = DeltaTable.load(str(tmp_path / "lake" / "events"))
+    latest = DeltaTable.load(str(tmp_path / "lake" / "latest"))
+    want_ids = [r["id"] for b in appends for r in b]
+    assert sorted(r["id"] for r in delta_rs_rows(events.location)) == sorted(want_ids)
+    assert sorted((r["id"], r["data"]) for r in delta_rs_rows(latest.location)) == \
+        latest_after(upserts, FILES - 1)  # fmt: skip
+    for table, chk in ((events, "dchk-append"), (latest, "dchk-upsert")):
+        query_id = read_query_id(str(tmp_path / chk / "spark"))
+        # one appId: the restarts kept the query id and the sink id
+        assert job_of(table) == app_id(query_id, os.path.basename(table.location))
+        app = job_of(table)
+        versions = list(range(1, table.version + 1))
+        marks = [table.snapshot_at(v).txn_version(app) for v in versions]
+        assert marks == sorted(set(marks)), f"a batch was committed twice: {marks}"
+        assert marks[-1] == FILES - 1
+        duck = duckdb_delta_versions(table.location, versions)
+        for v, mark, rows in zip(versions, marks, duck, strict=True):
+            assert mark is not None
+            if table is events:
+                want = sorted(r["id"] for b in appends[: mark + 1] for r in b)
+                assert sorted(r["id"] for r in rows) == want, f"version {v}"
+                assert sorted(r["id"] for r in delta_rs_rows(table.location, v)) == want
+            else:
+                want2 = latest_after(upserts, mark)
+                assert sorted((r["id"], r["data"]) for r in rows) == want2, f"version {v}"
+                assert sorted((r["id"], r["data"])
+                              for r in delta_rs_rows(table.location, v)) == want2  # fmt: skip
