@@ -14,15 +14,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from stream_sink.exceptions import CorruptStateError, UnsupportedError, ValidationError
+from stream_sink.envelope import Envelope
+from stream_sink.exceptions import CorruptStateError, ValidationError
 
 PENDING_PREFIX = b"pending/"
 STAGED_PREFIX = b"staged/"
 _WIDTH = 20
 
 STAGED_VERSION = 1
-_MAGIC = b"SSST"
-_HEAD = struct.Struct(">HI")
+STAGED_VALUE = Envelope(b"SSST", STAGED_VERSION, "staged checkpoint value", CorruptStateError)
+_COUNT = struct.Struct(">I")
 _ITEM = struct.Struct(">qI")
 
 StagedBatches = tuple[tuple[int, bytes], ...]
@@ -51,24 +52,20 @@ def _id(value: int) -> bytes:
 
 
 def encode_staged(batches: Sequence[tuple[int, bytes]]) -> bytes:
-    """``SSST | version | count | (batch id int64, length uint32, bytes)*``."""
-    parts = [_MAGIC, _HEAD.pack(STAGED_VERSION, len(batches))]
+    """``SSST | version (envelope) | count uint32 | (batch id int64, length uint32, bytes)*``."""
+    parts = [_COUNT.pack(len(batches))]
     for batch_id, payload in batches:
         parts.append(_ITEM.pack(batch_id, len(payload)))
         parts.append(payload)
-    return b"".join(parts)
+    return STAGED_VALUE.wrap(b"".join(parts))
 
 
-def decode_staged(data: bytes, *, where: str) -> StagedBatches:
-    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _HEAD.size:
-        raise CorruptStateError(f"{where}: not a staged checkpoint value")
-    version, count = _HEAD.unpack_from(data, len(_MAGIC))
-    if version > STAGED_VERSION:
-        raise UnsupportedError(
-            f"{where}: staged checkpoint format {version} is newer than this stream_sink "
-            f"reads ({STAGED_VERSION})"
-        )
-    pos = len(_MAGIC) + _HEAD.size
+def decode_staged(raw: bytes, *, where: str) -> StagedBatches:
+    data = STAGED_VALUE.payload(raw, where=where)
+    if len(data) < _COUNT.size:
+        raise CorruptStateError(f"{where}: truncated staged checkpoint value (no count)")
+    (count,) = _COUNT.unpack_from(data, 0)
+    pos = _COUNT.size
     out = []
     try:
         for _ in range(count):

@@ -19,13 +19,13 @@ import base64
 import json
 import logging
 import re
-import struct
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stream_sink.exceptions import CorruptStateError, UnsupportedError, ValidationError
+from stream_sink.envelope import Envelope
+from stream_sink.exceptions import CorruptStateError, ValidationError
 from stream_sink.io.fileio import FileIO
 from stream_sink.table.manifest import (
     DataFile,
@@ -47,8 +47,9 @@ PLACEHOLDER_SNAPSHOT_ID = 0
 """Snapshot id written into staging manifests (Flink's DUMMY_SNAPSHOT_ID); never committed."""
 
 DELTA_MANIFESTS_VERSION = 1
-_MAGIC = b"SSDM"
-_HEADER = struct.Struct(">H")
+DELTA_MANIFESTS = Envelope(
+    b"SSDM", DELTA_MANIFESTS_VERSION, "serialized DeltaManifests", CorruptStateError
+)
 
 
 @dataclass(frozen=True)
@@ -216,29 +217,21 @@ def delete_manifests(io: FileIO, manifests: Iterable[ManifestFile]) -> None:
 
 
 def serialize_delta_manifests(delta: DeltaManifests) -> bytes:
-    """Versioned bytes: ``SSDM | version (uint16) | JSON``."""
+    """Versioned bytes: ``SSDM | version (uint16) | JSON`` (:mod:`stream_sink.envelope`)."""
     doc = {
         "data": [_manifest_to_json(m) for m in delta.data_manifests],
         "deletes": [_manifest_to_json(m) for m in delta.delete_manifests],
         "referenced": list(delta.referenced_data_files),
     }
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    return _MAGIC + _HEADER.pack(DELTA_MANIFESTS_VERSION) + payload
+    return DELTA_MANIFESTS.wrap(payload)
 
 
 def deserialize_delta_manifests(data: bytes, *, where: str) -> DeltaManifests:
     """Parse bytes of :func:`serialize_delta_manifests`; ``where`` is named in errors."""
-    head = len(_MAGIC) + _HEADER.size
-    if len(data) < head or not data.startswith(_MAGIC):
-        raise CorruptStateError(f"{where}: not a serialized DeltaManifests")
-    (version,) = _HEADER.unpack_from(data, len(_MAGIC))
-    if version > DELTA_MANIFESTS_VERSION:
-        raise UnsupportedError(
-            f"{where}: DeltaManifests version {version} is newer than this stream_sink reads "
-            f"({DELTA_MANIFESTS_VERSION})"
-        )
+    payload = DELTA_MANIFESTS.payload(data, where=where)
     try:
-        doc = json.loads(data[head:])
+        doc = json.loads(payload)
         return DeltaManifests(
             tuple(_manifest_from_json(m) for m in doc["data"]),
             tuple(_manifest_from_json(m) for m in doc["deletes"]),

@@ -1,6 +1,7 @@
 """What one micro-batch wrote into a Delta table: files to add, files to remove.
 
-The binary form (``b"SSDB"`` + version byte + JSON of the actions) travels from the
+The binary form (``b"SSDB"`` + uint16 version, :mod:`stream_sink.envelope`, + JSON of the
+actions) travels from the
 executors to the driver and into operator state. Invariants: ``from_bytes(to_bytes(b))
 == b``; ``all_paths`` lists only files this batch wrote (never the removed files, which
 belong to the table); a removed file is always one the batch read (copy-on-write).
@@ -12,12 +13,14 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stream_sink.envelope import Envelope
 from stream_sink.exceptions import CorruptionError
 
 from .actions import AddFile, RemoveFile, parse_action
 
 MAGIC = b"SSDB"
 VERSION = 1
+ENVELOPE = Envelope(MAGIC, VERSION, "serialized DeltaBatch")
 
 
 @dataclass(frozen=True)
@@ -49,16 +52,13 @@ class DeltaBatch:
     def to_bytes(self) -> bytes:
         doc = {"add": [a.to_json() for a in self.adds],
                "remove": [r.to_json() for r in self.removes]}  # fmt: skip
-        return MAGIC + bytes([VERSION]) + json.dumps(doc, separators=(",", ":")).encode()
+        return ENVELOPE.wrap(json.dumps(doc, separators=(",", ":")).encode())
 
     @staticmethod
-    def from_bytes(raw: bytes) -> DeltaBatch:
-        if len(raw) < 5 or not raw.startswith(MAGIC):
-            raise CorruptionError("not a serialized DeltaBatch")
-        if raw[4] != VERSION:
-            raise CorruptionError(f"DeltaBatch version {raw[4]} is not {VERSION}")
+    def from_bytes(raw: bytes, *, where: str = "Delta batch") -> DeltaBatch:
+        payload = ENVELOPE.payload(raw, where=where)
         try:
-            doc = json.loads(raw[5:])
+            doc = json.loads(payload)
             where = "a serialized DeltaBatch"
             adds = tuple(parse_action({"add": a}, where=where) for a in doc["add"])
             removes = tuple(parse_action({"remove": r}, where=where) for r in doc["remove"])

@@ -1,55 +1,40 @@
 """Versioned byte encoding for everything stored in operator state.
 
-Every stored value is ``MAGIC | version (uint16, big endian) | payload``. The magic
-makes foreign or corrupt bytes detectable; the version makes a value written by a
-newer format detectable, so it is refused instead of misread.
+Every stored value is ``b"SSK" | version (uint16, big endian) | payload``: the
+envelope of :mod:`stream_sink.envelope`, whose policy applies (foreign bytes are
+:class:`CorruptStateError`; a newer version is :class:`UnsupportedError`, so such
+state is refused instead of misread, and never replaced by an older copy).
 """
 
 from __future__ import annotations
 
-import struct
-
-from stream_sink.exceptions import CorruptStateError, UnsupportedError
+from stream_sink.envelope import Envelope
+from stream_sink.exceptions import CorruptStateError
 
 MAGIC = b"SSK"
 STATE_FORMAT_VERSION = 1
 """The layout version this code writes and the newest it reads."""
 
-_VERSION = struct.Struct(">H")
-HEADER_SIZE = len(MAGIC) + _VERSION.size
+STATE_VALUE = Envelope(MAGIC, STATE_FORMAT_VERSION, "stream_sink state value", CorruptStateError)
+_ANY_VERSION = Envelope(MAGIC, 0xFFFF, "stream_sink state value", CorruptStateError)
+HEADER_SIZE = STATE_VALUE.header_size
 
 
 def encode_value(version: int, payload: bytes) -> bytes:
-    """``payload`` prefixed with the magic and ``version`` (0..65535)."""
-    if not 0 <= version <= 0xFFFF:
-        raise ValueError(f"format version {version} is outside 0..65535")
-    return MAGIC + _VERSION.pack(version) + bytes(payload)
+    """``payload`` prefixed with the magic and ``version`` (1..65535)."""
+    return STATE_VALUE.wrap(payload, version)
 
 
 def decode_value(data: bytes, *, where: str) -> tuple[int, bytes]:
-    """``(version, payload)`` of bytes made by :func:`encode_value`.
+    """``(version, payload)`` of bytes made by :func:`encode_value`, whatever the version.
 
     ``where`` names the directory, file or key in the error raised for bytes that do
     not carry the header (:class:`CorruptStateError`).
     """
-    if len(data) < HEADER_SIZE or not data.startswith(MAGIC):
-        shown = bytes(data[:HEADER_SIZE]).hex() or "empty"
-        raise CorruptStateError(
-            f"{where}: value is not in stream_sink state encoding (starts with {shown})"
-        )
-    (version,) = _VERSION.unpack_from(data, len(MAGIC))
-    return version, bytes(data[HEADER_SIZE:])
+    return _ANY_VERSION.unwrap(data, where=where)
 
 
-def decode_supported(data: bytes, *, where: str, newest: int = STATE_FORMAT_VERSION) -> bytes:
-    """The payload of ``data``, refusing versions newer than ``newest``.
-
-    A newer version is :class:`UnsupportedError` (the bytes are fine, this code is old),
-    not corruption: a caller must not replace such state with an older copy.
-    """
-    version, payload = decode_value(data, where=where)
-    if version > newest:
-        raise UnsupportedError(
-            f"{where}: written in state format {version}, this stream_sink reads up to {newest}"
-        )
-    return payload
+def decode_supported(data: bytes, *, where: str) -> bytes:
+    """The payload of ``data``, refusing versions newer than :data:`STATE_FORMAT_VERSION`
+    (:class:`UnsupportedError`, the envelope's policy)."""
+    return STATE_VALUE.payload(data, where=where)

@@ -1,15 +1,18 @@
 """What one or more task writers produced, and its compact binary form.
 
-The binary form travels from executors to the driver and into operator state:
-``b"SSWR"`` + one version byte + zlib-compressed JSON. Values JSON cannot hold
+The binary form travels from executors to the driver and into operator state: the
+envelope of :mod:`stream_sink.envelope` (``b"SSWR"`` + uint16 version) around
+zlib-compressed JSON. Values JSON cannot hold
 exactly are tagged: ``["y", base64]`` bytes, ``["d", text]`` decimals, ``["f", hex]``
 floats (NaN and -0.0 survive), ``["t", [...]]`` tuples, ``["m", [[k, v], ...]]`` dicts.
 
 Invariants:
 - ``from_bytes(to_bytes(r)) == r`` for every WriteResult, every DataFile field
   included (bounds bytes, partition values of every type, enums).
-- Version 1 is the only version; a reader refuses other versions and damaged bytes
-  with CorruptionError instead of guessing.
+- Version 1 is the only payload layout. A newer version is UnsupportedError (the
+  envelope's policy); damaged bytes are CorruptionError, never guessed at. Bytes
+  written before the common envelope (``b"SSWR\x01"`` + zlib, one version byte) are
+  still read.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from stream_sink.envelope import Envelope
 from stream_sink.exceptions import CorruptionError
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 
 MAGIC = b"SSWR"
 VERSION = 1
+ENVELOPE = Envelope(MAGIC, VERSION, "serialized WriteResult")
+_LEGACY_HEADER = MAGIC + b"\x01"
+"""The header before the common envelope: one version byte, then zlib (``0x78``)."""
 _FIELDS = tuple(f.name for f in dataclasses.fields(DataFile))
 
 
@@ -65,16 +72,16 @@ class WriteResult:
             "referenced": list(self.referenced_data_files),
         }
         text = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-        return MAGIC + bytes([VERSION]) + zlib.compress(text, 6)
+        return ENVELOPE.wrap(zlib.compress(text, 6))
 
     @staticmethod
-    def from_bytes(raw: bytes) -> WriteResult:
-        if raw[:4] != MAGIC or len(raw) < 5:
-            raise CorruptionError(f"not a serialized WriteResult (starts with {raw[:8]!r})")
-        if raw[4] != VERSION:
-            raise CorruptionError(f"WriteResult version {raw[4]} is not supported (only {VERSION})")
+    def from_bytes(raw: bytes, *, where: str = "write result") -> WriteResult:
+        if raw.startswith(_LEGACY_HEADER):
+            payload = bytes(raw[len(_LEGACY_HEADER) :])
+        else:
+            payload = ENVELOPE.payload(raw, where=where)
         try:
-            doc = json.loads(zlib.decompress(raw[5:]))
+            doc = json.loads(zlib.decompress(payload))
             return WriteResult(
                 tuple(_file_from_json(f) for f in doc["data"]),
                 tuple(_file_from_json(f) for f in doc["deletes"]),

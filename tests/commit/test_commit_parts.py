@@ -76,7 +76,7 @@ def test_staged_value_round_trip_and_damage() -> None:
     with pytest.raises(CorruptStateError, match="not a staged"):
         decode_staged(b"garbage", where="w")
     newer = raw[:4] + b"\x00\x09" + raw[6:]
-    with pytest.raises(UnsupportedError, match="format 9"):
+    with pytest.raises(UnsupportedError, match="format version 9"):
         decode_staged(newer, where="w")
 
 

@@ -79,7 +79,7 @@ def test_state_written_by_a_newer_format_is_unsupported_not_corrupt(tmp_path: ob
     raw = rocksdict.Rdict(path, rocksdict.Options(raw_mode=True))
     raw.put(b"mformat", encode_value(99, b"stream_sink operator state"))
     raw.close()
-    with pytest.raises(UnsupportedError, match=_named(path) + ".*format 99"):
+    with pytest.raises(UnsupportedError, match=_named(path) + ".*format version 99"):
         open_state_backend("rocksdb", path)
 
 

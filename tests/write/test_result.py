@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from stream_sink.exceptions import CorruptionError
+from stream_sink.exceptions import CorruptionError, UnsupportedError
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
-from stream_sink.write.result import MAGIC, WriteResult
+from stream_sink.write.result import ENVELOPE, MAGIC, WriteResult
 
 
 def every_field() -> DataFile:
@@ -102,7 +102,8 @@ def test_merge_concatenates_and_deduplicates_references() -> None:
     [
         (b"", "not a serialized WriteResult"),
         (b"XXXX\x01abc", "not a serialized WriteResult"),
-        (MAGIC + b"\x09" + zlib.compress(b"{}"), "version 9"),
+        (MAGIC + b"\x00\x00" + zlib.compress(b"{}"), "version 0"),
+        (MAGIC + b"\x00\x01" + b"garbage", "damaged"),
         (MAGIC + b"\x01" + b"garbage", "damaged"),
         (
             MAGIC
@@ -115,6 +116,17 @@ def test_merge_concatenates_and_deduplicates_references() -> None:
 def test_damaged_bytes_are_refused(raw: bytes, message: str) -> None:
     with pytest.raises(CorruptionError, match=message):
         WriteResult.from_bytes(raw)
+
+
+def test_a_newer_version_is_unsupported_not_corrupt() -> None:
+    with pytest.raises(UnsupportedError, match="format version 9"):
+        WriteResult.from_bytes(MAGIC + b"\x00\x09" + zlib.compress(b"{}"))
+
+
+def test_bytes_from_before_the_common_envelope_are_read() -> None:
+    result = WriteResult((every_field(),), (), ("p",))
+    legacy = MAGIC + b"\x01" + ENVELOPE.payload(result.to_bytes(), where="w")
+    assert WriteResult.from_bytes(legacy) == result
 
 
 def test_truncated_bytes_are_refused() -> None:
