@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.write.commit import commit_write_result
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 SCHEMA = pa.schema(

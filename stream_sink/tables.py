@@ -24,8 +24,8 @@ import pyarrow as pa
 from stream_sink.exceptions import CommitStateUnknownError, ValidationError
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
-from stream_sink.write.commit import commit_write_result
 from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 if TYPE_CHECKING:

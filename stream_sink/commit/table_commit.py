@@ -33,6 +33,7 @@ from stream_sink.table.operations import SnapshotProducer, branch_head
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
+from stream_sink.write.snapshot import Operation, snapshot_producer
 
 from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
 from .shapes import CommitGroup, Shape
@@ -103,23 +104,30 @@ def commit_group(
     return None
 
 
+_OPERATIONS: dict[Shape, Operation] = {
+    Shape.APPEND: "append",
+    Shape.EMPTY: "append",
+    Shape.ROW_DELTA: "row-delta",
+    Shape.REPLACE_PARTITIONS: "replace-partitions",
+}
+
+
 def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
-    if group.shape is Shape.ROW_DELTA:
-        delta = table.new_row_delta(branch)
-        for f in _files(group):
-            if f.is_delete:
-                delta.add_deletes(f)
-            else:
-                delta.add_rows(f)
-        return delta
-    if group.shape is Shape.REPLACE_PARTITIONS:
-        replace = table.new_replace_partitions(branch)
-        for f in _files(group):
-            replace.add_file(f)
-        return replace
-    append = table.new_append(branch)
-    append.append_files(_files(group))
-    return append
+    files = _files(group)
+    result = WriteResult(tuple(f for f in files if not f.is_delete),
+                         tuple(f for f in files if f.is_delete))  # fmt: skip
+    # No data-file validation for the streaming row delta: the sink's position deletes
+    # only point at rows its own task wrote earlier in the same batch (stream_sink.write
+    # .delta: an older row is deleted by an equality delete), so every referenced data
+    # file is added by this very snapshot and no concurrent commit can have removed it.
+    # (The starting snapshot such a check needs is unknown anyway: a staged batch may be
+    # committed several checkpoints and restarts after its files were written.) A
+    # compaction that rewrites files meanwhile validates against the sink's deletes; the
+    # sink never validates against compaction.
+    return snapshot_producer(
+        table, result, branch=branch, operation=_OPERATIONS[group.shape],
+        validate_referenced=False,
+    )  # fmt: skip
 
 
 def _files(group: CommitGroup) -> list[DataFile]:

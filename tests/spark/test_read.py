@@ -42,7 +42,7 @@ from stream_sink.table.types import (
     UUIDType,
 )
 from stream_sink.tables import IcebergTable
-from stream_sink.write.commit import commit_write_result
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 SCHEMA = Schema(

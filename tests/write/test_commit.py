@@ -17,10 +17,10 @@ from stream_sink.table.metrics_config import DELETE_FILE_PATH_ID, DELETE_FILE_PO
 from stream_sink.table.schema import Schema
 from stream_sink.table.table import Table
 from stream_sink.table.types import LongType, NestedField, StringType
-from stream_sink.write.commit import commit_write_result
 from stream_sink.write.config import WriteConfig
 from stream_sink.write.parquet import FileSpec, ParquetAppender
 from stream_sink.write.result import WriteResult
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("data", pa.string())])

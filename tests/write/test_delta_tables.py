@@ -19,7 +19,7 @@ from readers import duckdb_connection
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.table.manifest import DataFileContent
-from stream_sink.write.commit import commit_write_result
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,9 +30,9 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFile, DataFileContent
 from stream_sink.table.metrics_config import DELETE_FILE_PATH_ID
 from stream_sink.table.table import Table
-from stream_sink.write.commit import commit_write_result
 from stream_sink.write.delta import PartitionedDeltaWriter, UnpartitionedDeltaWriter
 from stream_sink.write.result import WriteResult
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import TaskWriterFactory
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])

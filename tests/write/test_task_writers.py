@@ -16,7 +16,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
-from stream_sink.write.commit import commit_write_result
+from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import (
     PartitionedFanoutWriter,
     TaskWriterFactory,
