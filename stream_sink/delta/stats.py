@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -93,7 +94,19 @@ def may_contain(stats: str | None, column: str, lo: Any, hi: Any) -> bool:
     fmax = (doc.get("maxValues") or {}).get(column)
     if fmin is None or fmax is None:
         return True
+    lo, hi, fmin, fmax = (_comparable(v) for v in (lo, hi, fmin, fmax))
     try:
         return not (hi < fmin or lo > fmax)
     except TypeError:
         return True
+
+
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+
+
+def _comparable(value: Any) -> Any:
+    """Timestamps as writers spell them (``2024-01-01 00:00:00.000``, ``...T...Z``) in one
+    spelling, so they compare as instants of the same zone would."""
+    if isinstance(value, str) and _TIMESTAMP.match(value):
+        return value.replace(" ", "T", 1).rstrip("Z")
+    return value
