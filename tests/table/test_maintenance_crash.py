@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from compaction import commit_compaction, plan_compaction
 from readers import duckdb_rows
 
 from stream_sink.catalogs import load_catalog
@@ -41,17 +42,24 @@ def make_table(warehouse: Path, compacted: bool) -> IcebergTable:
     t.upsert(rows((2, "u"), (3, "u")))
     t.append(rows((4, "c")))
     if compacted:  # expiry then has files to delete
-        run(warehouse, "rewrite", None)
+        rerun(t, "rewrite")
     return t
 
 
-def run(warehouse: Path, op: str, failpoint: str | None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.run([sys.executable, str(DRIVER), str(warehouse), op],
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+def start(warehouse: Path, op: str, failpoint: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+           "STREAM_SINK_FAILPOINT": failpoint}  # fmt: skip
+    return subprocess.Popen([sys.executable, str(DRIVER), str(warehouse), op], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def rerun(t: IcebergTable, op: str) -> None:
+    """The operation again, in this process, without a failpoint."""
+    t.refresh()
+    if op == "rewrite":
+        commit_compaction(t, plan_compaction(t), use_starting_sequence_number=True)
+    else:
+        t.new_expire_snapshots().expire_older_than(2**62).retain_last(1).commit()
 
 
 def check_readable(t: IcebergTable) -> None:
@@ -66,19 +74,34 @@ def check_readable(t: IcebergTable) -> None:
     assert sorted((r["id"], r["data"]) for r in duckdb_rows(t.metadata_location)) == EXPECTED
 
 
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[IcebergTable, int, str]]:
+    """Every scenario's table after its driver was killed (the drivers run concurrently):
+    failpoint -> (table, return code, stderr)."""
+    tables, procs = {}, {}
+    for op, point in POINTS:
+        warehouse = tmp_path_factory.mktemp(point) / "wh"
+        tables[point] = make_table(warehouse, compacted=op == "expire")
+        procs[point] = start(warehouse, op, point)
+    out = {}
+    for point, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        out[point] = (tables[point], proc.returncode, err)
+    return out
+
+
 def test_every_maintenance_failpoint_is_exercised() -> None:
     assert {p for _, p in POINTS} == set(MAINTENANCE_FAILPOINTS)
 
 
 @pytest.mark.parametrize(("op", "point"), POINTS, ids=[p for _, p in POINTS])
-def test_crash_at_failpoint_leaves_a_readable_table(tmp_path: Path, op: str, point: str) -> None:
-    warehouse = tmp_path / "wh"
-    t = make_table(warehouse, compacted=op == "expire")
-    crashed = run(warehouse, op, point)
-    assert crashed.returncode == -9, f"not killed at {point}: {crashed.stderr[-2000:]}"
+def test_crash_at_failpoint_leaves_a_readable_table(
+    crashed: dict[str, tuple[IcebergTable, int, str]], op: str, point: str
+) -> None:
+    t, returncode, stderr = crashed[point]
+    assert returncode == -9, f"not killed at {point}: {stderr[-2000:]}"
     check_readable(t)
-    again = run(warehouse, op, None)
-    assert again.returncode == 0, again.stderr[-2000:]
+    rerun(t, op)
     check_readable(t)
     if op == "expire":
         assert len(t.refresh().snapshots()) == 1
