@@ -6,9 +6,10 @@ Run: ``python bench/bench_delta_lake.py [batches] [batch_rows] [upsert_batches] 
 ``notify_checkpoint_complete``, one checkpoint per batch) in a fresh process, so peak
 memory (RSS growth) belongs to it alone.
 
-1. Append: the same batches into Delta (DeltaTarget) and into Iceberg (IcebergTarget,
-   the append TaskWriter), and ``deltalake.write_deltalake(mode="append")`` of the same
-   batches (delta-rs, no exactly-once protocol) as the baseline.
+1. Append: the same batches (built before timing) into Delta (DeltaTarget) and into
+   Iceberg (IcebergTarget, the append TaskWriter), ``DeltaTable.append`` (our log and
+   writer without the protocol's state and checkpoints), and
+   ``deltalake.write_deltalake(mode="append")`` (delta-rs) as the baseline.
 2. Upsert: a 200,000-row table, then batches of changes (90% updates of existing keys,
    10% new keys): our copy-on-write MERGE + commit against delta-rs ``merge`` (when
    matched update all, when not matched insert all) of the same changes; median batch
@@ -70,7 +71,11 @@ def _commit(c: Any, batch_id: int, result: Any) -> None:
     c.notify_checkpoint_complete(batch_id)
 
 
-def append_delta(root: str, batches: int, rows: int) -> None:
+def make_batches(batches: int, rows: int) -> list[pa.Table]:
+    return [batch(b * rows, rows, b) for b in range(batches)]
+
+
+def append_delta(root: str, data: list[pa.Table]) -> None:
     from stream_sink.commit.delta_target import DeltaTarget
     from stream_sink.delta import DeltaTable
     from stream_sink.delta.batch import DeltaBatch
@@ -78,13 +83,21 @@ def append_delta(root: str, batches: int, rows: int) -> None:
 
     table = DeltaTable.create(f"{root}/t", SCHEMA)
     c = _committer(DeltaTarget(table), root)
-    for b in range(batches):
-        adds = write_data_files(table.location, batch(b * rows, rows, b), table.schema, ())
+    for b, rows in enumerate(data):
+        adds = write_data_files(table.location, rows, table.schema, ())
         _commit(c, b, DeltaBatch(tuple(adds)))
     c.close()
 
 
-def append_iceberg(root: str, batches: int, rows: int) -> None:
+def append_delta_plain(root: str, data: list[pa.Table]) -> None:
+    from stream_sink.delta import DeltaTable
+
+    table = DeltaTable.create(f"{root}/t", SCHEMA)
+    for rows in data:
+        table.append(rows)
+
+
+def append_iceberg(root: str, data: list[pa.Table]) -> None:
     from stream_sink.catalogs import load_catalog
     from stream_sink.commit import IcebergTarget
     from stream_sink.write.task_writers import TaskWriterFactory
@@ -94,18 +107,18 @@ def append_iceberg(root: str, batches: int, rows: int) -> None:
     props = {"write.parquet.compression-codec": "snappy"}  # the Delta writers' codec
     table = catalog.create_table("db.t", schema=SCHEMA, properties=props)
     c = _committer(IcebergTarget(table), root)
-    for b in range(batches):
+    for b, rows in enumerate(data):
         writer = TaskWriterFactory.for_table(table).create(0, b)
-        writer.write(batch(b * rows, rows, b))
+        writer.write(rows)
         _commit(c, b, writer.complete())
     c.close()
 
 
-def append_delta_rs(root: str, batches: int, rows: int) -> None:
+def append_delta_rs(root: str, data: list[pa.Table]) -> None:
     from deltalake import write_deltalake
 
-    for b in range(batches):
-        write_deltalake(f"{root}/t", batch(b * rows, rows, b), mode="append")
+    for rows in data:
+        write_deltalake(f"{root}/t", rows, mode="append")
 
 
 def _base(root: str) -> None:
@@ -151,15 +164,17 @@ def upsert_delta_rs(root: str, batches: int, n: int) -> list[float]:
 
 
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], queue: Any) -> None:
+    """Run ``fn(root, *inputs)``; append variants get their batches built before timing."""
     import deltalake  # noqa: F401  imports are not part of the measurement
 
     import stream_sink.commit.delta_target
     import stream_sink.write.task_writers  # noqa: F401
 
+    inputs = (make_batches(*args),) if fn.__name__.startswith("append") else args
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with tempfile.TemporaryDirectory() as root:
         t0 = time.perf_counter()
-        value = fn(root, *args)
+        value = fn(root, *inputs)
         elapsed = time.perf_counter() - t0
     peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
     queue.put((elapsed, peak, value))
@@ -181,6 +196,7 @@ def main(batches: int, rows: int, upsert_batches: int, n: int) -> None:
           f"{os.cpu_count()}, load {os.getloadavg()[0]:.1f})")  # fmt: skip
     base, base_peak, _ = measure(append_delta_rs, batches, rows)
     for name, fn in (("deltalake.write_deltalake", append_delta_rs),
+                     ("DeltaTable.append (no sink)", append_delta_plain),
                      ("stream_sink -> Delta", append_delta),
                      ("stream_sink -> Iceberg", append_iceberg)):  # fmt: skip
         if fn is append_delta_rs:

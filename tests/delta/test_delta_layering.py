@@ -1,0 +1,53 @@
+"""Layering of the Delta target: ``delta/`` knows nothing of Iceberg, the writers, the
+committer or Spark; the protocol core of ``commit/`` imports no table format."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import stream_sink
+
+ROOT = Path(stream_sink.__file__).parent
+CORE = ("committer.py", "shapes.py", "target.py", "committer_state.py", "state_recovery.py")
+
+
+def imported(path: Path) -> set[str]:
+    """Absolute stream_sink modules ``path`` imports (relative imports resolved)."""
+    package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            out.add(base)
+    return {m for m in out if m.startswith("stream_sink")}
+
+
+def test_delta_package_imports_no_iceberg_writer_committer_or_spark() -> None:
+    banned = ("stream_sink.table", "stream_sink.write", "stream_sink.commit", "stream_sink.spark")
+    for path in sorted((ROOT / "delta").glob("*.py")):
+        bad = sorted(m for m in imported(path) if m.startswith(banned))
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_commit_protocol_core_imports_no_table_format() -> None:
+    banned = ("stream_sink.table", "stream_sink.delta", "stream_sink.write")
+    for name in CORE:
+        bad = sorted(m for m in imported(ROOT / "commit" / name) if m.startswith(banned))
+        assert not bad, f"commit/{name} imports {bad}"
+
+
+def test_only_the_delta_adapters_import_delta() -> None:
+    allowed = {"commit/delta_target.py", "spark/delta_sink.py", "spark/delta_tasks.py",
+               "cli/delta_commands.py"}  # fmt: skip
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("delta/") or rel in allowed:
+            continue
+        bad = sorted(m for m in imported(path) if m.startswith("stream_sink.delta"))
+        assert not bad, f"{rel} imports {bad}"
