@@ -50,15 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog-uri", default=None,
                         help="SQL catalog (sqlite:///x.db, postgresql+psycopg://...); "
                              "default: a Hadoop catalog under --warehouse")  # fmt: skip
-    parser.add_argument("--checkpoint-location", default=f"checkpoints/{SINK_ID}")
-    parser.add_argument("--state-dir", default="state")
+    parser.add_argument("--checkpoint-location", default=f"checkpoints/{SINK_ID}",
+                        help="the sink's checkpoint location (Spark's and the sink's)")
+    parser.add_argument("--state-dir", default="state",
+                        help="the sink's operator state (RocksDB), local disk")
     parser.add_argument("--input", default="demo/input", help="where the change files go")
-    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"),
+                        help="Spark master URL (default: $SPARK_MASTER, else local[2])")
     parser.add_argument("--no-kill", action="store_true", help="do not kill the job midway")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7, help="seed of the generated changes")
     parser.add_argument("--catalog-prop", action="append", default=[], metavar="KEY=VALUE",
-                        help="catalog property, e.g. s3.endpoint=http://minio:9000")
-    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
+                        help="catalog property, e.g. s3.endpoint=http://minio:9000 "
+                             "(repeatable; default: none)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark setting for the job (repeatable; default: none)")
 
 
 def run_demo_from_args(args: argparse.Namespace) -> int:

@@ -17,26 +17,41 @@ HEADERS = ["scenario", "kill moment", "restarts", "expected", "found", "duplicat
            "unexpected", "verdict"]  # fmt: skip
 
 
+def drill_epilog() -> str:
+    """The failpoints ``--failpoints`` takes, in the order the commit protocol meets them."""
+    from stream_sink.commit.failpoints import FAILPOINTS
+
+    names = "\n".join(f"  {name}" for name in FAILPOINTS)
+    return (f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
+            "NAME@N kills at the N-th time the step is reached (default: the first).")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failpoints", default="all",
-                        help="all, none, or NAME[@N],... (STREAM_SINK_FAILPOINT values)")
+                        help="all, none, or NAME[@N],... (the names are listed below)")
     parser.add_argument("--random-kills", type=int, default=0, metavar="N",
                         help="scenarios killed once at a random moment, per mode")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7,
+                        help="seed of the generated input and the random kills")
     parser.add_argument("--mode", default="upsert",
                         help="append, changelog or upsert (or several, comma-separated)")
     parser.add_argument("--soak", type=float, default=0.0, metavar="MINUTES",
                         help="after the planned scenarios, keep killing at random this long")
-    parser.add_argument("--json", default=None, metavar="REPORT", help="write the report here")
+    parser.add_argument("--json", default=None, metavar="REPORT",
+                        help="also write the report as JSON here (default: none)")
     parser.add_argument("--job", default=None, metavar="MODULE:FUNCTION",
                         help="your streaming job (default: the built-in demo pipeline)")
-    parser.add_argument("--table", default=None, help="the table --job writes")
+    parser.add_argument("--table", default=None,
+                        help="the table --job writes (default: the demo's demo.orders)")
     parser.add_argument("--expected", default=None, metavar="MODULE:FUNCTION",
-                        help="returns the expected final table (pyarrow.Table)")
-    parser.add_argument("--work-dir", default=None, help="default: a new temporary directory")
+                        help="returns the expected final table (pyarrow.Table; default: "
+                             "the demo's expected rows)")
+    parser.add_argument("--work-dir", default=None,
+                        help="where scenarios run (default: a new temporary directory)")
     parser.add_argument("--rows", type=int, default=1600, help="input size (change events)")
     parser.add_argument("--files", type=int, default=4, help="input files (one per batch)")
-    parser.add_argument("--checkpoint-interval-batches", type=int, default=2)
+    parser.add_argument("--checkpoint-interval-batches", type=int, default=2,
+                        help="the sink checkpoints (and commits) every N batches")
     parser.add_argument("--max-kill-delay", type=float, default=8.0, metavar="SECONDS",
                         help="random kills land up to this long after a run's first batch")
     parser.add_argument("--parallel", type=int, default=1,

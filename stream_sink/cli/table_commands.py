@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -18,59 +19,97 @@ import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
-from stream_sink.cli.output import format_table
-from stream_sink.commit.watermark import JOB_ID, MAX_COMMITTED_CHECKPOINT_ID, OPERATOR_ID
+from stream_sink.cli.output import format_table, progress
+from stream_sink.commit.watermark import (
+    JOB_ID,
+    MAX_COMMITTED_CHECKPOINT_ID,
+    OPERATOR_ID,
+    iter_ancestry,
+)
+from stream_sink.exceptions import NotFoundError
+from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
+from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
 from stream_sink.table.table import Table
 
 
 def add_catalog_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--warehouse", default=None, help="Hadoop catalog warehouse (default: warehouse)"
-    )
-    p.add_argument("--catalog-uri", default=None, help="SQL catalog database URI")
-    p.add_argument("--catalog-name", default="local", help="catalog name (SQL catalog rows)")
+    p.add_argument("--warehouse", default=None,
+                   help="Hadoop catalog warehouse directory or URI; with --catalog-uri, the "
+                        "SQL catalog's warehouse (default: warehouse)")  # fmt: skip
+    p.add_argument("--catalog-uri", default=None,
+                   help="SQL catalog database URI (sqlite:///catalog.db, postgresql://...) "
+                        "(default: none, a Hadoop catalog under --warehouse)")  # fmt: skip
+    p.add_argument("--catalog-name", default="local",
+                   help="catalog name (the SQL catalog's catalog_name column)")
 
 
-def add_table_parsers(sub: Any) -> None:
-    table = sub.add_parser("table", help="inspect tables")
-    tsub = table.add_subparsers(dest="table_command", required=True)
-    lst = tsub.add_parser("list", help="tables of a namespace (all namespaces by default)")
-    lst.add_argument("namespace", nargs="?")
+def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    table = sub.add_parser("table", help="inspect tables", formatter_class=formatter)
+    tsub = table.add_subparsers(dest="table_command", required=True, metavar="COMMAND")
+    lst = tsub.add_parser("list", help="tables of a namespace (all namespaces by default)",
+                          formatter_class=formatter)  # fmt: skip
+    lst.add_argument("namespace", nargs="?", help="namespace such as db (default: all)")
     for name, text in (
-        ("show", "schema, partitioning, properties, current snapshot"),
-        ("snapshots", "snapshots with their operation, totals and sink watermark"),
+        ("show", "schema, partitioning, properties, current snapshot, sink watermarks"),
+        ("snapshots", "snapshots with their operation, totals, live rows and sink watermark"),
         ("files", "live data and delete files of a snapshot"),
     ):
-        p = tsub.add_parser(name, help=text)
-        p.add_argument("table")
+        p = tsub.add_parser(name, help=text, formatter_class=formatter)
+        p.add_argument("table", help="table name such as db.events, or the path of a Delta table")
         if name == "files":
-            p.add_argument("--snapshot-id", type=int, default=None)
+            p.add_argument("--snapshot-id", type=int, default=None,
+                           help="snapshot to list (default: the current one)")
     for p in tsub.choices.values():
         add_catalog_options(p)
-        p.add_argument("--format", choices=("table", "jsonl"), default="table")
+        p.add_argument("--format", choices=("table", "jsonl"), default="table",
+                       help="a table for people, or one JSON object per line")
 
-    read = sub.add_parser("read", help="print a table's rows (deletes applied)")
-    read.add_argument("table")
-    read.add_argument("--snapshot-id", type=int, default=None)
-    read.add_argument("--ref", default=None, help="branch or tag")
+    read = sub.add_parser("read", help="print a table's rows (deletes applied)",
+                          formatter_class=formatter)  # fmt: skip
+    read.add_argument("table", help="table name such as db.events, or the path of a Delta table")
+    read.add_argument("--snapshot-id", type=int, default=None,
+                      help="read this snapshot (default: the current one)")
+    read.add_argument("--ref", default=None, help="read this branch or tag (default: main)")
     read.add_argument(
-        "--filter", default=None, help="row filter, e.g. \"id = 5 and ts >= '2024-01-01'\""
-    )
-    read.add_argument("--columns", default=None, help="comma-separated columns")
+        "--filter", default=None,
+        help="row filter, e.g. \"id = 5 and ts >= '2024-01-01'\" (default: every row)"
+    )  # fmt: skip
+    read.add_argument("--columns", default=None,
+                      help="comma-separated columns (default: all)")  # fmt: skip
     read.add_argument("--limit", type=int, default=20, help="rows to print (0: all)")
-    read.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table")
-    read.add_argument("--output", default=None, help="file for --format parquet (default stdout)")
+    read.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table",
+                      help="a table for people, JSON lines, or a Parquet file")  # fmt: skip
+    read.add_argument("--output", default=None,
+                      help="file for --format parquet (default: stdout)")  # fmt: skip
     add_catalog_options(read)
 
 
 def open_catalog(args: argparse.Namespace) -> Catalog:
+    """The catalog the options name; it must exist (reading never creates one)."""
+    require_catalog_location(args.catalog_uri, args.warehouse or "warehouse")
     if args.catalog_uri:
         return load_catalog(
             args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
         )
     return load_catalog(args.catalog_name, type="hadoop", warehouse=args.warehouse or "warehouse")
+
+
+def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
+    """NotFoundError naming the location when a SQLite catalog file or a Hadoop
+    warehouse does not exist (a mistyped option), instead of creating an empty one."""
+    if catalog_uri:
+        url = engine_url(catalog_uri)
+        database = url.database or ""
+        if (url.get_backend_name() == "sqlite" and database not in ("", ":memory:")
+                and not database.startswith("file:") and not os.path.exists(database)):
+            raise NotFoundError(f"SQL catalog database {database!r} (from --catalog-uri "
+                                f"{catalog_uri}) does not exist; check the path")
+        return
+    if not FileIO.for_location(warehouse).exists(warehouse):
+        raise NotFoundError(f"warehouse {warehouse!r} does not exist; check --warehouse "
+                            "(the Hadoop catalog's root directory or URI)")
 
 
 def run_table(args: argparse.Namespace) -> int:
@@ -91,8 +130,12 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def snapshot_rows(table: Table) -> list[dict[str, Any]]:
+    """One row per snapshot, oldest first. ``live_rows`` is what a read of that snapshot
+    returns (deletes applied); ``watermark`` the highest Spark batch id the sink had
+    committed with it (``stream-sink.max-committed-checkpoint-id``)."""
     rows = []
-    for s in table.snapshots():
+    snapshots = table.snapshots()
+    for s in progress(snapshots, len(snapshots), "counting live rows"):
         summary = s.summary
         rows.append(
             {
@@ -102,15 +145,33 @@ def snapshot_rows(table: Table) -> list[dict[str, Any]]:
                 "committed_at": _time(s.timestamp_ms),
                 "operation": s.operation,
                 "added_records": _int(summary.get("added-records")),
-                "total_records": _int(summary.get("total-records")),
+                "live_rows": _live_rows(table, s.snapshot_id),
                 "data_files": _int(summary.get("total-data-files")),
                 "delete_files": _int(summary.get("total-delete-files")),
                 "sink": summary.get(OPERATOR_ID),
                 "job": (summary.get(JOB_ID) or "")[:8] or None,
-                "checkpoint": _int(summary.get(MAX_COMMITTED_CHECKPOINT_ID)),
+                "watermark": _int(summary.get(MAX_COMMITTED_CHECKPOINT_ID)),
             }
         )
     return rows
+
+
+def sink_watermarks(table: Table) -> list[dict[str, Any]]:
+    """Each sink that committed to the main branch: its newest job and watermark."""
+    head = table.current_snapshot()
+    seen: dict[str, dict[str, Any]] = {}
+    for snap in iter_ancestry(table.metadata, head):
+        sink = snap.summary.get(OPERATOR_ID)
+        mark = _int(snap.summary.get(MAX_COMMITTED_CHECKPOINT_ID))
+        if sink is None or mark is None or sink in seen:
+            continue
+        seen[sink] = {"sink": sink, "job": snap.summary.get(JOB_ID), "watermark": mark,
+                      "snapshot_id": snap.snapshot_id, "committed_at": _time(snap.timestamp_ms)}
+    return list(seen.values())
+
+
+def _live_rows(table: Table, snapshot_id: int) -> int:
+    return int(table.scan(snapshot_id=snapshot_id).count())  # type: ignore[attr-defined]
 
 
 def file_rows(table: Table, snapshot_id: int | None) -> list[dict[str, Any]]:
@@ -140,7 +201,8 @@ def file_rows(table: Table, snapshot_id: int | None) -> list[dict[str, Any]]:
 def _show(table: Table, fmt: str) -> int:
     meta = table.metadata
     current = table.current_snapshot()
-    info = {
+    sinks = sink_watermarks(table)
+    info: dict[str, Any] = {
         "table": table.name,
         "location": table.location,
         "metadata": table.metadata_location,
@@ -156,6 +218,7 @@ def _show(table: Table, fmt: str) -> int:
         "current_snapshot_id": current.snapshot_id if current else None,
         "snapshots": len(meta.snapshots),
         "refs": {k: r.snapshot_id for k, r in meta.refs.items()},
+        "sinks": sinks,
     }
     if fmt == "jsonl":
         print(json.dumps(info, default=str))
@@ -163,6 +226,14 @@ def _show(table: Table, fmt: str) -> int:
     for key, value in info.items():
         if key == "schema":
             print(f"{key}:\n{value}")
+        elif key == "sinks":
+            print("sinks (watermark: the highest Spark batch id each sink committed):")
+            if not sinks:
+                print("  (none: no snapshot written by a sink)")
+            else:
+                headers = list(sinks[0])
+                table_text = format_table(headers, [[r[h] for h in headers] for r in sinks])
+                print("\n".join("  " + line for line in table_text.splitlines()))
         else:
             print(f"{key}: {value}")
     return 0

@@ -20,6 +20,7 @@ from stream_sink.io import FileIO
 
 METADATA_FILE = "metadata"
 COMMITS_DIR = "commits"
+OFFSETS_DIR = "offsets"
 _BATCH_FILE = re.compile(r"^\d+$")
 
 
@@ -65,7 +66,17 @@ def parse_query_id(raw: bytes, where: str) -> str:
 
 def acknowledged_batch_ids(spark_checkpoint_location: str, io: FileIO | None = None) -> list[int]:
     """Batch ids in Spark's commit log, ascending (empty when there is none yet)."""
+    return _batch_files(spark_checkpoint_location, COMMITS_DIR, io)
+
+
+def planned_batch_ids(spark_checkpoint_location: str, io: FileIO | None = None) -> list[int]:
+    """Batch ids in Spark's offset log, ascending: batches Spark has planned (their input
+    ranges written down); the newest may still be running or waiting to be re-run."""
+    return _batch_files(spark_checkpoint_location, OFFSETS_DIR, io)
+
+
+def _batch_files(spark_checkpoint_location: str, log_dir: str, io: FileIO | None) -> list[int]:
     io = io or io_for(spark_checkpoint_location)
-    commits = f"{spark_checkpoint_location.rstrip('/')}/{COMMITS_DIR}"
-    names = (loc.rstrip("/").rsplit("/", 1)[-1] for loc in io.list_dir(commits))
+    directory = f"{spark_checkpoint_location.rstrip('/')}/{log_dir}"
+    names = (loc.rstrip("/").rsplit("/", 1)[-1] for loc in io.list_dir(directory))
     return sorted(int(n) for n in names if _BATCH_FILE.match(n))

@@ -94,3 +94,28 @@ def test_errors_name_what_is_wrong(warehouse: str, capsys: pytest.CaptureFixture
         capsys, "read", "db.events", "--warehouse", warehouse, "--filter", "nope = 1"
     )
     assert code == 1 and "nope" in err
+
+
+def test_snapshots_show_live_rows_and_watermark_column(
+    warehouse: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "table", "snapshots", "db.events", "--warehouse", warehouse,
+                       "--format", "jsonl")  # fmt: skip
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["live_rows"] for r in rows] == [30, 31]
+    assert all("watermark" in r and "checkpoint" not in r for r in rows)
+    code, out, _ = run(capsys, "table", "show", "db.events", "--warehouse", warehouse)
+    assert "sinks (watermark" in out and "(none: no snapshot written by a sink)" in out
+
+
+def test_a_missing_warehouse_is_an_error_naming_it_and_is_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "warehuose"
+    for args in (["table", "list"], ["table", "show", "db.events"], ["read", "db.events"]):
+        code, _, err = run(capsys, *args, "--warehouse", str(missing))
+        assert code == 1 and str(missing) in err and "does not exist" in err, (args, err)
+    code, _, err = run(capsys, "table", "list", "--catalog-uri",
+                         f"sqlite:///{tmp_path / 'nope.db'}")  # fmt: skip
+    assert code == 1 and "nope.db" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
