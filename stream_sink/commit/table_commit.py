@@ -96,12 +96,28 @@ def commit_group(
             raise
         log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
         return seen[-1]
-    metrics.committed((time.perf_counter() - started) * 1000, _files(group))
-    log.info(
-        "committed %s of batches %s..%s to %s (branch %s)",
-        group.shape.value, group.lowest, group.stamp, table.name, who.branch,
-    )  # fmt: skip
+    duration_ms = (time.perf_counter() - started) * 1000
+    files = _files(group)
+    metrics.committed(duration_ms, files)
+    _log_commit(table, group, who, files, duration_ms)
     return None
+
+
+def _log_commit(table: Table, group: CommitGroup, who: SinkIdentity, files: list[DataFile],
+                duration_ms: float) -> None:  # fmt: skip
+    """The one INFO line per table commit (logger ``stream_sink.commit.table_commit``)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    data = [f for f in files if not f.is_delete]
+    deletes = [f for f in files if f.is_delete]
+    log.info(
+        "sink %s: committed batches %d..%d to %s: %d batches, %d rows, %d data files, "
+        "%d delete files (%d deletes), watermark %d, %s on branch %s, %.0f ms",
+        who.operator_id, group.lowest, group.stamp, table.name, len(group.batches),
+        sum(f.record_count for f in data), len(data), len(deletes),
+        sum(f.record_count for f in deletes), group.stamp, group.shape.value, who.branch,
+        duration_ms,
+    )  # fmt: skip
 
 
 _OPERATIONS: dict[Shape, Operation] = {
