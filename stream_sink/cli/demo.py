@@ -34,6 +34,7 @@ from stream_sink.demo.job import (
     write_input,
 )
 from stream_sink.io import FileIO
+from stream_sink.ops.status import sink_status
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.tables import IcebergTable
@@ -99,10 +100,11 @@ def run_demo(
     create_table(catalog)
     say(f"table {TABLE} created: partitioned by day(created_at), bucket(order_id, 4)")
     batches = len(stream.files)
+    say(f"Spark numbers the micro-batches from 0: batches 0..{batches - 1}, one per file")
     kill_after = batches // 2 - 1 if kill and batches >= 4 else None
     code = _run_job(cfg, catalog, batches, kill_after, say, attempt=1)
     if code == "killed":
-        say("restarting the job from the same checkpoint location")
+        say(_resume_message(cfg, catalog))
         code = _run_job(cfg, catalog, batches, None, say, attempt=2)
     if code != "done":
         say(f"the streaming job failed; see {_log_path(cfg, 2 if kill_after else 1)}")
@@ -144,11 +146,29 @@ def _report(catalog: Catalog, seen: list[Snapshot], batches: int, say: _Say) -> 
     now = _committed(catalog)
     for snap in now[len(seen):]:
         s = snap.summary
-        say(f"batch {int(s.get(WATERMARK, '-1')) + 1:>3}/{batches} committed: "
+        say(f"batch {int(s.get(WATERMARK, '-1')):>3} of 0..{batches - 1} committed: "
             f"{s.get('operation', '?')}, +{s.get('added-data-files', '0')} data files, "
             f"+{s.get('added-delete-files', '0')} delete files, "
             f"{int(s.get('total-records', '0')):,} records in data files")  # fmt: skip
     return now
+
+
+def _resume_message(cfg: DemoConfig, catalog: Catalog) -> str:
+    """What the restart starts from: the table's watermark, the batches the sink holds
+    durably but had not committed, and the batch Spark runs next."""
+    status = sink_status(cfg.checkpoint_location, catalog, sink_id=SINK_ID, table=TABLE)
+    mark = status.watermark if status.watermark is not None else -1
+    held = (*status.staged, *status.pending)
+    acked = status.acknowledged[-1] if status.acknowledged else -1
+    parts = [f"restarting the job from {cfg.checkpoint_location}: the table's watermark is "
+             f"batch {mark}"]  # fmt: skip
+    if held:
+        parts.append(f"batches {', '.join(map(str, held))} are durable in the sink's state "
+                     "and are committed first")  # fmt: skip
+    parts.append(f"Spark resumes with batch {acked + 1}" + (
+        " again: it had started it before the kill"
+        if acked + 1 in status.in_flight else ""))  # fmt: skip
+    return "; ".join(parts)
 
 
 def _watermark(snapshots: list[Snapshot]) -> int:

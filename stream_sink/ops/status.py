@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit.watermark import iter_ancestry, stamp_of, watermark_from
-from stream_sink.exceptions import CheckpointError, InvalidOptionError, NotFoundError
+from stream_sink.exceptions import (
+    CheckpointError,
+    InvalidOptionError,
+    NotFoundError,
+    ValidationError,
+)
 from stream_sink.io import FileIO
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
@@ -127,7 +132,7 @@ def _table_watermark(
         return None, "no catalog given", None
     try:
         loaded = catalog.load_table(table)
-    except NotFoundError as e:
+    except (NotFoundError, ValidationError) as e:
         return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None
     meta = loaded.metadata
     head = branch_head(meta, branch)
