@@ -1,0 +1,82 @@
+"""Every ```python and ```bash block of README.md and docs/ runs as written.
+
+Each page runs in its own child process and sandbox directory (see ``run_blocks.py``),
+with the environment a reader following the quickstart has: this interpreter's
+``bin/`` first on PATH (the ``stream-sink`` command), the repository importable, and
+``PYSPARK_PYTHON`` pointing at this interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from code_blocks import REPO, Block, pages, runnable
+
+HERE = Path(__file__).resolve().parent
+SPARK_HINTS = ("local_session", "pyspark", "SparkSession", "stream-sink demo", "stream-sink drill")
+
+
+def _page_params() -> list[object]:
+    params = []
+    for page in pages():
+        blocks = [b for b in runnable(page) if b.skip_reason is None]
+        if not blocks:
+            continue
+        spark = any(h in b.code for b in blocks for h in SPARK_HINTS)
+        marks = [pytest.mark.spark] if spark else []
+        params.append(pytest.param(page, id=str(page.relative_to(REPO)), marks=marks))
+    return params
+
+
+def _skipped_params() -> list[object]:
+    return [pytest.param(b, id=b.where) for page in pages() for b in runnable(page)
+            if b.skip_reason is not None]  # fmt: skip
+
+
+def sandbox_env() -> dict[str, str]:
+    env = dict(os.environ)
+    bin_dir = os.path.dirname(sys.executable)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+@pytest.mark.parametrize("page", _page_params())
+def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
+    blocks = [b for b in runnable(page) if b.skip_reason is None]
+    spec = tmp_path / "blocks.json"
+    spec.write_text(json.dumps([{"where": b.where, "lang": b.lang, "code": b.code}
+                                for b in blocks]))  # fmt: skip
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "run_blocks.py"), str(spec)],
+        cwd=sandbox, env=sandbox_env(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, (
+        f"{page.name}: a code block failed\n--- stdout\n{proc.stdout[-6000:]}\n"
+        f"--- stderr\n{proc.stderr[-6000:]}"
+    )
+
+
+@pytest.mark.parametrize("block", _skipped_params())
+def test_block_marked_not_runnable(block: Block) -> None:
+    """Listed so the report shows each block left out, with its reason."""
+    assert len(block.skip_reason or "") >= 10, f"{block.where}: give a real reason"
+    pytest.skip(f"{block.where}: {block.skip_reason}")
+
+
+def test_every_page_has_closed_fences_and_known_markers() -> None:
+    for page in pages():
+        text = page.read_text()
+        for number, line in enumerate(text.splitlines(), 1):
+            if "docs-test:" in line and "docs-test: skip because" not in line:
+                pytest.fail(f"{page.name}:{number}: unknown docs-test marker: {line.strip()}")
+        runnable(page)  # raises on an unclosed fence

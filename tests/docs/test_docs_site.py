@@ -1,0 +1,47 @@
+"""docs/ builds without a warning, and its reference pages match the code."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from code_blocks import REPO
+
+from stream_sink.cli.reference import MARKER, markdown
+from stream_sink.spark import IcebergSink
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (tmp_path / "sink-options" / "index.html").exists()
+
+
+def test_every_sink_option_is_documented_with_its_default() -> None:
+    text = (REPO / "docs" / "sink-options.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", text, flags=re.M))
+    params = inspect.signature(IcebergSink.__init__).parameters
+    for name, p in params.items():
+        if name == "self":
+            continue
+        assert name in rows, f"docs/sink-options.md has no row for IcebergSink({name}=...)"
+        shown = rows[name].strip().strip("`")
+        want = "required" if p.default is inspect.Parameter.empty else repr(p.default)
+        assert shown == want.replace("'", '"'), f"{name}: documented {shown}, default {want}"
+    assert set(rows) <= set(params), f"documented options that do not exist: " \
+        f"{set(rows) - set(params)}"
+
+
+def test_the_command_line_reference_is_up_to_date() -> None:
+    page = (REPO / "docs" / "cli.md").read_text()
+    assert MARKER in page
+    generated = page.split(MARKER, 1)[1].strip()
+    assert generated == markdown().strip(), (
+        "docs/cli.md is out of date: run `python -m stream_sink.cli.reference docs/cli.md`"
+    )
