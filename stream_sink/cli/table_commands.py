@@ -24,7 +24,9 @@ from stream_sink.commit.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
     OPERATOR_ID,
+    WATERMARK_PROPERTY_PREFIX,
     iter_ancestry,
+    recorded_watermark,
 )
 from stream_sink.exceptions import NotFoundError
 from stream_sink.io import FileIO
@@ -157,17 +159,30 @@ def snapshot_rows(table: Table) -> list[dict[str, Any]]:
 
 
 def sink_watermarks(table: Table) -> list[dict[str, Any]]:
-    """Each sink that committed to the main branch: its newest job and watermark."""
-    head = table.current_snapshot()
+    """Each sink that committed to the main branch: its newest job and its watermark
+    (the snapshot summaries' and the durable ``stream-sink.watermark.<sink>`` record's,
+    which outlives expired snapshots)."""
+    meta = table.metadata
     seen: dict[str, dict[str, Any]] = {}
-    for snap in iter_ancestry(table.metadata, head):
+    for snap in iter_ancestry(meta, table.current_snapshot()):
         sink = snap.summary.get(OPERATOR_ID)
         mark = _int(snap.summary.get(MAX_COMMITTED_CHECKPOINT_ID))
         if sink is None or mark is None or sink in seen:
             continue
         seen[sink] = {"sink": sink, "job": snap.summary.get(JOB_ID), "watermark": mark,
                       "snapshot_id": snap.snapshot_id, "committed_at": _time(snap.timestamp_ms)}
-    return list(seen.values())
+    for key in meta.properties:
+        sink = key[len(WATERMARK_PROPERTY_PREFIX):]
+        if not key.startswith(WATERMARK_PROPERTY_PREFIX) or "@" in sink:
+            continue  # "@<branch>": another branch's record
+        record = recorded_watermark(meta, sink)
+        if record is None:
+            continue
+        row = seen.get(sink)
+        if row is None or (row["job"] == record.job_id and row["watermark"] < record.checkpoint_id):
+            seen[sink] = {"sink": sink, "job": record.job_id, "watermark": record.checkpoint_id,
+                          "snapshot_id": record.snapshot_id, "committed_at": None}
+    return [seen[k] for k in sorted(seen)]
 
 
 def _live_rows(table: Table, snapshot_id: int) -> int:

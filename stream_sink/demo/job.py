@@ -9,6 +9,7 @@ and on a cluster it is the same code; only :class:`DemoConfig` differs (catalog 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -112,6 +113,9 @@ def run_job(cfg: DemoConfig) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # the sink's INFO lines (one per commit, one per restore) go to the job's log
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("stream_sink").setLevel(logging.INFO)
     run_job(DemoConfig.from_json(argv[0]))
     return 0
 

@@ -1,10 +1,11 @@
-"""Sink metrics in Prometheus' text exposition format (0.0.4), served over HTTP.
+"""Sink metrics for Prometheus, through ``prometheus_client``: a collector over the
+registered sinks, its text exposition (format 0.0.4) and an HTTP endpoint.
 
 Metric names are Flink's Iceberg sink metric names with the prefix ``stream_sink_``;
 every sample carries the labels ``sink`` (sink id) and ``table``:
 
 =====================================================  =======  ==============================
-name (after ``stream_sink_``)                          type     meaning
+name (after ``stream_sink_``)                          kind     meaning
 =====================================================  =======  ==============================
 lastCheckpointDurationMs                               gauge    last snapshot_state, ms
 lastCommitDurationMs                                   gauge    last table commit, ms
@@ -18,8 +19,11 @@ flushedDeleteFilesRecordCount / ByteCount              counter  idem for delete 
 lastFlushDurationMs                                    gauge    last micro-batch's write stage
 =====================================================  =======  ==============================
 
-Committed counters restart from zero when a sink re-opens its committer (a new query,
-or after an error), as Flink's do when an operator restarts.
+Every metric is exposed with Prometheus type ``gauge``, as Flink's own Prometheus reporter
+exposes Flink counters: the exposition format requires a counter's samples to end in
+``_total``, which would rename Flink's metrics, and these counters restart from zero
+when a sink re-opens its committer (a new query, or after an error), as Flink's do when
+an operator restarts. ``rate()`` and ``increase()`` work on them all the same.
 
 Sinks register in :data:`REGISTRY` (weakly: a discarded sink disappears) and
 :func:`serve` answers ``GET /metrics`` from a daemon thread, on 127.0.0.1 by default.
@@ -27,18 +31,24 @@ Sinks register in :data:`REGISTRY` (weakly: a discarded sink disappears) and
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Protocol
+from typing import Any, Protocol
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, ThreadingWSGIServer
+from prometheus_client.registry import Collector
 
 from stream_sink.metrics.sink import SinkMetricsSnapshot
 
 PREFIX = "stream_sink_"
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+LABELS = ("sink", "table")
+METRICS_PATHS = ("/metrics", "/")
 Getter = Callable[[SinkMetricsSnapshot], "float | int | None"]
 
 
@@ -46,6 +56,7 @@ Getter = Callable[[SinkMetricsSnapshot], "float | int | None"]
 class MetricDef:
     name: str
     kind: str
+    """``counter`` (only grows while a committer is open) or ``gauge``."""
     help: str
     value: Getter
 
@@ -102,12 +113,32 @@ class MetricsSource(Protocol):
     def metrics_snapshot(self) -> SinkMetricsSnapshot: ...
 
 
+class _SnapshotCollector(Collector):
+    """One gauge family per metric, one sample per sink that has a value."""
+
+    def __init__(self, snapshots: Callable[[], Iterable[SinkMetricsSnapshot]]) -> None:
+        self._snapshots = snapshots
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snaps = list(self._snapshots())
+        for m in METRICS:
+            family = GaugeMetricFamily(PREFIX + m.name, m.help, labels=LABELS)
+            for s in snaps:
+                value = m.value(s)
+                if value is not None:
+                    family.add_metric((s.sink_id, s.table), float(value))
+            yield family
+
+
 class MetricsRegistry:
-    """The sinks whose metrics are exported; thread-safe, holds sinks weakly."""
+    """The sinks whose metrics are exported; thread-safe, holds sinks weakly.
+    ``collector_registry`` is the ``prometheus_client`` registry that reads them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sources: dict[int, weakref.ref[MetricsSource]] = {}
+        self.collector_registry = CollectorRegistry(auto_describe=False)
+        self.collector_registry.register(_SnapshotCollector(self.snapshots))
 
     def register(self, source: MetricsSource) -> None:
         with self._lock:
@@ -131,7 +162,7 @@ class MetricsRegistry:
         return sorted(out, key=lambda s: (s.sink_id, s.table))
 
     def render(self) -> str:
-        return render(self.snapshots())
+        return generate_latest(self.collector_registry).decode("utf-8")
 
 
 REGISTRY = MetricsRegistry()
@@ -141,50 +172,31 @@ def render(snapshots: Iterable[SinkMetricsSnapshot]) -> str:
     """The exposition text of ``snapshots``: HELP and TYPE once per metric, then a sample
     per sink; a metric without a value (e.g. no commit yet) has no sample."""
     snaps = list(snapshots)
-    lines: list[str] = []
-    for m in METRICS:
-        name = PREFIX + m.name
-        lines.append(f"# HELP {name} {m.help}")
-        lines.append(f"# TYPE {name} {m.kind}")
-        for s in snaps:
-            value = m.value(s)
-            if value is not None:
-                labels = f'sink="{_escape(s.sink_id)}",table="{_escape(s.table)}"'
-                lines.append(f"{name}{{{labels}}} {_number(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float | int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_SnapshotCollector(lambda: snaps))
+    return generate_latest(registry).decode("utf-8")
 
 
 class MetricsServer:
-    """An HTTP server answering ``GET /metrics`` from a daemon thread."""
+    """``prometheus_client``'s WSGI app on a threading HTTP server, answering
+    ``GET /metrics`` (and ``/``; other paths: 404) from a daemon thread."""
 
     def __init__(self, host: str, port: int, registry: MetricsRegistry) -> None:
-        handler = _handler(registry)
-        self._server = ThreadingHTTPServer((host, port), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"stream-sink-metrics-{port}", daemon=True
-        )
+        app = _metrics_path_only(make_wsgi_app(registry.collector_registry))
+        self._server = make_server(host, port, app, ThreadingWSGIServer,
+                                   handler_class=_QuietHandler)  # fmt: skip
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name=f"stream-sink-metrics-{self.port}", daemon=True)
         self._thread.start()
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return int(self._server.server_port)
 
     @property
     def url(self) -> str:
-        host = str(self._server.server_address[0])
+        host = self._server.server_address[0]
+        host = host.decode() if isinstance(host, bytes) else str(host)
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
@@ -214,20 +226,16 @@ def serve(port: int = 0, host: str = "127.0.0.1",
         return server
 
 
-def _handler(registry: MetricsRegistry) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] not in ("/metrics", "/"):
-                self.send_error(404, "only /metrics is served")
-                return
-            body = registry.render().encode("utf-8")
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
 
-        def log_message(self, format: str, *args: object) -> None:  # quiet
-            return
 
-    return Handler
+def _metrics_path_only(app: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "/") not in METRICS_PATHS:
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served\n"]
+        return app(environ, start_response)
+
+    return guarded

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stream_sink.checkpoints import CheckpointStorage
-from stream_sink.commit.watermark import iter_ancestry, stamp_of, watermark_from
+from stream_sink.commit.watermark import committed_watermark, iter_ancestry, stamp_of
 from stream_sink.exceptions import (
     CheckpointError,
     InvalidOptionError,
@@ -136,7 +136,7 @@ def _table_watermark(
         return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None
     meta = loaded.metadata
     head = branch_head(meta, branch)
-    mark = watermark_from(meta, head, query_id, sink)
+    mark = committed_watermark(meta, query_id, sink, branch)
     for snap in iter_ancestry(meta, head):
         stamp = stamp_of(snap.summary, query_id, sink)
         if stamp is not None:
