@@ -100,7 +100,7 @@ def append_delta_plain(root: str, data: list[pa.Table]) -> None:
 def append_iceberg(root: str, data: list[pa.Table]) -> None:
     from stream_sink.catalogs import load_catalog
     from stream_sink.commit import IcebergTarget
-    from stream_sink.write.task_writers import TaskWriterFactory
+    from stream_sink.write.writer_factory import TaskWriterFactory
 
     catalog = load_catalog("b", type="hadoop", warehouse=f"{root}/wh")
     catalog.create_namespace("db")

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from bench_append import CODEC, make_rows
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 PARTITIONS = 100
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = pa.schema(
     [

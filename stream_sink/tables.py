@@ -26,7 +26,7 @@ from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
     from stream_sink.read.scan import RowFilter, TableScan

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.write.result import WriteResult
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 INSERT = "+I"
 RESULT_COLUMN = "result"

@@ -49,7 +49,7 @@ from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,7 +54,10 @@ from stream_sink.write.grouping import group_by_partition
 from stream_sink.write.parquet import FileSpec
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter
-from stream_sink.write.task_writers import BaseTaskWriter, TaskWriterFactory
+from stream_sink.write.task_writers import BaseTaskWriter
+
+if TYPE_CHECKING:
+    from stream_sink.write.writer_factory import TaskWriterFactory
 
 ROW_KIND_COLUMN_OPTION = "row_kind_column"
 _KNOWN_OPTIONS = frozenset({ROW_KIND_COLUMN_OPTION})
@@ -292,15 +295,7 @@ class PartitionedDeltaWriter(BaseDeltaWriter):
                 delta = self._deltas[group.partition] = _PartitionDelta(self, group.partition)
             rows = ops if group.indices is None else ops[group.indices.to_numpy()]
             delta.write(group.rows_of(data), rows)
-        self._bound_memory()
-
-    def _bound_memory(self) -> None:
-        limit = self.factory.config.fanout_max_buffered_bytes
-        buffered = sum(d.buffered_bytes for d in self._deltas.values())
-        while buffered > limit:
-            largest = max(self._deltas.values(), key=lambda d: d.buffered_bytes)
-            buffered -= largest.buffered_bytes
-            largest.flush()
+        self.bound_memory(self._deltas.values())
 
     def _partitions(self) -> Iterable[_PartitionDelta]:
         return list(self._deltas.values())

@@ -1,6 +1,7 @@
 """Task writers: what one Spark task (one attempt) runs to write its rows (Java's TaskWriter).
 
-Variants, chosen by :meth:`TaskWriterFactory.create` from (partitioned?, equality fields?):
+Variants, chosen by ``TaskWriterFactory.create`` (:mod:`stream_sink.write.writer_factory`)
+from (partitioned?, equality fields?):
 
 ==============  ==========================  ==========================================
                 no equality fields          equality fields (``stream_sink.write.delta``)
@@ -28,27 +29,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from stream_sink.io import FileIO
 from stream_sink.table.arrow import conform_to_schema
 from stream_sink.table.manifest import DataFile
-from stream_sink.table.metrics_config import MetricsConfig
-from stream_sink.table.partitioning import PartitionSpec
-from stream_sink.table.schema import Schema
-from stream_sink.write.config import WriteConfig
-from stream_sink.write.file_factory import OutputFileFactory, new_operation_id
+from stream_sink.write.file_factory import OutputFileFactory
 from stream_sink.write.grouping import group_by_partition
 from stream_sink.write.parquet import FileSpec
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter, Segment
 
 if TYPE_CHECKING:
-    from stream_sink.table.table import Table
+    from stream_sink.write.writer_factory import TaskWriterFactory
 
 
 class TaskWriter(ABC):
@@ -62,6 +57,15 @@ class TaskWriter(ABC):
     @abstractmethod
     def abort(self) -> None:
         """Delete every file written; see the module invariants."""
+
+
+class Buffered(Protocol):
+    """An open writer whose unwritten row groups hold memory."""
+
+    @property
+    def buffered_bytes(self) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class BaseTaskWriter(TaskWriter):
@@ -106,6 +110,16 @@ class BaseTaskWriter(TaskWriter):
     def abort(self) -> None:
         for w in self._writers:
             w.abort()
+
+    def bound_memory(self, open_writers: Collection[Buffered]) -> None:
+        """Keep the unwritten row groups of ``open_writers`` together under
+        ``write.fanout.max-buffered-bytes``: write out the largest buffer while above."""
+        limit = self.factory.config.fanout_max_buffered_bytes
+        buffered = sum(w.buffered_bytes for w in open_writers)
+        while buffered > limit:
+            largest = max(open_writers, key=lambda w: w.buffered_bytes)
+            buffered -= largest.buffered_bytes
+            largest.flush()
 
     def _guarded(self, action: Any, *args: Any) -> Any:
         """Run ``action``; any failure aborts (no file left behind) and re-raises."""
@@ -153,7 +167,7 @@ class PartitionedFanoutWriter(BaseTaskWriter):
         f = self.factory
         for group in group_by_partition(data, f.spec, f.schema):
             self._writer_for(group.partition).write(group.rows)
-        self._bound_memory()
+        self.bound_memory(self._open.values())
 
     def _writer_for(self, partition: tuple[Any, ...]) -> RollingFileWriter:
         w = self._open.get(partition)
@@ -167,14 +181,6 @@ class PartitionedFanoutWriter(BaseTaskWriter):
         self._open[partition] = w
         return w
 
-    def _bound_memory(self) -> None:
-        limit = self.factory.config.fanout_max_buffered_bytes
-        buffered = sum(w.buffered_bytes for w in self._open.values())
-        while buffered > limit:
-            largest = max(self._open.values(), key=lambda w: w.buffered_bytes)
-            buffered -= largest.buffered_bytes
-            largest.flush()
-
     def complete(self) -> WriteResult:
         def finish() -> WriteResult:
             for w in self._open.values():
@@ -183,88 +189,3 @@ class PartitionedFanoutWriter(BaseTaskWriter):
             return WriteResult(data_files=tuple(self._done))
 
         return self._guarded(finish)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class TaskWriterFactory:
-    """Everything an executor needs to write for one table; frozen and picklable.
-
-    ``operation_id`` names the write (every file name carries it); equality fields
-    select the delta writers, ``upsert`` and the ``delta_options`` mapping configure them.
-    """
-
-    table_name: str
-    schema: Schema
-    spec: PartitionSpec
-    data_location: str
-    io: FileIO
-    config: WriteConfig = field(default_factory=WriteConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    sort_order_id: int | None = None
-    operation_id: str = field(default_factory=new_operation_id)
-    equality_field_ids: tuple[int, ...] = ()
-    upsert: bool = False
-    delta_options: Mapping[str, Any] = field(default_factory=dict)
-
-    @staticmethod
-    def for_table(
-        table: Table,
-        *,
-        equality_fields: tuple[str, ...] | list[str] | None = None,
-        upsert: bool = False,
-        operation_id: str | None = None,
-        delta_options: Mapping[str, Any] | None = None,
-    ) -> TaskWriterFactory:
-        """A factory for ``table``'s current schema, spec and properties."""
-        schema = table.schema()
-        sort_order = table.sort_order()
-        ids = tuple(schema.find_field(n).field_id for n in equality_fields or ())
-        return TaskWriterFactory(
-            table_name=table.name,
-            schema=schema,
-            spec=table.spec().bind(schema),
-            data_location=table.data_location,
-            io=table.io,
-            config=WriteConfig.from_properties(table.properties),
-            metrics=MetricsConfig.from_properties(table.properties, schema),
-            sort_order_id=sort_order.order_id,
-            operation_id=operation_id or new_operation_id(),
-            equality_field_ids=ids,
-            upsert=upsert,
-            delta_options=dict(delta_options or {}),
-        )
-
-    @property
-    def partitioned(self) -> bool:
-        return not self.spec.is_unpartitioned
-
-    @property
-    def unpartitioned_tuple(self) -> tuple[None, ...]:
-        """The partition of every file when the spec is unpartitioned: one null per
-        (void) field, as Java records it; ``()`` for a spec without fields."""
-        return (None,) * len(self.spec.fields)
-
-    def data_file_spec(self) -> FileSpec:
-        return FileSpec(
-            schema=self.schema,
-            options=self.config.parquet,
-            metrics=self.metrics,
-            spec_id=self.spec.spec_id,
-            sort_order_id=self.sort_order_id,
-        )
-
-    def writer_class(self) -> type[BaseTaskWriter]:
-        if self.equality_field_ids:
-            from stream_sink.write import delta
-
-            cls: type[BaseTaskWriter] = (
-                delta.PartitionedDeltaWriter if self.partitioned else delta.UnpartitionedDeltaWriter
-            )
-            return cls
-        return PartitionedFanoutWriter if self.partitioned else UnpartitionedWriter
-
-    def create(self, partition_id: int, task_id: int, attempt_id: int = 0) -> TaskWriter:
-        files = OutputFileFactory(
-            self.data_location, self.spec, partition_id, task_id, attempt_id, self.operation_id
-        )
-        return self.writer_class()(self, files)

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 Change = tuple[str, int, str]
 

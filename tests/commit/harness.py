@@ -32,7 +32,7 @@ from stream_sink.table.operations import branch_head
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 Row = tuple[int, str]

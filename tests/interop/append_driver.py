@@ -17,7 +17,7 @@ import pyarrow as pa
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 JOB_ID = "query-1"
 SINK = "sink"

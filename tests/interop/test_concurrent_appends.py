@@ -72,7 +72,7 @@ def worker(options: dict[str, str], worker_id: int, start: Barrier, out: Queue) 
 def _warm_up(table: Table) -> None:
     """Load the write path (imports, Parquet) without committing, so that both
     processes are appending from the first batch on, not importing."""
-    from stream_sink.write.task_writers import TaskWriterFactory
+    from stream_sink.write.writer_factory import TaskWriterFactory
 
     writer = TaskWriterFactory.for_table(table).create(partition_id=0, task_id=0)
     writer.write(batch(0, 0))

@@ -25,7 +25,7 @@ from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.table import Table
 from stream_sink.table.types import LongType, StringType
 from stream_sink.table.values import to_internal
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 FILE_PATH_ID = 2147483546
 POS_ID = 2147483545

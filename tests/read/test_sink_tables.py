@@ -14,7 +14,7 @@ from read_support import assert_same_as_duckdb, hadoop_catalog
 from stream_sink.read import IncrementalAppendScan, col
 from stream_sink.table.manifest import DataFileContent
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 

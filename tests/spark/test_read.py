@@ -43,7 +43,7 @@ from stream_sink.table.types import (
 )
 from stream_sink.tables import IcebergTable
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),

@@ -12,7 +12,7 @@ import pyarrow as pa
 from stream_sink.table.manifest import DataFile, read_manifest, read_manifest_list
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.tables import IcebergTable
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CommitValidationError, ValidationError
 from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
 from stream_sink.tables import IcebergTable
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 

@@ -21,7 +21,7 @@ from stream_sink.write.config import WriteConfig
 from stream_sink.write.parquet import FileSpec, ParquetAppender
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), ("data", pa.string())])
 POS_DELETE_SCHEMA = Schema(

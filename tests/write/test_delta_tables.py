@@ -20,7 +20,7 @@ from readers import duckdb_connection
 from stream_sink.catalogs import load_catalog
 from stream_sink.table.manifest import DataFileContent
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_ICEBERG = Path(

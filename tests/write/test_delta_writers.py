@@ -33,7 +33,7 @@ from stream_sink.table.table import Table
 from stream_sink.write.delta import PartitionedDeltaWriter, UnpartitionedDeltaWriter
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 TS_SCHEMA = pa.schema(

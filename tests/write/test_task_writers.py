@@ -17,11 +17,8 @@ from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import (
-    PartitionedFanoutWriter,
-    TaskWriterFactory,
-    UnpartitionedWriter,
-)
+from stream_sink.write.task_writers import PartitionedFanoutWriter, UnpartitionedWriter
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 ARROW = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("cat", pa.string()), ("v", pa.float64())]
