@@ -26,6 +26,7 @@ from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
 from stream_sink.write.snapshot import commit_write_result
+from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
@@ -86,13 +87,7 @@ class IcebergTable(Table):
         branch: str,
     ) -> Snapshot:
         writer = factory.create(partition_id=0, task_id=0)
-        try:
-            for batch in batches:
-                writer.write(batch)
-            result = writer.complete()
-        except BaseException:
-            writer.abort()
-            raise
+        result = write_through(writer, batches)
         try:
             return commit_write_result(
                 self, result, snapshot_properties=snapshot_properties, branch=branch

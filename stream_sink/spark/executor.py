@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.write.result import WriteResult
+from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 INSERT = "+I"
@@ -74,15 +75,7 @@ def with_insert_kind(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[p
 def write_all(factory: TaskWriterFactory, batches: Iterator[pa.RecordBatch], ids: TaskIds) -> bytes:
     """Write ``batches``; the serialized WriteResult, or the error after an abort."""
     writer = factory.create(ids.partition_id, ids.task_id, ids.attempt_id)
-    try:
-        for batch in batches:
-            if batch.num_rows:
-                writer.write(batch)
-        result = writer.complete()
-    except BaseException:
-        writer.abort()
-        raise
-    return result.to_bytes()
+    return write_through(writer, (b for b in batches if b.num_rows)).to_bytes()
 
 
 def result_batch(serialized: bytes) -> pa.RecordBatch:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -57,6 +57,19 @@ class TaskWriter(ABC):
     @abstractmethod
     def abort(self) -> None:
         """Delete every file written; see the module invariants."""
+
+
+def write_through(writer: TaskWriter, batches: Iterable[pa.RecordBatch | pa.Table]) -> WriteResult:
+    """Write every batch with ``writer`` and complete it: what one task runs, on an
+    executor or in ``IcebergTable.append``. Any failure, including one raised while
+    ``batches`` is iterated, aborts the writer (its files are deleted) and re-raises."""
+    try:
+        for batch in batches:
+            writer.write(batch)
+        return writer.complete()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 class Buffered(Protocol):
