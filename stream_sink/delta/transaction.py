@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.exceptions import CommitFailedError
+from stream_sink.exceptions import CommitFailedError, ConcurrentDeleteReadError
 
 from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
 from .checkpoint import write_checkpoint
@@ -136,8 +136,20 @@ class DeltaTransaction:
         check_writable(snapshot.protocol, where)
         if any(isinstance(a, RemoveFile) and a.data_change for a in self._actions):
             check_removes_allowed(snapshot.configuration, where)
+        self._check_removes_live(snapshot, where)
         for check in self._validations:
             check(snapshot)
+
+    def _check_removes_live(self, snapshot: DeltaSnapshot, where: str) -> None:
+        """Every file this transaction removes must still be live: actions planned on an
+        older version (a MERGE staged before a commit) whose files another commit removed
+        since would otherwise bring the rewritten rows back."""
+        for a in self._actions:
+            if isinstance(a, RemoveFile) and a.data_change and a.path not in snapshot.files:
+                raise ConcurrentDeleteReadError(
+                    f"{where}: {a.path} is no longer live at version {snapshot.version}; it was "
+                    "removed after this change was planned (re-plan on the new version)"
+                )
 
     def _removed_paths(self) -> frozenset[str]:
         return frozenset(a.path for a in self._actions if isinstance(a, RemoveFile))
@@ -158,6 +170,7 @@ class DeltaTransaction:
             check(rebased)
         for v, actions in winners:
             check_for_conflicts(read, v, actions, where)
+        self._check_removes_live(rebased, where)
         log.info(
             "%s: lost version %d to another writer; retrying at %d",
             where,

@@ -30,12 +30,42 @@ SINK = "cdc"
 
 
 def changes(batch_id: int) -> pa.Table:
-    rows = BATCHES[batch_id]
+    return as_changes(BATCHES[batch_id])
+
+
+def as_changes(rows: list[tuple[str, int, str]]) -> pa.Table:
     return pa.table({
         "id": pa.array([c[1] for c in rows], pa.int64()),
         "data": [c[2] for c in rows],
         "_row_kind": [c[0] for c in rows],
     })  # fmt: skip
+
+
+PAIR = [[("+U", 1, "a1"), ("+I", 3, "c")], [("-D", 2, "b"), ("+I", 4, "d")]]
+"""Two batches touching disjoint keys: both may be planned on the same version."""
+
+
+def pair(root: str) -> None:
+    """``python delta_crash_driver.py ROOT pair``: both PAIR batches planned on one version
+    and staged in ONE checkpoint, so committing it passes between-batch-commits (two
+    MERGE versions, one per batch); a restart finishes whatever the kill left."""
+    table = DeltaTable.load(os.path.join(root, "lake"))
+    committer = FilesCommitter(
+        DeltaTarget(table), StateDirectory(os.path.join(root, "state", SINK), kind="memory"),
+        CheckpointStorage(os.path.join(root, "checkpoints"), SINK), job_id=JOB_ID,
+        operator_id=SINK,
+    )  # fmt: skip
+    committer.restore()
+    if committer.watermark < 0 and not committer.staged_checkpoints:
+        snapshot = table.refresh().snapshot
+        for batch_id, rows in enumerate(PAIR):
+            merged = copy_on_write(snapshot, table.io, as_changes(rows), ["id"], "changelog",
+                                   row_kind_column="_row_kind")  # fmt: skip
+            committer.process(batch_id, merged)
+        committer.snapshot_state(1)
+        committer.complete_checkpoint(1)
+        committer.notify_checkpoint_complete(1)
+    committer.close()
 
 
 def main(root: str, backend: str) -> None:
@@ -65,4 +95,7 @@ def main(root: str, backend: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[2] == "pair":
+        pair(sys.argv[1])
+    else:
+        main(sys.argv[1], sys.argv[2])

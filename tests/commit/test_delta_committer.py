@@ -89,9 +89,33 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
     assert on_disk <= known, on_disk - known
 
 
-def test_every_failpoint_but_between_batch_commits_is_exercised() -> None:
-    # one MERGE version per checkpoint: between-batch-commits is not on Delta's path here
-    assert {fp for fp, _ in SCENARIOS} == set(FAILPOINTS) - {"between-batch-commits"}
+def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_once(
+    tmp_path: Path,
+) -> None:
+    """Two MERGE batches staged in one checkpoint commit as two versions; killed between
+    them, the restart commits the second, once."""
+    loc = str(tmp_path / "lake")
+    table = DeltaTable.create(loc, SCHEMA)
+    for key, data in ((1, "a"), (2, "b")):  # one file per key: the batches touch disjoint files
+        table.append(pa.table({"id": [key], "data": [data]}, schema=SCHEMA))
+    env = {k: v for k, v in os.environ.items() if k != "STREAM_SINK_FAILPOINT"}
+    cmd = [sys.executable, DRIVER, str(tmp_path), "pair"]
+    first = subprocess.run(cmd, env={**env, "STREAM_SINK_FAILPOINT": "between-batch-commits"},
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    assert DeltaTable.load(loc).snapshot.txn_version(APP) == 0  # the first MERGE landed
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-2000:]
+    table = DeltaTable.load(loc)
+    assert [table.snapshot_at(v).txn_version(APP) for v in (3, 4)] == [0, 1]
+    assert table.version == 4
+    want = [(1, "a1"), (3, "c"), (4, "d")]
+    assert _rows(delta_rs_rows(loc)) == want and _rows(duckdb_delta_rows(loc)) == want
+
+
+def test_every_failpoint_is_exercised_for_delta() -> None:
+    names = {fp for fp, _ in SCENARIOS} | {"between-batch-commits"}  # the test above
+    assert names == set(FAILPOINTS)
 
 
 def _changes(rows: list[tuple[str, int, str]]) -> pa.Table:

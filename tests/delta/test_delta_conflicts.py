@@ -81,6 +81,15 @@ def test_concurrent_remove_of_a_file_we_remove_fails(loc):
         txn.commit()
 
 
+def test_rewrite_planned_before_a_remove_that_committed_since_fails(loc):
+    planned = list(DeltaTable.load(loc).snapshot.files.values())  # a rewrite planned on v1
+    rewrite_txn(DeltaTable.load(loc)).commit()  # version 2 removes the same file
+    late = DeltaTable.load(loc).new_transaction()  # committed on a fresh read of version 2
+    late.add_all(a.remove(int(time.time() * 1000)) for a in planned)
+    with pytest.raises(ConcurrentDeleteReadError, match="no longer live at version 2"):
+        late.commit()
+
+
 def test_concurrent_metadata_change_fails(loc):
     mine = DeltaTable.load(loc)
     txn = mine.new_transaction().add_all(adds(mine, batch([3])))
