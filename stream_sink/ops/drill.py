@@ -38,9 +38,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import pyarrow as pa
+
 from stream_sink.catalogs import load_catalog
+from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
-from stream_sink.ops.drill_jobs import JobSpec, resolve
+from stream_sink.ops.drill_jobs import DELTA_PREFIX, JobSpec, resolve
 from stream_sink.ops.drill_report import (
     PRIMARY_READER,
     DrillReport,
@@ -305,6 +308,8 @@ def verify(job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any
            ) -> tuple[int, dict[str, RowCounts | None]]:  # fmt: skip
     """(expected row count, counts per reader) for the scenario's table."""
     expected = expected_fn(**context)
+    if job.table.startswith(DELTA_PREFIX):
+        return expected.num_rows, _verify_delta(job, context, expected)
     catalog = load_catalog("drill", type="hadoop", warehouse=context["warehouse"])
     try:
         table = catalog.load_table(job.table)
@@ -318,6 +323,20 @@ def verify(job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any
     finally:
         catalog.close()
     return expected.num_rows, readers
+
+
+def _verify_delta(job: JobSpec, context: dict[str, Any], expected: pa.Table
+                  ) -> dict[str, RowCounts | None]:  # fmt: skip
+    """A Delta table at ``delta:<path>`` (relative to the scenario's work dir) read by us
+    and by DuckDB's delta extension."""
+    location = os.path.join(context["work_dir"], job.table[len(DELTA_PREFIX):])
+    found = DeltaTable.load(location).to_arrow()
+    readers: dict[str, RowCounts | None] = {PRIMARY_READER: compare(expected, found)}
+    readers["duckdb"] = None
+    if duckdb_reader.available(duckdb_reader.DELTA_EXTENSION_PACKAGES):
+        duck = duckdb_reader.read_delta_table(location, expected.column_names)
+        readers["duckdb"] = compare(expected, duck)
+    return readers
 
 
 def describe(result: ScenarioResult) -> str:

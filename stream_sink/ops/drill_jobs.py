@@ -12,6 +12,9 @@ Job contract (``stream-sink drill --job pkg.mod:run --table db.t --expected pkg.
   created only when missing, and the input must be the same each time. ``run`` may be
   called again in the same process for another scenario (another context): stop the
   queries it started before returning.
+- A job writing Delta Lake with ``DeltaSink(path=os.path.join(context["work_dir"], P),
+  ...)`` names its table ``--table delta:P`` (P relative to the scenario's work dir);
+  the drill then reads it with stream_sink's Delta reader and DuckDB's delta extension.
 - ``rows(**context)`` runs in the drill's own process once the input is consumed and
   returns the expected final table as a ``pyarrow.Table``; only its columns are compared.
 - ``context`` holds only strings and ints: ``work_dir`` (the scenario's own directory),
@@ -41,6 +44,8 @@ DEMO_JOB = "stream_sink.ops.drill_jobs:run_demo"
 DEMO_EXPECTED = "stream_sink.ops.drill_jobs:demo_rows"
 DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_demo"
 DRILL_MODES = ("append", "changelog", "upsert")
+DELTA_PREFIX = "delta:"
+"""``--table delta:<path>``: a Delta table at ``<work_dir>/<path>``."""
 FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """Driver JVM flags for short drill runs: a restart spends most of its time starting."""
 
