@@ -113,7 +113,9 @@ class TableScan(_Scan):
         if len(given) > 1:
             raise ValidationError(f"scan of table {table.name}: give only one of {given}")
         self.snapshot = _choose_snapshot(table, snapshot_id, ref, as_of_ms)
-        super().__init__(table, _scan_schema(table, self.snapshot, ref), row_filter, columns)
+        schema = (_scan_schema(table, self.snapshot, ref) if given
+                  else table.metadata.schema)  # fmt: skip
+        super().__init__(table, schema, row_filter, columns)
 
     def plan_files(self) -> list[FileScanTask]:
         return Planner(self.table, self.row_filter).plan(self.snapshot)

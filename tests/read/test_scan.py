@@ -188,3 +188,21 @@ def test_incremental_append_scan_skips_non_appends_and_checks_ancestry(table) ->
         IncrementalAppendScan(table, s3, side)
     with pytest.raises(NoSuchSnapshotError, match="777"):
         IncrementalAppendScan(table, 777, s3)
+
+
+def test_a_current_read_after_adding_a_column_has_it_and_time_travel_does_not(
+    tmp_path: Path,
+) -> None:
+    import stream_sink as ss
+
+    catalog = ss.load_catalog("local", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("db")
+    t = catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1]}))
+    first = t.current_snapshot()
+    assert first is not None
+    with t.update_schema() as update:
+        update.add_column("note", "string")
+    assert t.scan().to_arrow().to_pylist() == [{"id": 1, "note": None}]
+    assert t.scan(ref="main").to_arrow().column_names == ["id", "note"]
+    assert t.scan(snapshot_id=first.snapshot_id).to_arrow().column_names == ["id"]
