@@ -11,7 +11,7 @@ from pathlib import Path
 from code_blocks import REPO
 
 from stream_sink.cli.reference import MARKER, markdown
-from stream_sink.spark import IcebergSink
+from stream_sink.spark import DeltaSink, IcebergSink
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
@@ -25,17 +25,20 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
 
 def test_every_sink_option_is_documented_with_its_default() -> None:
     text = (REPO / "docs" / "sink-options.md").read_text()
-    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", text, flags=re.M))
-    params = inspect.signature(IcebergSink.__init__).parameters
-    for name, p in params.items():
-        if name == "self":
-            continue
-        assert name in rows, f"docs/sink-options.md has no row for IcebergSink({name}=...)"
-        shown = rows[name].strip().strip("`")
-        want = "required" if p.default is inspect.Parameter.empty else repr(p.default)
-        assert shown == want.replace("'", '"'), f"{name}: documented {shown}, default {want}"
-    assert set(rows) <= set(params), f"documented options that do not exist: " \
-        f"{set(rows) - set(params)}"
+    iceberg, delta = text.split("<!-- delta-options -->", 1)
+    for sink, section in ((IcebergSink, iceberg), (DeltaSink, delta.split("\n## ", 1)[0])):
+        rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.M))
+        params = inspect.signature(sink.__init__).parameters
+        for name, p in params.items():
+            if name == "self":
+                continue
+            where = f"docs/sink-options.md, {sink.__name__}({name}=...)"
+            assert name in rows, f"{where}: no row"
+            shown = rows[name].strip().strip("`")
+            want = "required" if p.default is inspect.Parameter.empty else repr(p.default)
+            assert shown == want.replace("'", '"'), f"{where}: documented {shown}, default {want}"
+        assert set(rows) <= set(params), f"{sink.__name__}: documented options that do not " \
+            f"exist: {set(rows) - set(params)}"
 
 
 def test_the_command_line_reference_is_up_to_date() -> None:
