@@ -191,7 +191,3 @@ def _decimal_array(values: list[Any], target: pa.DataType) -> pa.Array:
         return pa.array(values, target)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array(values, pa.decimal128(38, max(-d.as_tuple().exponent for d in values)))
-
-
-def to_arrow_scalar(t: IcebergType, value: Any) -> pa.Scalar:
-    return to_arrow_array(t, [value])[0]

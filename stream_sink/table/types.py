@@ -172,12 +172,6 @@ class StructType(IcebergType):
     def __init__(self, *fields: NestedField) -> None:
         object.__setattr__(self, "fields", tuple(fields))
 
-    def field_by_name(self, name: str) -> NestedField | None:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        return None
-
     def __str__(self) -> str:
         return "struct<" + ", ".join(str(f) for f in self.fields) + ">"
 

@@ -33,7 +33,6 @@ ROW_KINDS = ("+I", "-U", "+U", "-D")  # code = index, as Flink's RowKind byte va
 OP_SKIP, OP_INSERT, OP_DELETE = 0, 1, 2
 _OPS_UPSERT = np.array([OP_INSERT, OP_SKIP, OP_INSERT, OP_DELETE], dtype=np.int8)
 _OPS_CHANGELOG = np.array([OP_INSERT, OP_DELETE, OP_INSERT, OP_DELETE], dtype=np.int8)
-_NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 # --- input checks --------------------------------------------------------------------
@@ -140,10 +139,6 @@ class KeyLinks:
     previous: np.ndarray
     is_last: np.ndarray
 
-    @property
-    def all_distinct(self) -> bool:
-        return bool((self.previous < 0).all())
-
 
 def link_keys(ids: np.ndarray, distinct: int) -> KeyLinks:
     n = len(ids)
@@ -205,10 +200,6 @@ def plan_changes(
         kept_inserts=ordinal[kept],
         dropped_rows=np.flatnonzero(links.is_last & ~is_insert),
     )
-
-
-def empty_plan() -> ChangePlan:
-    return ChangePlan(*([_NO_ROWS] * 7))
 
 
 def _to_numpy(array: pa.ChunkedArray | pa.Array) -> np.ndarray:

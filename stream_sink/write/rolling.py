@@ -65,10 +65,6 @@ class RollingFileWriter:
         return self._partition
 
     @property
-    def current_path(self) -> str | None:
-        return self._current.location if self._current else None
-
-    @property
     def buffered_bytes(self) -> int:
         return self._current.buffered_bytes if self._current else 0
 

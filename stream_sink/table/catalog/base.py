@@ -23,7 +23,6 @@ from stream_sink.exceptions import (
     CommitFailedError,
     CorruptMetadataError,
     MissingFileError,
-    NoSuchTableError,
     ValidationError,
 )
 from stream_sink.io import FileIO
@@ -257,10 +256,6 @@ class Catalog(ABC, Generic[TableT]):
             if identifier is None:
                 raise
             raise CorruptMetadataError(f"table {dotted(identifier)}: {e}") from e
-
-    def _require_table(self, ident: Identifier) -> None:
-        if not self.table_exists(ident):
-            raise NoSuchTableError(f"table {dotted(ident)} does not exist in catalog {self.name!r}")
 
 
 def _as_schema(schema: Schema | pa.Schema, identifier_fields: Sequence[str] | None) -> Schema:
