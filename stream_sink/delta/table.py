@@ -129,7 +129,7 @@ class DeltaTable:
         self._snapshot, _ = update_snapshot(self.log, self._snapshot)
         return self
 
-    def _committed(self, snapshot: DeltaSnapshot) -> None:
+    def record_commit(self, snapshot: DeltaSnapshot) -> None:
         """Called by a transaction with the snapshot of the version it wrote."""
         if snapshot.version > self._snapshot.version:
             self._snapshot = snapshot

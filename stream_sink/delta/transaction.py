@@ -121,7 +121,7 @@ class DeltaTransaction:
             version = snapshot.version + 1
             actions = [self._commit_info(operation, parameters, attempt), *self._actions]
             if table.log.write_commit(version, actions, self._before_publish):
-                table._committed(SnapshotBuilder.of(snapshot).apply(version, actions).build())
+                table.record_commit(SnapshotBuilder.of(snapshot).apply(version, actions).build())
                 self._post_commit(version)
                 return version
             snapshot = self._rebase(snapshot, read, where)

@@ -176,7 +176,7 @@ class ExpireSnapshots:
         location, committed = table.catalog.commit_metadata(
             table.identifier, table.metadata_location, new, base_metadata=base
         )
-        table._committed(committed, location)
+        table.record_commit(committed, location)
         return base, committed, doomed
 
     def _policy(self, base: TableMetadata) -> _Policy:

@@ -32,7 +32,7 @@ def commit_metadata_change(table: Table, change: MetadataChange) -> TableMetadat
         location, committed = t.catalog.commit_metadata(
             t.identifier, t.metadata_location, new, base_metadata=base
         )
-        t._committed(committed, location)
+        t.record_commit(committed, location)
         return committed
 
     return RetryPolicy.from_properties(table.properties).run(attempt)

@@ -135,7 +135,7 @@ class SnapshotProducer(ABC):
             for path in result.written:
                 table.io.delete(path)
             raise
-        table._committed(committed, location)
+        table.record_commit(committed, location)
         return result.snapshot
 
     def _run_before_swap(self) -> None:

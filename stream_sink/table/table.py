@@ -68,7 +68,9 @@ class Table:
             self.metadata_location = location
         return self
 
-    def _committed(self, metadata: TableMetadata, location: str) -> None:
+    def record_commit(self, metadata: TableMetadata, location: str) -> None:
+        """Adopt the metadata an operation just committed at ``location`` (the catalog
+        has already swapped its pointer to it); no re-read needed."""
         self.metadata = metadata
         self.metadata_location = location
 
