@@ -6,7 +6,14 @@ starts a throwaway one (installing Debian's postgresql when missing and
 possible). Tests that need it are skipped only when PostgreSQL cannot be
 installed on this machine.
 
-``catalog``: an empty catalog, parametrized over hadoop, sqlite and postgres.
+``catalog``: an empty catalog, parametrized over hadoop, sqlite and postgres;
+``hadoop_catalog``: an empty Hadoop catalog with the namespace ``db``.
+
+``spark``: one local[2] SparkSession for the whole test run; every test that uses it
+is marked ``spark``.
+
+``s3_props``: catalog/FileIO properties of an S3-compatible server (moto) running for
+the whole session, with the buckets ``lake`` and ``ckpt``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +86,55 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]
     cat = open_catalog(request.param, tmp_path, request, f"test_{uuid.uuid4().hex[:12]}")
     yield cat
     cat.close()
+
+
+@pytest.fixture
+def hadoop_catalog(tmp_path: Path) -> Catalog:
+    cat = load_catalog(f"t_{uuid.uuid4().hex[:8]}", type="hadoop", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    return cat
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from stream_sink.spark.session import local_session
+
+    session = local_session("stream-sink-tests")
+    yield session
+    session.stop()
+
+
+S3_BUCKETS = ("lake", "ckpt")
+
+
+@pytest.fixture(scope="session")
+def s3_props() -> Iterator[dict[str, str]]:
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    props = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": "test",
+        "s3.secret-access-key": "test",
+        "s3.region": "us-east-1",
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    for bucket in S3_BUCKETS:
+        client.create_bucket(Bucket=bucket)
+    yield props
+    server.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -11,23 +10,10 @@ from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage
 from stream_sink.io.fileio import FileIO
 from stream_sink.state import open_state_backend
 
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
 
-
-@pytest.fixture(scope="module")
-def s3_io() -> Iterator[FileIO]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    props = {"s3.endpoint": endpoint, "s3.access-key-id": "test",
-             "s3.secret-access-key": "test", "s3.region": "us-east-1"}
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                 aws_access_key_id="test", aws_secret_access_key="test"
-                 ).create_bucket(Bucket="ckpt")
-    yield FileIO.for_location("s3://ckpt", props)
-    server.stop()
+@pytest.fixture
+def s3_io(s3_props: dict[str, str]) -> FileIO:
+    return FileIO.for_location("s3://ckpt", s3_props)
 
 
 def test_checkpoints_on_s3_complete_retain_and_restore(s3_io: FileIO,

@@ -9,34 +9,15 @@ hadoop-aws jars, which the docker image adds and this machine lacks.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pytest
 from streams import run_available, write_batches
 
 import stream_sink as ss
 from stream_sink.io import FileIO
 from stream_sink.spark import IcebergSink
-
-moto_server = pytest.importorskip("moto.server")
-boto3 = pytest.importorskip("boto3")
-
-
-@pytest.fixture(scope="module")
-def s3_props() -> Iterator[dict[str, str]]:
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    props = {"s3.endpoint": endpoint, "s3.access-key-id": "test",
-             "s3.secret-access-key": "test", "s3.region": "us-east-1"}  # fmt: skip
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                 aws_secret_access_key="test").create_bucket(Bucket="lake")  # fmt: skip
-    yield props
-    server.stop()
 
 
 def test_append_stream_on_s3_with_sql_catalog_survives_restart_and_lost_state(

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -33,10 +32,8 @@ SCHEMA = pa.schema([("id", pa.int64()), ("cat", pa.string())])
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("ops", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
+def catalog(hadoop_catalog: Catalog) -> Catalog:
+    return hadoop_catalog
 
 
 def data_file(table: Table, rows: list[tuple[int, str]], partition: tuple = ()) -> DataFile:

@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 from readers import duckdb_rows, pyiceberg_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
@@ -28,13 +27,6 @@ POS_DELETE_SCHEMA = Schema(
     NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), True),
     NestedField(DELETE_FILE_POS_ID, "pos", LongType(), True),
 )
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = load_catalog("t", type="hadoop", warehouse=str(tmp_path / "wh"))
-    cat.create_namespace("db")
-    return cat
 
 
 def write(table: Table, ids: range) -> WriteResult:

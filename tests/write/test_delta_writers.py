@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 from readers import duckdb_connection, pyiceberg_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import (
     InvalidOptionError,
     MissingColumnError,
@@ -47,13 +45,6 @@ Row = tuple[Any, ...]
 
 
 # --- helpers -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = load_catalog("delta", type="hadoop", warehouse=str(tmp_path / "warehouse"))
-    cat.create_namespace("db")
-    return cat
 
 
 def create(

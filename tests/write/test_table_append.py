@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 from readers import comparable, duckdb_query, duckdb_rows, pyiceberg_rows, pyiceberg_table
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.catalog import Catalog
 from stream_sink.tables import IcebergTable
@@ -29,13 +28,6 @@ ARROW = pa.schema(
         ("n", pa.int32()),
     ]
 )
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = load_catalog("t", type="hadoop", warehouse=str(tmp_path / "wh"))
-    cat.create_namespace("db")
-    return cat
 
 
 def rows(start: int, n: int) -> pa.Table:

@@ -3,26 +3,16 @@ of a key win, within one call and across calls; DuckDB reads the same rows."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 from readers import duckdb_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import ValidationError
 from stream_sink.table.catalog import Catalog
 from stream_sink.tables import IcebergTable
 
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string()),
                    pa.field("region", pa.string(), nullable=False)])  # fmt: skip
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = load_catalog("u", type="hadoop", warehouse=str(tmp_path / "wh"))
-    cat.create_namespace("db")
-    return cat
 
 
 def data(*rows: tuple[int, str, str]) -> pa.Table:

@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 from readers import duckdb_rows, pyiceberg_rows, sorted_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
@@ -23,13 +22,6 @@ from stream_sink.write.writer_factory import TaskWriterFactory
 ARROW = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("cat", pa.string()), ("v", pa.float64())]
 )
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = load_catalog("t", type="hadoop", warehouse=str(tmp_path / "wh"))
-    cat.create_namespace("db")
-    return cat
 
 
 def rows(start: int, n: int, cats: int = 5) -> pa.Table:
