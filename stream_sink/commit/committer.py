@@ -2,7 +2,7 @@
 format: everything format-specific sits behind :class:`~.target.CommitTarget` (Iceberg:
 :class:`~.iceberg_target.IcebergTarget`; Delta Lake: :class:`~.delta_target.DeltaTarget`).
 
-Protocol (DESIGN "Commit protocol"):
+Protocol (the steps below; recovery as users see it: ``docs/operations.md``, "Restarts"):
 1. ``process(batch, result)``: a replay (batch at or below the watermark, or already in
    state) deletes the result's files and changes nothing; otherwise ``pending/<batch>``
    is written durably before returning.
@@ -371,7 +371,7 @@ class FilesCommitter:
     # --- 5. restore ---------------------------------------------------------------------------
 
     def restore(self, acknowledged_batch_ids: Iterable[int] | None = None) -> None:
-        """Open the state and finish what it holds (see module doc and DESIGN step 6).
+        """Open the state and finish what it holds (module docstring, step 5).
 
         ``acknowledged_batch_ids``: the batches upstream already acknowledged (Spark's
         commit log). When the state was lost, acknowledged batches after the restored
