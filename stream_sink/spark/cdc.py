@@ -26,10 +26,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.exceptions import MissingColumnError
+from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
 from stream_sink.spark.errors import spark_error_message
 from stream_sink.table.schema import Schema
 
@@ -41,6 +41,8 @@ ROW_KIND_COLUMN = "_row_kind"
 ORDER_COLUMN = "_cdc_order"
 CHANGE_POSITION_FIELD = "_change"
 DEFAULT_ORDER_BY: tuple[str, ...] = ("source.lsn",)
+KEY_FIELDS_COLUMN = "_cdc_key_fields"
+SOURCE_DB, SOURCE_TABLE = "source.db", "source.table"
 ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
 _MAX_SHOWN = 200
 
@@ -48,11 +50,13 @@ _MAX_SHOWN = 200
 def from_debezium(
     df: DataFrame,
     *,
-    row_schema: StructType | Schema | str,
+    row_schema: StructType | Schema | str | Mapping[str, StructType | Schema | str],
     order_by: str | Sequence[str] = DEFAULT_ORDER_BY,
     value_column: str = "value",
     row_kind_column: str = ROW_KIND_COLUMN,
     order_column: str = ORDER_COLUMN,
+    table_column: str | None = None,
+    key_column: str | None = None,
 ) -> DataFrame:
     """The changes of Debezium events in ``df`` as rows of ``row_schema``.
 
@@ -63,10 +67,18 @@ def from_debezium(
     ``source.lsn``, ``source.ts_ms`` or ``ts_ms`` (read as long), or columns of ``df``
     such as a Kafka ``offset``. Pass ``row_kind_column`` and ``order_column`` on to
     ``IcebergSink(row_kind_column=..., order_by=...)``.
+
+    One stream of many tables: ``table_column`` adds a column holding the event's source
+    table as ``<source.db>.<source.table>`` (pass it to ``IcebergSink(table_column=...)``);
+    ``row_schema`` may then map each table name to its row schema (rows are parsed with
+    their union; columns of other tables stay null). ``key_column`` names the column of
+    the Debezium key (Kafka's ``key``, JSON): its field names become column
+    ``_cdc_key_fields``, the identifier fields of tables the sink creates.
     """
     from pyspark.sql import functions as F
 
-    rows = to_spark_schema(row_schema)
+    rows = union_schema(row_schema) if isinstance(row_schema, Mapping) else to_spark_schema(
+        row_schema)
     orders = (order_by,) if isinstance(order_by, str) else tuple(order_by)
     if not orders:
         raise MissingColumnError("from_debezium: order_by must name at least one position field")
@@ -84,12 +96,15 @@ def from_debezium(
             )
         df = df.where(F.col(value_column).isNotNull())
         raw = F.col(value_column).cast("string")
-        env = _parse(raw, rows, envelope_paths)
+        env = _parse(raw, rows, envelope_paths,
+                     [SOURCE_DB, SOURCE_TABLE] if table_column else [])  # fmt: skip
     position = [F.col(c) for c in taken] + [_path(env, p).cast("long") for p in envelope_paths]
+    extra = _source_columns(env, table_column, key_column)
     changes = _changes(env, raw)
     exploded = df.select(
         F.explode(changes).alias("c"),
         *(p.alias(f"_pos{i}") for i, p in enumerate(position)),
+        *(c.alias(name) for name, c in extra),
     )
     exploded = exploded.where(~((F.col("c.k") == "-U") & F.col("c.row").isNull()))
     row = F.when(F.col("c.row").isNull(), _fail(
@@ -101,6 +116,7 @@ def from_debezium(
         *(row.getField(f.name).alias(f.name) for f in rows.fields),
         F.col("c.k").alias(row_kind_column),
         F.struct(*order_fields).alias(order_column),
+        *(F.col(name) for name, _ in extra),
     )
 
 
@@ -148,14 +164,18 @@ def _changes(env: Column, raw: Column) -> Column:
     )
 
 
-def _parse(raw: Column, rows: StructType, paths: Sequence[str]) -> Column:
+def _parse(
+    raw: Column, rows: StructType, paths: Sequence[str], text_paths: Sequence[str]
+) -> Column:
     """Parse JSON envelopes, with or without Kafka Connect's schema/payload wrapper."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     fields = [StructField("op", StringType()), StructField("before", rows),
               StructField("after", rows)]
-    fields += _position_fields(paths, LongType())
+    typed: dict[str, DataType] = {p: LongType() for p in paths}
+    typed.update({p: StringType() for p in text_paths})
+    fields += _position_fields(typed)
     envelope = StructType(fields)
     wrapper = StructType([*envelope.fields, StructField("payload", envelope)])
     parsed = F.from_json(raw, wrapper, {"mode": "PERMISSIVE"})
@@ -165,23 +185,68 @@ def _parse(raw: Column, rows: StructType, paths: Sequence[str]) -> Column:
     )
 
 
-def _position_fields(paths: Sequence[str], leaf: DataType) -> list[StructField]:
+def _position_fields(paths: Mapping[str, DataType]) -> list[StructField]:
     """Struct fields holding every dotted path (``source.lsn`` → source: struct<lsn>)."""
     from pyspark.sql.types import StructField, StructType
 
     tree: dict[str, dict[str, Any]] = {}
-    for p in paths:
+    leaves: dict[tuple[str, ...], DataType] = {}
+    for p, leaf in paths.items():
         node = tree
         for part in p.split("."):
             node = node.setdefault(part, {})
+        leaves[tuple(p.split("."))] = leaf
 
-    def build(node: dict[str, Any]) -> list[StructField]:
-        return [
-            StructField(name, StructType(build(child)) if child else leaf)
-            for name, child in node.items()
-        ]
+    def build(node: dict[str, Any], at: tuple[str, ...]) -> list[StructField]:
+        out = []
+        for name, child in node.items():
+            here = (*at, name)
+            out.append(StructField(name, StructType(build(child, here)) if child
+                                   else leaves[here]))  # fmt: skip
+        return out
 
-    return [f for f in build(tree) if f.name not in ("op", "before", "after")]
+    return [f for f in build(tree, ()) if f.name not in ("op", "before", "after")]
+
+
+def union_schema(schemas: Mapping[str, StructType | Schema | str]) -> StructType:
+    """The columns of every table's row schema, once each (first seen order); a column
+    two tables give different types raises SchemaMismatchError naming both."""
+    from pyspark.sql.types import StructType
+
+    fields: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for table, raw in schemas.items():
+        for f in to_spark_schema(raw).fields:
+            seen = fields.get(f.name)
+            if seen is not None and seen.dataType != f.dataType:
+                raise SchemaMismatchError(
+                    f"from_debezium: column {f.name!r} is {seen.dataType.simpleString()} in "
+                    f"{owner[f.name]} but {f.dataType.simpleString()} in {table}; give one of "
+                    "them another name"
+                )
+            fields.setdefault(f.name, f)
+            owner.setdefault(f.name, table)
+    return StructType(list(fields.values()))
+
+
+def _source_columns(
+    env: Column, table_column: str | None, key_column: str | None
+) -> list[tuple[str, Column]]:
+    """The source table (``<db>.<table>``) and Debezium key field names, as asked."""
+    from pyspark.sql import functions as F
+
+    out: list[tuple[str, Column]] = []
+    if table_column:
+        source = env.getField("source")
+        out.append((table_column, F.concat_ws(".", source.getField("db"),
+                                              source.getField("table"))))  # fmt: skip
+    if key_column:
+        key = F.col(key_column).cast("string")
+        payload = F.get_json_object(key, "$.payload")
+        text = F.when(payload.isNotNull(), payload).otherwise(key)
+        parsed = F.from_json(text, "map<string,string>")
+        out.append((KEY_FIELDS_COLUMN, F.map_keys(parsed)))
+    return out
 
 
 def _check_paths(df: DataFrame, paths: Sequence[str]) -> None:

@@ -54,6 +54,8 @@ class SinkOptions:
     snapshot_properties: tuple[tuple[str, str], ...]
     branch: str
     schema_evolution: SchemaEvolution = "none"
+    table_column: str | None = None
+    """Routed sinks: the column naming each row's table (``table`` is then unused)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -71,7 +73,7 @@ class SinkOptions:
 
 def parse_options(
     *,
-    table: str,
+    table: str | None,
     mode: str = "append",
     equality_fields: Sequence[str] | str | None = None,
     row_kind_column: str | None = None,
@@ -86,9 +88,18 @@ def parse_options(
     snapshot_properties: Mapping[str, str] | None = None,
     branch: str = "main",
     schema_evolution: str = "none",
+    table_column: str | None = None,
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``."""
-    if not isinstance(table, str) or not table.strip():
+    if table_column is not None:
+        if table is not None:
+            raise InvalidOptionError(
+                "give either table= (one table) or table_column= (each row names its table)"
+            )
+        table_column = _names("table_column", table_column)[0]
+        table = ""
+        sink_id = sink_id if sink_id is not None else f"routed-{table_column}"
+    elif not isinstance(table, str) or not table.strip():
         raise InvalidOptionError(f"table must be a table name such as 'db.events', got {table!r}")
     mode_ = _choice("mode", mode, WRITE_MODES)
     sink = validate_sink_id(sink_id if sink_id is not None else table)
@@ -129,6 +140,7 @@ def parse_options(
         schema_evolution=_choice(
             "schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS
         ),  # type: ignore[arg-type]
+        table_column=table_column,
     )
 
 

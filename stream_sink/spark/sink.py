@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
-from stream_sink.exceptions import SchemaMismatchError
+from stream_sink.exceptions import InvalidOptionError, SchemaMismatchError
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
@@ -46,6 +46,7 @@ from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.routing import Router, TableTemplate
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -79,6 +80,10 @@ class IcebergSink:
     in ``row_kind_column``). CDC modes need ``order_by`` (source order) and equality
     fields (default: the table's identifier fields).
 
+    ``table_column``: one stream into many tables; each row goes to the table its value
+    names (``create_tables=True`` creates missing ones from ``table_template``; see
+    ``stream_sink.spark.routing``).
+
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
     DataFrame's before the batch is written; see ``stream_sink.spark.evolution``).
@@ -93,7 +98,7 @@ class IcebergSink:
         self,
         *,
         catalog: Catalog,
-        table: str,
+        table: str | None = None,
         mode: str = "append",
         equality_fields: Sequence[str] | None = None,
         row_kind_column: str | None = None,
@@ -109,6 +114,9 @@ class IcebergSink:
         spark_checkpoint_location: str | None = None,
         metrics_port: int | None = None,
         schema_evolution: str = "none",
+        table_column: str | None = None,
+        create_tables: bool = False,
+        table_template: Mapping[str, Any] | None = None,
     ) -> None:
         self.catalog = catalog
         self.options: SinkOptions = parse_options(
@@ -127,7 +135,14 @@ class IcebergSink:
             snapshot_properties=snapshot_properties,
             branch=branch,
             schema_evolution=schema_evolution,
+            table_column=table_column,
         )
+        self._router: Router | None = None
+        if self.options.table_column is not None:
+            self._router = Router(catalog, self.options, TableTemplate.parse(table_template),
+                                  create_tables)  # fmt: skip
+        elif create_tables or table_template:
+            raise InvalidOptionError("create_tables= and table_template= need table_column=")
         self._runtime: _Runtime | None = None
         self._plans: dict[str, BatchPlan] = {}
         self._writer_metrics = WriterMetrics()
@@ -150,6 +165,9 @@ class IcebergSink:
 
     def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
+        if self._router is not None:
+            self._routed_batch(self._router, df, batch_id)
+            return
         try:
             runtime = self._open()
             plan = self._plan(df, runtime.table)
@@ -165,8 +183,24 @@ class IcebergSink:
             self._abandon()
             raise
 
+    def _routed_batch(self, router: Router, df: DataFrame, batch_id: int) -> None:
+        try:
+            started = time.perf_counter()
+            result = router.foreach_batch(df, batch_id)
+            self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
+        except BaseException:
+            router.abandon()
+            raise
+
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed (end of input or stop)."""
+        if self._router is not None:
+            try:
+                self._router.end_input()
+            except BaseException:
+                self._router.abandon()
+                raise
+            return
         runtime = self._runtime
         if runtime is None:
             return
@@ -314,6 +348,8 @@ class IcebergSink:
         committer.notify_checkpoint_complete(checkpoint_id)
 
     def _abandon(self) -> None:
+        if self._router is not None:
+            self._router.abandon()
         runtime, self._runtime = self._runtime, None
         self._plans.clear()
         if runtime is not None:

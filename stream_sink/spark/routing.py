@@ -1,0 +1,454 @@
+"""One stream into many tables: ``IcebergSink(table_column=..., create_tables=True)``.
+
+Per micro-batch (driver):
+1. (first call) open the committer of every table the sink has ever written (the
+   registry ``<checkpoint_location>/<sink id>.tables.json``) and ``restore()`` each: what
+   a crash left staged or pending for a table is committed for that table alone.
+2. One aggregate over the batch finds its tables, the columns that carry values for
+   each, and the Debezium key fields (``from_debezium(key_column=...)``).
+3. Each table is resolved: loaded, or created from ``table_template`` when
+   ``create_tables=True`` (and registered before anything is written to it); a routing
+   value naming no table raises an error naming the value. With schema evolution on,
+   each table's schema is brought up to the columns that carry values for it.
+4. ONE Spark job writes every table: rows are hashed by (table, keys) and sorted by
+   (table, keys, order) in CDC modes; each task routes its rows to one TaskWriter per
+   table and returns (table, WriteResult) rows.
+5. Each table's committer processes its result (a durable pending entry); when a
+   checkpoint is due every table with pending batches is checkpointed and committed,
+   each under its own operator id ``<sink id>=<table>`` and so with its own watermark.
+
+Invariants:
+- Exactly once per table: a crash between two tables' commits leaves the committed
+  table's watermark above the batch (its replay is dropped) and the other table's
+  batch pending or staged in its own state (committed on restart, or written by the
+  replay). Tables absent from a batch are not touched by it.
+- A column that carries values for a table that does not have it stops the query
+  (SchemaMismatchError naming table and column) unless schema evolution adds it:
+  nothing is silently dropped.
+- Loss detection from Spark's commit log is off for routed tables (a batch that had no
+  row for a table is acknowledged without that table's state knowing of it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.exceptions import (
+    AlreadyExistsError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    ValidationError,
+)
+from stream_sink.spark import distribution, query, schema_check
+from stream_sink.spark.cdc import KEY_FIELDS_COLUMN
+from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
+from stream_sink.spark.executor import current_task_ids, with_insert_kind
+from stream_sink.spark.options import SinkOptions
+from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.state import state_dir_for
+from stream_sink.table.catalog.base import Catalog, table_identifier
+from stream_sink.table.table import Table
+from stream_sink.write.result import WriteResult
+from stream_sink.write.task_writers import TaskWriter, TaskWriterFactory
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+ROUTED_DDL = "table string, result binary"
+_ROUTED_SCHEMA = pa.schema([pa.field("table", pa.string()), pa.field("result", pa.binary())])
+
+
+# --- the registry of tables ------------------------------------------------------------------
+
+
+class TableRegistry:
+    """The tables a routed sink has written (a JSON list, replaced atomically)."""
+
+    def __init__(self, catalog: Catalog, location: str) -> None:
+        self._io = catalog.io_for(location)
+        self._location = location
+
+    def load(self) -> list[str]:
+        if not self._io.exists(self._location):
+            return []
+        return [str(t) for t in json.loads(self._io.read_bytes(self._location))]
+
+    def add(self, name: str) -> None:
+        names = self.load()
+        if name not in names:
+            self._io.write_atomic(self._location, json.dumps([*names, name]).encode())
+
+
+# --- executor side ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoutedWriteTask:
+    """``mapInArrow`` function: rows to one TaskWriter per table; one (table, result) row
+    per table the task saw."""
+
+    table_column: str
+    factories: Mapping[str, TaskWriterFactory]
+    columns: Mapping[str, tuple[str, ...]]
+    insert_kind_column: str | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ids = current_task_ids()
+        writers: dict[str, TaskWriter] = {}
+        try:
+            for batch in batches:
+                for name, part in _split(batch, self.table_column):
+                    writer = writers.get(name)
+                    if writer is None:
+                        writer = self.factories[name].create(ids.partition_id, ids.task_id,
+                                                             ids.attempt_id)  # fmt: skip
+                        writers[name] = writer
+                    rows = part.select(list(self.columns[name]))
+                    if self.insert_kind_column is not None:
+                        rows = next(with_insert_kind(iter([rows]), self.insert_kind_column))
+                    writer.write(rows)
+            results = [(name, w.complete().to_bytes()) for name, w in writers.items()]
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([n for n, _ in results], pa.string()),
+             pa.array([r for _, r in results], pa.binary())], schema=_ROUTED_SCHEMA,
+        )  # fmt: skip
+
+
+def _split(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str, pa.RecordBatch]]:
+    values = batch.column(batch.schema.get_field_index(column))
+    for name in pc.unique(values).to_pylist():
+        if name is None:
+            continue
+        yield name, batch.filter(pc.equal(values, name))
+
+
+# --- driver side ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableTemplate:
+    """How tables are created on first sight (``table_template=dict(...)``)."""
+
+    partition_spec: tuple[Any, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    identifier_fields: Mapping[str, tuple[str, ...]] | tuple[str, ...] = ()
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(raw: Mapping[str, Any] | None) -> TableTemplate:
+        raw = dict(raw or {})
+        unknown = set(raw) - {"partition_spec", "properties", "identifier_fields", "schemas"}
+        if unknown:
+            raise InvalidOptionError(
+                f"table_template has unknown keys {sorted(unknown)}; known: partition_spec, "
+                "properties, identifier_fields, schemas"
+            )
+        ids = raw.get("identifier_fields") or ()
+        ids = ({k: tuple(v) for k, v in ids.items()} if isinstance(ids, Mapping)
+               else tuple(ids))  # fmt: skip
+        return TableTemplate(tuple(raw.get("partition_spec") or ()),
+                             {str(k): str(v) for k, v in (raw.get("properties") or {}).items()},
+                             ids, dict(raw.get("schemas") or {}))  # fmt: skip
+
+    def keys_for(self, name: str, from_data: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(self.identifier_fields, Mapping):
+            return tuple(self.identifier_fields.get(name, ())) or tuple(from_data)
+        return tuple(self.identifier_fields) or tuple(from_data)
+
+
+@dataclass
+class _TableSink:
+    table: Table
+    committer: FilesCommitter
+    options: SinkOptions
+
+
+@dataclass
+class RoutedRuntime:
+    job_id: str
+    tables: dict[str, _TableSink]
+    coordinator: CheckpointCoordinator
+
+    def close(self) -> None:
+        for t in self.tables.values():
+            t.committer.close()
+
+
+@dataclass(frozen=True)
+class BatchTables:
+    """What the discovery aggregate found: per table, its columns with values and key."""
+
+    columns: Mapping[str, frozenset[str]]
+    keys: Mapping[str, tuple[str, ...]]
+
+
+class Router:
+    """The routed half of IcebergSink (see module docstring)."""
+
+    def __init__(self, catalog: Catalog, options: SinkOptions, template: TableTemplate,
+                 create_tables: bool) -> None:  # fmt: skip
+        self.catalog = catalog
+        self.options = options
+        self.template = template
+        self.create_tables = create_tables
+        self.registry = TableRegistry(
+            catalog, f"{options.checkpoint_location}/{options.sink_id}.tables.json"
+        )
+        self.runtime: RoutedRuntime | None = None
+
+    @property
+    def table_column(self) -> str:
+        assert self.options.table_column is not None
+        return self.options.table_column
+
+    # --- per batch ---------------------------------------------------------------------------
+
+    def foreach_batch(self, df: DataFrame, batch_id: int) -> WriteResult:
+        runtime = self.open()
+        df = df.persist()
+        try:
+            found = self.discover(df)
+            plans = {name: self._prepare_table(runtime, name, df.schema, found)
+                     for name in sorted(found.columns)}  # fmt: skip
+            results = self._write(df, plans, runtime, batch_id) if plans else {}
+        finally:
+            df.unpersist()
+        failpoint(AFTER_DATA_FILES)
+        processed = False
+        for name in sorted(results):
+            processed |= runtime.tables[name].committer.process(batch_id, results[name])
+        if processed and runtime.coordinator.on_batch(batch_id, int(time.time() * 1000)):
+            self.checkpoint(runtime, batch_id)
+        return WriteResult.merge(results.values())
+
+    def discover(self, df: DataFrame) -> BatchTables:
+        from pyspark.sql import functions as F
+
+        col = self.table_column
+        if col not in df.columns:
+            raise SchemaMismatchError(
+                f"sink {self.options.sink_id}: the routing column {col!r} is missing from the "
+                f"DataFrame (columns: {df.columns})"
+            )
+        data = [c for c in df.columns if c not in self._control_columns()]
+        aggs = [F.count(distribution.column(c)).alias(f"n{i}") for i, c in enumerate(data)]
+        if KEY_FIELDS_COLUMN in df.columns:
+            aggs.append(F.first(F.col(KEY_FIELDS_COLUMN), ignorenulls=True).alias("key"))
+        columns: dict[str, frozenset[str]] = {}
+        keys: dict[str, tuple[str, ...]] = {}
+        for row in df.groupBy(distribution.column(col).alias("t")).agg(*aggs).collect():
+            name = row["t"]
+            self._check_name(name)
+            columns[name] = frozenset(c for i, c in enumerate(data) if row[f"n{i}"])
+            if "key" in row.asDict() and row["key"]:
+                keys[name] = tuple(row["key"])
+        return BatchTables(columns, keys)
+
+    def _control_columns(self) -> set[str]:
+        opts = self.options
+        out = {self.table_column, KEY_FIELDS_COLUMN, *opts.order_by}
+        if opts.row_kind_column:
+            out.add(opts.row_kind_column)
+        return out
+
+    def _check_name(self, name: Any) -> None:
+        try:
+            if name is None:
+                raise ValidationError("null")
+            table_identifier(str(name))
+        except ValidationError:
+            raise ValidationError(
+                f"sink {self.options.sink_id}: routing value {name!r} in column "
+                f"{self.table_column!r} is not a table name such as 'db.table'"
+            ) from None
+
+    def _prepare_table(
+        self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
+    ) -> BatchPlan:
+        """The table ``name`` (opened, created and registered as needed), its schema
+        brought up to the batch when evolution is on, and its write plan."""
+        sink = runtime.tables.get(name) or self._open_table(runtime, name, spark_schema, found)
+        table, opts = sink.table, sink.options
+        wanted = found.columns[name] | set(self._control_columns() - {self.table_column,
+                                                                      KEY_FIELDS_COLUMN})
+        sub = _sub_schema(spark_schema, wanted)
+        evolve_for_batch(sub, table, opts)
+        missing = sorted(c for c in found.columns[name] if not table.schema().has_field(c))
+        if missing:
+            raise SchemaMismatchError(
+                f"sink {self.options.sink_id}: rows for table {name} carry values in columns "
+                f"{missing} that the table does not have{HINT_NONE}"
+            )
+        present = {c for c in spark_schema.fieldNames() if table.schema().has_field(c)}
+        keep = _sub_schema(spark_schema, present | (wanted - found.columns[name]))
+        return plan_batch(keep, table, opts)
+
+    def _open_table(
+        self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
+    ) -> _TableSink:
+        if not self.catalog.table_exists(name):
+            if not self.create_tables:
+                raise ValidationError(
+                    f"sink {self.options.sink_id}: routing value {name!r} in column "
+                    f"{self.table_column!r} names no table of catalog {self.catalog.name!r}; "
+                    "create it, or pass create_tables=True"
+                )
+            self._create(name, spark_schema, found)
+        self.registry.add(name)
+        sink = self._open_committer(runtime.job_id, name)
+        runtime.tables[name] = sink
+        return sink
+
+    def _create(self, name: str, spark_schema: StructType, found: BatchTables) -> None:
+        from stream_sink.table.arrow import schema_from_arrow
+
+        declared = self.template.schemas.get(name)
+        if declared is not None:
+            arrow = declared if isinstance(declared, pa.Schema) else _ddl_to_arrow(declared)
+        else:
+            data = schema_check.spark_to_arrow(spark_schema, name)
+            arrow = pa.schema([f for f in data if f.name in found.columns[name]])
+        keys = self.template.keys_for(name, found.keys.get(name, ()))
+        schema = schema_from_arrow(arrow, list(keys) or None)
+        spec = [p for p in self.template.partition_spec if schema.has_field(p[1])]
+        namespace = table_identifier(name)[:-1]
+        if not self.catalog.namespace_exists(namespace):
+            with contextlib.suppress(AlreadyExistsError):
+                self.catalog.create_namespace(namespace)
+        try:
+            self.catalog.create_table(name, schema, spec or None,
+                                      properties=self.template.properties)  # fmt: skip
+            log.info("sink %s: created table %s (key %s)", self.options.sink_id, name, keys)
+        except AlreadyExistsError:
+            pass
+
+    def _write(
+        self, df: DataFrame, plans: Mapping[str, BatchPlan], runtime: RoutedRuntime,
+        batch_id: int,
+    ) -> dict[str, WriteResult]:  # fmt: skip
+        opts = self.options
+        op = f"{runtime.job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}"
+        factories = {
+            name: TaskWriterFactory.for_table(
+                runtime.tables[name].table, equality_fields=p.equality_fields,
+                upsert=opts.mode == "upsert", operation_id=op, delta_options=p.delta_options,
+            ) for name, p in plans.items()
+        }  # fmt: skip
+        insert_kind = next(iter(plans.values())).insert_kind_column
+        columns = {name: tuple(c for c in p.columns if c != insert_kind)
+                   for name, p in plans.items()}  # fmt: skip
+        task = RoutedWriteTask(self.table_column, factories, columns, insert_kind)
+        spread = df
+        if opts.is_cdc:
+            keys = sorted({k for p in plans.values() for k in p.equality_fields})
+            spread = distribution.distribute_cdc(df, [self.table_column, *keys], opts.order_by)
+        try:
+            rows = spread.mapInArrow(task, ROUTED_DDL).collect()
+        except Exception as e:
+            reraise_stream_sink_error(e)
+            raise
+        parts: dict[str, list[WriteResult]] = {}
+        for r in rows:
+            parts.setdefault(r["table"], []).append(WriteResult.from_bytes(bytes(r["result"])))
+        return {name: WriteResult.merge(rs) for name, rs in parts.items()}
+
+    # --- committers ------------------------------------------------------------------------
+
+    def open(self) -> RoutedRuntime:
+        opts = self.options
+        spark_io = self.catalog.io_for(opts.spark_checkpoint_location)
+        job_id = query.read_query_id(opts.spark_checkpoint_location, spark_io)
+        if self.runtime is not None and self.runtime.job_id == job_id:
+            return self.runtime
+        self.abandon()
+        config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
+        runtime = RoutedRuntime(job_id, {}, CheckpointCoordinator(config))
+        try:
+            for name in self.registry.load():
+                runtime.tables[name] = self._open_committer(job_id, name)
+        except BaseException:
+            runtime.close()
+            raise
+        self.runtime = runtime
+        return runtime
+
+    def _open_committer(self, job_id: str, name: str) -> _TableSink:
+        opts = self.options
+        operator_id = f"{opts.sink_id}={name}"
+        table = self.catalog.load_table(name)
+        io = self.catalog.io_for(opts.checkpoint_location)
+        committer = FilesCommitter(
+            IcebergTarget(table, branch=opts.branch,
+                          snapshot_properties=opts.snapshot_property_map),
+            StateDirectory(state_dir_for(opts.state_dir, operator_id)),
+            CheckpointStorage(opts.checkpoint_location, operator_id, io),
+            job_id=job_id, operator_id=operator_id,
+            mode="overwrite" if opts.mode == "overwrite" else "append",
+        )  # fmt: skip
+        try:
+            committer.restore()
+        except BaseException:
+            committer.close()
+            raise
+        return _TableSink(table, committer, replace(opts, table=name, table_column=None))
+
+    def checkpoint(self, runtime: RoutedRuntime, checkpoint_id: int) -> None:
+        for name in sorted(runtime.tables):
+            c = runtime.tables[name].committer
+            if not c.pending_batch_ids and not c.staged_checkpoints:
+                continue
+            c.snapshot_state(checkpoint_id)
+            c.complete_checkpoint(checkpoint_id)
+            c.notify_checkpoint_complete(checkpoint_id)
+
+    def end_input(self) -> None:
+        runtime = self.runtime
+        if runtime is None:
+            return
+        ckpt = runtime.coordinator.force(int(time.time() * 1000))
+        if ckpt is not None:
+            self.checkpoint(runtime, ckpt)
+        for t in runtime.tables.values():
+            t.committer.end_input()
+
+    def abandon(self) -> None:
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            try:
+                runtime.close()
+            except Exception as e:  # closing must not hide the original error
+                log.warning("sink %s: closing operator state failed: %s",
+                            self.options.sink_id, e)  # fmt: skip
+
+
+def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructType:
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if f.name in names])
+
+
+def _ddl_to_arrow(ddl: str) -> pa.Schema:
+    from stream_sink.spark.cdc import to_spark_schema
+
+    return schema_check.spark_to_arrow(to_spark_schema(ddl), "table_template")
