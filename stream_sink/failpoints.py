@@ -67,7 +67,11 @@ the catalog pointer not swapped), ``after-rewrite-commit`` (swapped),
 deleted), ``after-expire-files`` (data and delete files deleted, manifests and
 manifest lists not yet)."""
 
-KNOWN_FAILPOINTS: tuple[str, ...] = FAILPOINTS + MAINTENANCE_FAILPOINTS
+AFTER_SCHEMA_CHANGE = "after-schema-change"
+"""Reached by the Spark adapter once a batch's schema change is committed and before any
+of its files is written (``IcebergSink(schema_evolution=...)``)."""
+
+KNOWN_FAILPOINTS: tuple[str, ...] = FAILPOINTS + MAINTENANCE_FAILPOINTS + (AFTER_SCHEMA_CHANGE,)
 
 _armed: dict[str, int] | None = None
 """name -> remaining hits before the kill; None until the environment is parsed."""

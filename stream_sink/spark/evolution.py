@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from stream_sink.exceptions import IncompatibleSchemaChangeError, SchemaMismatchError
+from stream_sink.failpoints import AFTER_SCHEMA_CHANGE, failpoint
 from stream_sink.spark import schema_check
 from stream_sink.spark.options import SinkOptions
 
@@ -58,7 +59,10 @@ def evolve_for_batch(spark_schema: StructType, table: Table, options: SinkOption
             f"table {table.name}: the stream's schema cannot be merged into the table "
             f"(schema_evolution={mode!r}): {e}{hint}"
         ) from e
-    return table.metadata.current_schema_id != before
+    changed = table.metadata.current_schema_id != before
+    if changed:
+        failpoint(AFTER_SCHEMA_CHANGE)
+    return changed
 
 
 def with_evolution_hint(error: SchemaMismatchError, options: SinkOptions) -> SchemaMismatchError:

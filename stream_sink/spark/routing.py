@@ -290,6 +290,7 @@ class Router:
         brought up to the batch when evolution is on, and its write plan."""
         sink = runtime.tables.get(name) or self._open_table(runtime, name, spark_schema, found)
         table, opts = sink.table, sink.options
+        table.refresh()
         wanted = found.columns[name] | set(self._control_columns() - {self.table_column,
                                                                       KEY_FIELDS_COLUMN})
         sub = _sub_schema(spark_schema, wanted)

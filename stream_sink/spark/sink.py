@@ -310,6 +310,7 @@ class IcebergSink:
     def _plan(self, df: DataFrame, table: Table) -> BatchPlan:
         """The batch's plan; with schema evolution on, the table's schema is first brought
         up to the DataFrame's (committed before any file is written, see ``evolution``)."""
+        table.refresh()  # another engine may have changed the schema since the last batch
         evolve_for_batch(df.schema, table, self.options)
         meta = table.metadata
         key = f"{meta.current_schema_id}/{meta.default_spec_id}/{df.schema.json()}"

@@ -1,0 +1,123 @@
+"""Kill tests for streams that change shape: the job is SIGKILLed right after a schema
+change is committed (a column made optional, a column added, a type widened) and between
+two tables' commits of one routed checkpoint, then restarted; Java Iceberg, DuckDB,
+pyiceberg and our reader see every row exactly once, old rows null in the new column,
+and Java reports the schema history."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from many_tables import KEYS, TABLES, events
+from readers import duckdb_rows, pyiceberg_rows
+from streams import write_batches
+
+import stream_sink as ss
+
+JOB = Path(__file__).with_name("evolve_kill_job.py")
+pytestmark = pytest.mark.spark
+EVO_TABLE = pa.schema([pa.field("id", pa.int64(), False), pa.field("n", pa.int32()),
+                       pa.field("must", pa.string(), False)])  # fmt: skip
+
+
+def evo_batches() -> list[list[dict[str, Any]]]:
+    out = [[{"id": i, "n": i, "must": f"m{i}"} for i in range(5)]]
+    out.append([{"id": i, "n": i, "must": f"m{i}", "note": f"note{i}"} for i in range(5, 10)])
+    out.append([{"id": i, "n": 2**40 + i, "must": None if i % 2 else "x", "note": None}
+                for i in range(10, 15)])  # fmt: skip
+    out.append([{"id": i, "n": -i, "must": "y", "note": "z"} for i in range(15, 20)])
+    return out
+
+
+def expected_evo() -> list[tuple[Any, ...]]:
+    return sorted((r["id"], r["n"], r["must"], r.get("note")) for b in evo_batches() for r in b)
+
+
+def prepare(root: Path) -> dict[str, dict[Any, Any]]:
+    catalog = ss.load_catalog("evo", type="hadoop", warehouse=str(root / "wh"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.evo", schema=EVO_TABLE, identifier_fields=["id"])
+    write_batches(root / "evo-in", evo_batches())
+    batches, model = events(files=3, per_file=20)
+    write_batches(root / "deb-in", batches)
+    return model
+
+
+def start(root: Path, failpoint: str | None = None) -> tuple[int, str]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env["PYTHONPATH"] = os.pathsep.join([str(JOB.parent), env.get("PYTHONPATH", "")])
+    env.pop("STREAM_SINK_FAILPOINT", None)
+    if failpoint:
+        env["STREAM_SINK_FAILPOINT"] = failpoint
+    proc = subprocess.run([sys.executable, str(JOB), str(root)], capture_output=True,
+                          text=True, env=env, timeout=600)  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr[-3000:]
+
+
+def test_kills_during_schema_changes_and_between_tables(tmp_path: Path) -> None:
+    from interop.conftest import java_available, sql_with_java
+
+    model = prepare(tmp_path)
+    # 1st change: 'must' made optional (batch 0) passes; 2nd: 'note' added (batch 1) kills
+    code, out = start(tmp_path, "after-schema-change@2")
+    assert code == -signal.SIGKILL, out
+    code, out = start(tmp_path, "after-schema-change@1")  # 'n' widened to long (batch 2)
+    assert code == -signal.SIGKILL, out
+    # evo batches 2 and 3 commit, then the first table of the routed batch 0: kill
+    code, out = start(tmp_path, "after-table-commit@3")
+    assert code == -signal.SIGKILL, out
+    code, out = start(tmp_path)
+    assert code == 0 and "done" in out, out
+
+    catalog = ss.load_catalog("evo", type="hadoop", warehouse=str(tmp_path / "wh"))
+    evo = catalog.load_table("db.evo")
+    schema = evo.schema()
+    assert schema.column_names == ["id", "n", "must", "note"]
+    assert str(schema.find_type("n")) == "long" and schema.find_field("must").optional
+    assert [s.schema_id for s in evo.metadata.schemas] == [0, 1, 2, 3]  # each change once
+    want = expected_evo()
+    ours = sorted(tuple(r.values()) for r in evo.scan().to_arrow().to_pylist())
+    assert ours == want
+    for reader in (duckdb_rows, pyiceberg_rows):
+        got = sorted((r["id"], r["n"], r["must"], r["note"]) for r in reader(evo.metadata_location))
+        assert got == want
+    routed = {name: catalog.load_table(name) for name in TABLES}
+    for name, table in routed.items():
+        got = {r[KEYS[name]]: r for r in table.scan().to_arrow().to_pylist()}
+        assert got == model[name], name
+        marks = [int(s.summary["stream-sink.max-committed-checkpoint-id"])
+                 for s in table.snapshots()]  # fmt: skip
+        assert marks == sorted(set(marks)), name  # no batch committed twice
+        duck = {r[KEYS[name]]: r for r in duckdb_rows(table.metadata_location)}
+        assert duck == model[name], name
+
+    if not java_available():
+        pytest.skip("the java-iceberg launcher is not available")
+    names = ["db.evo", *TABLES]
+    java = sql_with_java(str(tmp_path / "wh"), [
+        *(f"SELECT * FROM hc.{n}" for n in names),
+        "SELECT latest_schema_id AS s FROM hc.db.evo.metadata_log_entries ORDER BY timestamp",
+        f"SELECT * FROM hc.db.evo VERSION AS OF {evo.snapshots()[0].snapshot_id}",
+    ])  # fmt: skip
+    java_evo = sorted(tuple(r.values()) for r in java[0].to_pylist())
+    assert java_evo == want
+    for name, got in zip(TABLES, java[1:4], strict=True):
+        rows = {r[KEYS[name]]: _plain(r) for r in got.to_pylist()}
+        assert rows == model[name], name
+    history = [r["s"] for r in java[4].to_pylist()]
+    assert history == sorted(history) and set(history) == {0, 1, 2, 3}
+    first = java[5]  # time travel reads the first snapshot with the schema it was written in
+    assert first.column_names == ["id", "n", "must"] and first.schema.field("n").type == pa.int32()
+    assert sorted(first.column("id").to_pylist()) == list(range(5))
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: float(v) if isinstance(v, Decimal) else v for k, v in row.items()}
