@@ -63,7 +63,8 @@ from stream_sink.state import state_dir_for
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
-from stream_sink.write.task_writers import TaskWriter, TaskWriterFactory
+from stream_sink.write.task_writers import TaskWriter
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -108,3 +108,32 @@ def test_add_columns_refuses_a_widening_and_none_refuses_a_new_column(
     table = catalog.load_table("db.t")
     assert table.schema().column_names == ["id", "n", "must", "note"]  # batch 1 went in
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_java_adds_a_column_while_the_sink_keeps_writing(spark: Any, tmp_path: Path) -> None:
+    from interop.conftest import java_available, sql_with_java
+    from readers import duckdb_rows, pyiceberg_rows
+
+    if not java_available():
+        pytest.skip("the java-iceberg launcher is not available")
+    catalog = new_catalog(tmp_path)
+    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(tmp_path / "chk"),
+                       state_dir=str(tmp_path / "state"))  # fmt: skip
+
+    def foreach(df: Any, b: int) -> None:
+        sink.foreach_batch(shaped(df, b), b)
+
+    write_batches(tmp_path / "in", batches()[:1])
+    run_available(spark, tmp_path / "in", SOURCE, foreach, sink.spark_checkpoint_location)
+    sql_with_java(str(tmp_path / "wh"), ["ALTER TABLE hc.db.t ADD COLUMN note string"])
+    write_batches(tmp_path / "in", batches()[1:2], first=1)  # carries the new column
+    run_available(spark, tmp_path / "in", SOURCE, foreach, sink.spark_checkpoint_location)
+    sink.close()  # the same sink and operator state throughout
+    table = catalog.load_table("db.t")
+    assert [s.schema_id for s in table.metadata.schemas] == [0, 1]  # Java's change only
+    want = [(0, None), (1, None), (2, None), (3, "hello")]
+    assert sorted((r["id"], r["note"]) for r in table.scan().to_arrow().to_pylist()) == want
+    for reader in (duckdb_rows, pyiceberg_rows):
+        assert sorted((r["id"], r["note"]) for r in reader(table.metadata_location)) == want
+    marks = [s.summary["stream-sink.max-committed-checkpoint-id"] for s in table.snapshots()]
+    assert marks == ["0", "1"]

@@ -196,3 +196,21 @@ def test_partition_spec_evolution_keeps_old_files_readable(table: IcebergTable) 
     assert [r["id"] for r in table.scan(row_filter="id = 6").to_arrow().to_pylist()] == [6]
     with pytest.raises(ValidationError, match="no partition field"):
         table.update_spec().remove_field("nope")
+
+
+def test_scans_use_the_current_schema_and_time_travel_the_snapshots(table: IcebergTable) -> None:
+    snap = table.current_snapshot()
+    assert snap is not None
+    with table.update_schema() as u:
+        u.add_column("later", "string")
+    assert table.scan().to_arrow().column_names[-1] == "later"  # no new snapshot needed
+    assert "later" not in table.scan(snapshot_id=snap.snapshot_id).to_arrow().column_names
+
+
+def test_readme_changing_schemas_block_runs() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Changing schemas"):readme.index("## Many tables")]
+    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    exec(compile(block, "README.md", "exec"), {})
