@@ -18,10 +18,10 @@ def _nothing_committed(*args: Any, **kwargs: Any) -> int:
 
 
 def run(**context: Any) -> None:
-    import stream_sink.commit.committer as committer
+    import stream_sink.commit.iceberg_target as iceberg_target
     import stream_sink.commit.table_commit as table_commit
 
-    committer.committed_watermark = _nothing_committed  # type: ignore[assignment]
+    iceberg_target.committed_watermark = _nothing_committed  # type: ignore[assignment]
     table_commit.watermark_from = _nothing_committed  # type: ignore[assignment]
     prepare_demo(**context)
     run_demo(**context)
