@@ -36,14 +36,16 @@ from stream_sink.spark import IcebergSink, local_session
 
 FILES_PER_TRIGGER = 4
 CODEC = "snappy"
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("key", pa.int64(), nullable=False),
-    pa.field("ts", pa.timestamp("us", tz="UTC")),
-    pa.field("category", pa.string()),
-    pa.field("value", pa.float64()),
-    pa.field("note", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("key", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("category", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("note", pa.string()),
+    ]
+)
 
 
 def make_input(directory: Path, files: int, rows: int) -> None:
@@ -52,28 +54,40 @@ def make_input(directory: Path, files: int, rows: int) -> None:
     cats = np.array([f"cat-{i:02d}" for i in range(20)], dtype=object)
     for f in range(files):
         ids = np.arange(f * rows, (f + 1) * rows, dtype=np.int64)
-        table = pa.table({
-            "id": ids,
-            "key": ids % 100_000,
-            "ts": pa.array(1_714_521_600_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
-            "category": cats[rng.integers(0, 20, rows)],
-            "value": rng.random(rows),
-            "note": np.char.add("note-", (ids % 977).astype(str)).astype(object),
-        }, schema=SCHEMA)  # fmt: skip
+        table = pa.table(
+            {
+                "id": ids,
+                "key": ids % 100_000,
+                "ts": pa.array(1_714_521_600_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
+                "category": cats[rng.integers(0, 20, rows)],
+                "value": rng.random(rows),
+                "note": np.char.add("note-", (ids % 977).astype(str)).astype(object),
+            },
+            schema=SCHEMA,
+        )
         pq.write_table(table, directory / f"part-{f:05d}.parquet")
 
 
 def stream(spark: Any, source: Path) -> Any:
     spark_schema = spark.read.parquet(str(source)).schema
-    return (spark.readStream.schema(spark_schema)
-            .option("maxFilesPerTrigger", FILES_PER_TRIGGER).parquet(str(source)))  # fmt: skip
+    return (
+        spark.readStream.schema(spark_schema)
+        .option("maxFilesPerTrigger", FILES_PER_TRIGGER)
+        .parquet(str(source))
+    )
 
 
 def run_parquet(spark: Any, source: Path, work: Path) -> float:
     started = time.perf_counter()
-    q = (stream(spark, source).writeStream.format("parquet").option("path", str(work / "out"))
-         .option("compression", CODEC).option("checkpointLocation", str(work / "chk"))
-         .trigger(availableNow=True).start())  # fmt: skip
+    q = (
+        stream(spark, source)
+        .writeStream.format("parquet")
+        .option("path", str(work / "out"))
+        .option("compression", CODEC)
+        .option("checkpointLocation", str(work / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     return time.perf_counter() - started
 
@@ -81,15 +95,28 @@ def run_parquet(spark: Any, source: Path, work: Path) -> float:
 def run_sink(spark: Any, source: Path, work: Path, mode: str = "append") -> float:
     catalog = ss.load_catalog("bench", type="hadoop", warehouse=str(work / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.t", schema=SCHEMA, identifier_fields=["key"],
-                         properties={"write.parquet.compression-codec": CODEC})  # fmt: skip
+    catalog.create_table(
+        "db.t",
+        schema=SCHEMA,
+        identifier_fields=["key"],
+        properties={"write.parquet.compression-codec": CODEC},
+    )
     extra: dict[str, Any] = {"mode": "upsert", "order_by": "id"} if mode == "upsert" else {}
-    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(work / "chk"),
-                       state_dir=str(work / "state"), **extra)  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=str(work / "chk"),
+        state_dir=str(work / "state"),
+        **extra,
+    )
     started = time.perf_counter()
-    q = (stream(spark, source).writeStream.foreachBatch(sink.foreach_batch)
-         .option("checkpointLocation", sink.spark_checkpoint_location)
-         .trigger(availableNow=True).start())  # fmt: skip
+    q = (
+        stream(spark, source)
+        .writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     sink.close()
     return time.perf_counter() - started
@@ -111,25 +138,33 @@ def run_rounds(spark: Any, root: Path, rounds: int, total: int) -> dict[str, lis
             work = root / f"{name}-{r}"
             elapsed = RUNNERS[name](spark, root / "input", work)
             times[name].append(elapsed)
-            print(f"round {r + 1} {name:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s",
-                  flush=True)  # fmt: skip
+            print(
+                f"round {r + 1} {name:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s",
+                flush=True,
+            )
             shutil.rmtree(work, ignore_errors=True)
     return times
 
 
 def report(times: dict[str, list[float]], files: int, rows: int) -> None:
     total = files * rows
-    print(f"append, {files} files x {rows:,} rows, {FILES_PER_TRIGGER} files per trigger, "
-          f"{CODEC} on both sides, {len(times['parquet'])} interleaved rounds:")  # fmt: skip
+    print(
+        f"append, {files} files x {rows:,} rows, {FILES_PER_TRIGGER} files per trigger, "
+        f"{CODEC} on both sides, {len(times['parquet'])} interleaved rounds:"
+    )
     for name, ts in times.items():
         best, med = min(ts), statistics.median(ts)
-        print(f"  {name:13s} best {best:7.2f} s {total / best:12,.0f} rows/s   "
-              f"median {med:7.2f} s {total / med:12,.0f} rows/s")  # fmt: skip
+        print(
+            f"  {name:13s} best {best:7.2f} s {total / best:12,.0f} rows/s   "
+            f"median {med:7.2f} s {total / med:12,.0f} rows/s"
+        )
     p, s = times["parquet"], times["iceberg-sink"]
     paired = statistics.median(a / b for a, b in zip(p, s, strict=True))
-    print(f"  ratio iceberg-sink / parquet: best {min(p) / min(s):.2f}x, "
-          f"median {statistics.median(p) / statistics.median(s):.2f}x, "
-          f"median of per-round ratios {paired:.2f}x (goal >= 0.90)")  # fmt: skip
+    print(
+        f"  ratio iceberg-sink / parquet: best {min(p) / min(s):.2f}x, "
+        f"median {statistics.median(p) / statistics.median(s):.2f}x, "
+        f"median of per-round ratios {paired:.2f}x (goal >= 0.90)"
+    )
 
 
 def main(files: int = 20, rows: int = 200_000, rounds: int = 5) -> None:

@@ -117,8 +117,10 @@ def _open_directory(
         shutil.rmtree(source.path)
     log.warning(
         "operator state of sink %s at %s is lost; restoring checkpoint %d",
-        sink_id, source.path, latest.checkpoint_id,
-    )  # fmt: skip
+        sink_id,
+        source.path,
+        latest.checkpoint_id,
+    )
     backend = storage.restore_state(latest, source.path, sync=source.sync)
     return OpenedState(backend, owned=True, lost=True, restored_from=latest, moved_aside=moved)
 

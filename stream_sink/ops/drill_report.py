@@ -82,8 +82,12 @@ class RowCounts:
         return self.duplicated == 0 and self.missing == 0 and self.unexpected == 0
 
     def to_json(self) -> dict[str, int]:
-        return {"rows": self.rows, "duplicated": self.duplicated, "missing": self.missing,
-                "unexpected": self.unexpected}  # fmt: skip
+        return {
+            "rows": self.rows,
+            "duplicated": self.duplicated,
+            "missing": self.missing,
+            "unexpected": self.unexpected,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,18 +128,26 @@ class ScenarioResult:
     def to_json(self) -> dict[str, Any]:
         primary = self.primary
         return {
-            "id": self.id, "mode": self.mode, "kind": self.kind, "failpoint": self.failpoint,
+            "id": self.id,
+            "mode": self.mode,
+            "kind": self.kind,
+            "failpoint": self.failpoint,
             "kill_delays_s": [round(d, 3) for d in self.kill_delays_s],
-            "reached": self.reached, "kills": self.kills, "restarts": self.restarts,
+            "reached": self.reached,
+            "kills": self.kills,
+            "restarts": self.restarts,
             "expected_rows": self.expected_rows,
             "found_rows": primary.rows if primary else None,
             "duplicated": primary.duplicated if primary else None,
             "missing": primary.missing if primary else None,
             "unexpected": primary.unexpected if primary else None,
             "readers": {k: (v.to_json() if v else None) for k, v in self.readers.items()},
-            "verdict": self.verdict, "problems": self.problems, "error": self.error,
-            "duration_s": round(self.duration_s, 3), "logs": list(self.logs),
-        }  # fmt: skip
+            "verdict": self.verdict,
+            "problems": self.problems,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 3),
+            "logs": list(self.logs),
+        }
 
 
 @dataclass(frozen=True)
@@ -155,12 +167,16 @@ class DrillReport:
     def to_json(self) -> dict[str, Any]:
         started = datetime.fromtimestamp(self.started_at, timezone.utc)
         return {
-            "schema_version": SCHEMA_VERSION, "ok": self.ok, "job": self.job,
-            "table": self.table, "seed": self.seed, "work_dir": self.work_dir,
+            "schema_version": SCHEMA_VERSION,
+            "ok": self.ok,
+            "job": self.job,
+            "table": self.table,
+            "seed": self.seed,
+            "work_dir": self.work_dir,
             "started_at": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "duration_s": round(self.duration_s, 3),
             "scenarios": [s.to_json() for s in self.scenarios],
-        }  # fmt: skip
+        }
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"

@@ -73,17 +73,21 @@ def failpoint_specs(selection: str) -> tuple[str, ...]:
 
 
 def plan_scenarios(
-    modes: Sequence[str], failpoints: Sequence[str], random_kills: int,
-    rng: random.Random, max_delay_s: float,
-) -> list[Scenario]:  # fmt: skip
+    modes: Sequence[str],
+    failpoints: Sequence[str],
+    random_kills: int,
+    rng: random.Random,
+    max_delay_s: float,
+) -> list[Scenario]:
     """Every failpoint, then ``random_kills`` random kills, in each mode (mode-major)."""
     out = []
     for mode in modes:
         out += [Scenario(f"{mode}/{fp}", mode, "failpoint", failpoint=fp) for fp in failpoints]
         for i in range(random_kills):
             delay = round(rng.uniform(0.5, max_delay_s), 1)
-            out.append(Scenario(f"{mode}/random-kill-{i + 1}", mode, "random-kill",
-                                kill_delays=(delay,)))  # fmt: skip
+            out.append(
+                Scenario(f"{mode}/random-kill-{i + 1}", mode, "random-kill", kill_delays=(delay,))
+            )
     return out
 
 

@@ -56,8 +56,11 @@ def key_clustering(spec: PartitionSpec, schema: Schema, keys: Sequence[str]) -> 
     """Partition clustering expressions when every partition source column is a key
     column (then they depend on the key only); empty otherwise or when only buckets
     would remain."""
-    sources = {schema.find_column_name(f.source_id) for f in spec.fields
-               if not isinstance(f.transform, Void)}  # fmt: skip
+    sources = {
+        schema.find_column_name(f.source_id)
+        for f in spec.fields
+        if not isinstance(f.transform, Void)
+    }
     if not sources or not sources <= set(keys):
         return []
     if all(isinstance(f.transform, (Bucket, Void)) for f in spec.fields):

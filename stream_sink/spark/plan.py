@@ -61,9 +61,12 @@ class BatchPlan:
                 else []
             )
             spread = distribution.distribute_cdc(
-                df, self.equality_fields, opts.order_by,
-                by_range=opts.distribution == "range", clustering=clustering,
-            )  # fmt: skip
+                df,
+                self.equality_fields,
+                opts.order_by,
+                by_range=opts.distribution == "range",
+                clustering=clustering,
+            )
         else:
             spread = distribution.distribute_append(
                 df, opts.distribution, self.spec, self.schema, self.sort_order
@@ -83,8 +86,9 @@ def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> 
     written = [n for n in data.names if n not in extra]
     names = tuple(data.names)
     if not options.is_cdc:
-        return BatchPlan(options, schema, spec, table.sort_order(), tuple(written),
-                         data_columns=names)  # fmt: skip
+        return BatchPlan(
+            options, schema, spec, table.sort_order(), tuple(written), data_columns=names
+        )
     keys = schema_check.resolve_equality_fields(options, schema, where)
     schema_check.check_cdc_columns(data, options, keys, where)
     if options.mode == "upsert":
@@ -92,5 +96,6 @@ def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> 
     if options.row_kind_column:
         written.append(options.row_kind_column)
     delta = {ROW_KIND_COLUMN_OPTION: options.row_kind_column or DEFAULT_ROW_KIND_COLUMN}
-    return BatchPlan(options, schema, spec, table.sort_order(), tuple(written), keys, delta,
-                     data_columns=names)  # fmt: skip
+    return BatchPlan(
+        options, schema, spec, table.sort_order(), tuple(written), keys, delta, data_columns=names
+    )

@@ -53,9 +53,13 @@ def read_table(
     invariants. ``split_size``: bytes per Spark partition (overrides the table's
     ``read.split.target-size`` and the adaptation to the cluster's parallelism)."""
     scan = TableScan(
-        table, snapshot_id=snapshot_id, ref=ref, as_of_ms=as_of_ms,
-        row_filter=row_filter, columns=columns,
-    )  # fmt: skip
+        table,
+        snapshot_id=snapshot_id,
+        ref=ref,
+        as_of_ms=as_of_ms,
+        row_filter=row_filter,
+        columns=columns,
+    )
     return read_scan(spark, scan, split_size=split_size)
 
 

@@ -70,12 +70,21 @@ class ReadContext:
         yielding batches of Arrow schema ``target``."""
         trimmed = dataclasses.replace(
             table.metadata,
-            snapshots=(), snapshot_log=(), metadata_log=(), refs={}, current_snapshot_id=None,
-        )  # fmt: skip
+            snapshots=(),
+            snapshot_log=(),
+            metadata_log=(),
+            refs={},
+            current_snapshot_id=None,
+        )
         return ReadContext(
-            tuple(table.identifier), table.metadata_location, trimmed, table.io,
-            schema, tuple(output), target,
-        )  # fmt: skip
+            tuple(table.identifier),
+            table.metadata_location,
+            trimmed,
+            table.io,
+            schema,
+            tuple(output),
+            target,
+        )
 
     @property
     def table_name(self) -> str:
@@ -84,9 +93,12 @@ class ReadContext:
     def reader(self) -> TaskReader:
         """A TaskReader over a table handle without a catalog: it reads, never commits."""
         detached = Table(
-            self.identifier, self.metadata, self.metadata_location, self.io,
+            self.identifier,
+            self.metadata,
+            self.metadata_location,
+            self.io,
             cast("Catalog[Table]", None),
-        )  # fmt: skip
+        )
         return TaskReader(detached, self.schema, self.output)
 
 
@@ -137,9 +149,14 @@ def decode_split(payload: bytes) -> list[FileScanTask]:
 
 def _slim(f: DataFile) -> DataFile:
     return dataclasses.replace(
-        f, column_sizes=None, value_counts=None, null_value_counts=None, nan_value_counts=None,
-        lower_bounds=None, upper_bounds=None,
-    )  # fmt: skip
+        f,
+        column_sizes=None,
+        value_counts=None,
+        null_value_counts=None,
+        nan_value_counts=None,
+        lower_bounds=None,
+        upper_bounds=None,
+    )
 
 
 def task_weight(task: FileScanTask, open_file_cost: int) -> int:

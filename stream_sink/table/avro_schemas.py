@@ -117,18 +117,43 @@ def data_file_type(partition_type: StructType, format_version: int) -> StructTyp
     if format_version == 1:
         partition = _req(PARTITION_ID, "partition", partition_type)
         return StructType(
-            FILE_PATH, FILE_FORMAT, partition, RECORD_COUNT, FILE_SIZE, BLOCK_SIZE,
-            COLUMN_SIZES, VALUE_COUNTS, NULL_VALUE_COUNTS, NAN_VALUE_COUNTS,
-            LOWER_BOUNDS, UPPER_BOUNDS, KEY_METADATA, SPLIT_OFFSETS, SORT_ORDER_ID,
-        )  # fmt: skip
+            FILE_PATH,
+            FILE_FORMAT,
+            partition,
+            RECORD_COUNT,
+            FILE_SIZE,
+            BLOCK_SIZE,
+            COLUMN_SIZES,
+            VALUE_COUNTS,
+            NULL_VALUE_COUNTS,
+            NAN_VALUE_COUNTS,
+            LOWER_BOUNDS,
+            UPPER_BOUNDS,
+            KEY_METADATA,
+            SPLIT_OFFSETS,
+            SORT_ORDER_ID,
+        )
     partition = _req(PARTITION_ID, "partition", partition_type, PARTITION_DOC)
     content = _req(CONTENT.field_id, CONTENT.name, CONTENT.field_type, CONTENT.doc)
     return StructType(
-        content, FILE_PATH, FILE_FORMAT, partition, RECORD_COUNT, FILE_SIZE,
-        COLUMN_SIZES, VALUE_COUNTS, NULL_VALUE_COUNTS, NAN_VALUE_COUNTS,
-        LOWER_BOUNDS, UPPER_BOUNDS, KEY_METADATA, SPLIT_OFFSETS, EQUALITY_IDS,
-        SORT_ORDER_ID, REFERENCED_DATA_FILE,
-    )  # fmt: skip
+        content,
+        FILE_PATH,
+        FILE_FORMAT,
+        partition,
+        RECORD_COUNT,
+        FILE_SIZE,
+        COLUMN_SIZES,
+        VALUE_COUNTS,
+        NULL_VALUE_COUNTS,
+        NAN_VALUE_COUNTS,
+        LOWER_BOUNDS,
+        UPPER_BOUNDS,
+        KEY_METADATA,
+        SPLIT_OFFSETS,
+        EQUALITY_IDS,
+        SORT_ORDER_ID,
+        REFERENCED_DATA_FILE,
+    )
 
 
 def manifest_entry_type(partition_type: StructType, format_version: int) -> StructType:
@@ -170,16 +195,39 @@ def manifest_file_type(format_version: int) -> StructType:
     key_metadata = _opt(519, "key_metadata", BinaryType(), "Encryption key metadata blob")
     if not v2:
         return StructType(
-            path, length, spec_id, snapshot, added, existing, deleted, partitions,
-            added_rows, existing_rows, deleted_rows, key_metadata,
-        )  # fmt: skip
+            path,
+            length,
+            spec_id,
+            snapshot,
+            added,
+            existing,
+            deleted,
+            partitions,
+            added_rows,
+            existing_rows,
+            deleted_rows,
+            key_metadata,
+        )
     content = _req(517, "content", IntegerType(), "Contents of the manifest: 0=data, 1=deletes")
     seq = _req(515, "sequence_number", LongType(), "Sequence number when the manifest was added")
     min_seq = _req(516, "min_sequence_number", LongType(), "Lowest sequence number in the manifest")
     return StructType(
-        path, length, spec_id, content, seq, min_seq, snapshot, added, existing, deleted,
-        added_rows, existing_rows, deleted_rows, partitions, key_metadata,
-    )  # fmt: skip
+        path,
+        length,
+        spec_id,
+        content,
+        seq,
+        min_seq,
+        snapshot,
+        added,
+        existing,
+        deleted,
+        added_rows,
+        existing_rows,
+        deleted_rows,
+        partitions,
+        key_metadata,
+    )
 
 
 # --- Iceberg type -> Avro schema -------------------------------------------------

@@ -176,9 +176,16 @@ class ManifestWriter:
     ) -> ManifestWriter:
         """A writer for the manifest of one partition spec of a table with ``schema``."""
         return ManifestWriter(
-            io, location, spec.spec_id, spec.partition_type(schema), schema, snapshot_id,
-            content, format_version, partition_spec=spec,
-        )  # fmt: skip
+            io,
+            location,
+            spec.spec_id,
+            spec.partition_type(schema),
+            schema,
+            snapshot_id,
+            content,
+            format_version,
+            partition_spec=spec,
+        )
 
     def add(self, data_file: DataFile, sequence_number: int | None = None) -> None:
         """An ADDED entry; ``sequence_number`` None inherits the committing snapshot's."""

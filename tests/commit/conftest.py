@@ -30,9 +30,11 @@ def warehouse(tmp_path: Path) -> Catalog:
 @pytest.fixture
 def table(warehouse: Catalog) -> Table:
     return warehouse.create_table(
-        "db.t", schema=SCHEMA, identifier_fields=["id"],
+        "db.t",
+        schema=SCHEMA,
+        identifier_fields=["id"],
         properties={"commit.retry.min-wait-ms": "1"},
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

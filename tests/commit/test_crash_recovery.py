@@ -61,8 +61,11 @@ def _run(root: Path, scenario: Scenario, failpoint: str | None) -> subprocess.Co
         env["STREAM_SINK_FAILPOINT"] = failpoint
     return subprocess.run(
         [sys.executable, DRIVER, str(root), scenario.backend, str(scenario.interval)],
-        env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
 
 
 def _scenario(base: Path, scenario: Scenario) -> Outcome:

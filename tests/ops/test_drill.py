@@ -24,8 +24,18 @@ PARALLEL = os.environ.get("STREAM_SINK_DRILL_PARALLEL", "2")
 
 def drill(tmp_path: Path, *args: str) -> tuple[int, dict]:
     report = tmp_path / "report.json"
-    code = main(["drill", "--work-dir", str(tmp_path / "work"), "--json", str(report),
-                 "--parallel", PARALLEL, *args])  # fmt: skip
+    code = main(
+        [
+            "drill",
+            "--work-dir",
+            str(tmp_path / "work"),
+            "--json",
+            str(report),
+            "--parallel",
+            PARALLEL,
+            *args,
+        ]
+    )
     return code, json.loads(report.read_text())
 
 
@@ -57,10 +67,18 @@ def test_drill_of_a_committer_without_its_watermark_reports_duplicates(
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
     monkeypatch.setenv("PYTHONPATH", path)  # the driver processes import broken_job
     code, report = drill(
-        tmp_path, "--failpoints", "after-table-commit", "--mode", "append",
-        "--job", "broken_job:run", "--table", "demo.orders",
-        "--expected", "stream_sink.ops.drill_jobs:demo_rows",
-    )  # fmt: skip
+        tmp_path,
+        "--failpoints",
+        "after-table-commit",
+        "--mode",
+        "append",
+        "--job",
+        "broken_job:run",
+        "--table",
+        "demo.orders",
+        "--expected",
+        "stream_sink.ops.drill_jobs:demo_rows",
+    )
     out, _ = capsys.readouterr()
     assert code == 1
     (scenario,) = report["scenarios"]

@@ -22,9 +22,12 @@ def run(spark: Any, sink: IcebergSink, source: Path, schema: str) -> None:
         sink.foreach_batch(df, batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (df.writeStream.foreachBatch(foreach)
-             .option("checkpointLocation", sink.spark_checkpoint_location)
-             .trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.writeStream.foreachBatch(foreach)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:
@@ -35,11 +38,15 @@ def main(root: Path) -> None:
     spark = local_session("stream-sink-kill-test")
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
-    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"),
-                         **common)  # fmt: skip
+    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"), **common)
     run(spark, append, root / "append-in", "id long, data string")
-    upsert = IcebergSink(table="db.latest", mode="upsert", order_by="seq",
-                         checkpoint_location=str(root / "chk-upsert"), **common)  # fmt: skip
+    upsert = IcebergSink(
+        table="db.latest",
+        mode="upsert",
+        order_by="seq",
+        checkpoint_location=str(root / "chk-upsert"),
+        **common,
+    )
     run(spark, upsert, root / "upsert-in", "id long, data string, seq long")
     print("done", flush=True)
 

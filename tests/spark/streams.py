@@ -17,8 +17,9 @@ from typing import Any
 ForeachBatch = Callable[[Any, int], None]
 
 
-def write_batches(directory: Path, batches: Sequence[Sequence[dict[str, Any]]],
-                  first: int = 0) -> None:  # fmt: skip
+def write_batches(
+    directory: Path, batches: Sequence[Sequence[dict[str, Any]]], first: int = 0
+) -> None:
     """Write ``batches[i]`` as ``batch-<first+i>.json`` (JSON lines), in order."""
     directory.mkdir(parents=True, exist_ok=True)
     base = time.time() - 10_000

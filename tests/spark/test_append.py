@@ -31,14 +31,20 @@ def new_table(tmp_path: Path, partition_spec: list | None = None) -> Catalog:
 
 
 def sink_for(catalog: Catalog, tmp_path: Path, **kwargs: Any) -> IcebergSink:
-    return IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"), **kwargs)  # fmt: skip
+    return IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+        **kwargs,
+    )
 
 
 def run(spark: Any, tmp_path: Path, sink: IcebergSink) -> None:
     try:
-        run_available(spark, tmp_path / "in", SCHEMA, sink.foreach_batch,
-                      sink.spark_checkpoint_location)  # fmt: skip
+        run_available(
+            spark, tmp_path / "in", SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
+        )
     finally:
         sink.close()
 
@@ -115,8 +121,13 @@ def test_a_dataframe_that_does_not_fit_the_table_is_refused_naming_columns(
     sink = sink_for(catalog, tmp_path)
     with pytest.raises(StreamingQueryException) as info:
         try:
-            run_available(spark, tmp_path / "in", "id string, data string, extra int",
-                          sink.foreach_batch, sink.spark_checkpoint_location)  # fmt: skip
+            run_available(
+                spark,
+                tmp_path / "in",
+                "id string, data string, extra int",
+                sink.foreach_batch,
+                sink.spark_checkpoint_location,
+            )
         finally:
             sink.close()
     message = str(info.value)

@@ -26,15 +26,21 @@ pytestmark = pytest.mark.spark
 def prepare(root: Path) -> dict[int, str]:
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.events", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                        ("data", pa.string())]))  # fmt: skip
-    catalog.create_table("db.latest", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                        ("data", pa.string())]),
-                         identifier_fields=["id"])  # fmt: skip
-    write_batches(root / "append-in", [
-        [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
-        for f in range(FILES)
-    ])  # fmt: skip
+    catalog.create_table(
+        "db.events", schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())])
+    )
+    catalog.create_table(
+        "db.latest",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
+        identifier_fields=["id"],
+    )
+    write_batches(
+        root / "append-in",
+        [
+            [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
+            for f in range(FILES)
+        ],
+    )
     rng = random.Random(3)
     latest: dict[int, str] = {}
     upserts, seq = [], 0
@@ -55,8 +61,13 @@ def start(root: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen([sys.executable, str(JOB), str(root)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
 
 
 def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
@@ -90,7 +101,8 @@ def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path
     got = catalog.load_table("db.latest").scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["data"]) for r in got) == sorted(latest.items())
     for table in (events, catalog.load_table("db.latest")):
-        marks = [int(s.summary["stream-sink.max-committed-checkpoint-id"])
-                 for s in table.snapshots()]  # fmt: skip
+        marks = [
+            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
+        ]
         assert marks == sorted(set(marks))  # no batch committed twice
         assert len({s.summary["stream-sink.job-id"] for s in table.snapshots()}) == 1

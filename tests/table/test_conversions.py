@@ -85,12 +85,19 @@ def _pyiceberg_type(t: IcebergType) -> pt.PrimitiveType:
     if isinstance(t, FixedType):
         return pt.FixedType(t.length)
     names: dict[type, Any] = {
-        BooleanType: pt.BooleanType, IntegerType: pt.IntegerType, LongType: pt.LongType,
-        FloatType: pt.FloatType, DoubleType: pt.DoubleType, DateType: pt.DateType,
-        TimeType: pt.TimeType, TimestampType: pt.TimestampType,
-        TimestamptzType: pt.TimestamptzType, StringType: pt.StringType,
-        UUIDType: pt.UUIDType, BinaryType: pt.BinaryType,
-    }  # fmt: skip
+        BooleanType: pt.BooleanType,
+        IntegerType: pt.IntegerType,
+        LongType: pt.LongType,
+        FloatType: pt.FloatType,
+        DoubleType: pt.DoubleType,
+        DateType: pt.DateType,
+        TimeType: pt.TimeType,
+        TimestampType: pt.TimestampType,
+        TimestamptzType: pt.TimestamptzType,
+        StringType: pt.StringType,
+        UUIDType: pt.UUIDType,
+        BinaryType: pt.BinaryType,
+    }
     return names[type(t)]()
 
 
@@ -153,8 +160,15 @@ def test_wrong_values_are_refused() -> None:
 def test_decimal_required_bytes_matches_java() -> None:
     # TypeUtil.decimalRequiredBytes: precision 1..2 -> 1, 9 -> 4, 18 -> 8, 38 -> 16
     assert [decimal_required_bytes(p) for p in (1, 2, 3, 9, 10, 18, 19, 38)] == [
-        1, 1, 2, 4, 5, 8, 9, 16,
-    ]  # fmt: skip
+        1,
+        1,
+        2,
+        4,
+        5,
+        8,
+        9,
+        16,
+    ]
 
 
 # --- truncation ------------------------------------------------------------------------

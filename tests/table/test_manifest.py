@@ -101,9 +101,22 @@ WIDE_SPEC_JSON = [
 ]
 UUID_BYTES = uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7").bytes
 WIDE_VALUES = (
-    19724, Decimal("-12.34"), UUID_BYTES, b"abcd", 3_600_000_000, 1_704_164_645_000_000,
-    -5, 1.5, True, b"\x00\xff", "héllo", Decimal("123456789012345678.1234"), 3, 2**40, "x",
-)  # fmt: skip
+    19724,
+    Decimal("-12.34"),
+    UUID_BYTES,
+    b"abcd",
+    3_600_000_000,
+    1_704_164_645_000_000,
+    -5,
+    1.5,
+    True,
+    b"\x00\xff",
+    "héllo",
+    Decimal("123456789012345678.1234"),
+    3,
+    2**40,
+    "x",
+)
 
 
 def _data_file(path: str, partition: tuple[Any, ...], **kw: Any) -> DataFile:
@@ -177,8 +190,9 @@ def test_data_manifest_round_trip(tmp_path: Path) -> None:
     assert listed == replace(manifest, sequence_number=4, min_sequence_number=4)
     entries = read_manifest(IO, listed, WIDE_PARTITION)
     assert [e.data_file for e in entries] == [full, empty]
-    assert all((e.snapshot_id, e.sequence_number, e.file_sequence_number) == (SNAP, 4, 4)
-               for e in entries)  # fmt: skip
+    assert all(
+        (e.snapshot_id, e.sequence_number, e.file_sequence_number) == (SNAP, 4, 4) for e in entries
+    )
     assert read_manifest(IO, listed) == entries  # partition order from the file itself
 
 
@@ -343,9 +357,13 @@ def test_partition_record_layout(tmp_path: Path) -> None:
     by_id = {f["field-id"]: f for f in partition["fields"]}
     assert by_id[1000]["type"] == ["null", {"type": "int", "logicalType": "date"}]
     assert by_id[1001]["type"][1] == {
-        "type": "fixed", "name": "decimal_9_2", "size": 4,
-        "logicalType": "decimal", "precision": 9, "scale": 2,
-    }  # fmt: skip
+        "type": "fixed",
+        "name": "decimal_9_2",
+        "size": 4,
+        "logicalType": "decimal",
+        "precision": 9,
+        "scale": 2,
+    }
     assert by_id[1002]["type"][1]["logicalType"] == "uuid"
     assert by_id[1005]["type"][1]["adjust-to-utc"] is True
     assert by_id[1006]["type"][1]["adjust-to-utc"] is False
@@ -413,9 +431,15 @@ def test_read_java_v2_data_and_position_delete_manifests() -> None:
     files = {e.data_file.record_count: e for e in read_manifest(IO, data)}
     full = files[2].data_file
     assert full.partition == (
-        19724, Decimal("-12.34"), "al", 19724, Decimal("123456789012345678.1234"),
-        b"\x01\x02", 1_704_164_645_000_000, 1.5,
-    )  # fmt: skip
+        19724,
+        Decimal("-12.34"),
+        "al",
+        19724,
+        Decimal("123456789012345678.1234"),
+        b"\x01\x02",
+        1_704_164_645_000_000,
+        1.5,
+    )
     assert full.lower_bounds is not None and full.lower_bounds[2] == b"alpha"
     assert (files[2].sequence_number, files[2].file_sequence_number) == (1, 1)
     nan_row = files[1].data_file.partition
@@ -573,8 +597,10 @@ def test_pyiceberg_reads_our_manifests(tmp_path: Path) -> None:
     expected[2] = uuid.UUID(bytes=UUID_BYTES)
     assert [f.partition[i] for i in range(len(expected))] == expected
     assert (f.lower_bounds, f.upper_bounds, f.split_offsets) == (
-        ours.lower_bounds, ours.upper_bounds, [4],
-    )  # fmt: skip
+        ours.lower_bounds,
+        ours.upper_bounds,
+        [4],
+    )
     [entry] = listed[1].fetch_manifest_entry(pio, discard_deleted=False)
     assert entry.data_file.content == pym.DataFileContent.EQUALITY_DELETES
     assert entry.data_file.equality_ids == [1]
@@ -610,8 +636,11 @@ def _pyiceberg_manifest(tmp_path: Path, version: Literal[1, 2]) -> str:
     data_file.spec_id = 0
     path = str(tmp_path / f"py-m{version}.avro")
     with pym.write_manifest(version, spec, schema, pio.new_output(path), 55, "deflate") as w:
-        w.add(pym.ManifestEntry.from_args(status=pym.ManifestEntryStatus.ADDED,
-                                          snapshot_id=55, data_file=data_file))  # fmt: skip
+        w.add(
+            pym.ManifestEntry.from_args(
+                status=pym.ManifestEntryStatus.ADDED, snapshot_id=55, data_file=data_file
+            )
+        )
     list_path = str(tmp_path / f"py-l{version}.avro")
     seq = 3 if version == 2 else None
     with pym.write_manifest_list(
@@ -739,8 +768,12 @@ def _table_of_our_manifests(root: Path) -> tuple[str, int]:
     """
     (root / "data").mkdir(parents=True)
     loc, meta_dir = str(root), root / "metadata"
-    cols = [("id", 1, pa.int64()), ("cat", 2, pa.string()), ("amt", 3, pa.decimal128(9, 2)),
-            ("d", 4, pa.date32())]  # fmt: skip
+    cols = [
+        ("id", 1, pa.int64()),
+        ("cat", 2, pa.string()),
+        ("amt", 3, pa.decimal128(9, 2)),
+        ("d", 4, pa.date32()),
+    ]
     day = date(2024, 1, 2)
     rows_a = [{"id": i, "cat": "x", "amt": Decimal("1.50"), "d": day} for i in (1, 2, 3)]
     rows_b = [{"id": 4, "cat": "y", "amt": Decimal("-2.00"), "d": day}]
@@ -748,27 +781,52 @@ def _table_of_our_manifests(root: Path) -> tuple[str, int]:
     a, b = root / "data" / "a.parquet", root / "data" / "b.parquet"
     lo = lambda v: to_bytes(LongType(), v)  # noqa: E731
     data = [
-        _data_file(str(a), part_a, record_count=3, file_size_in_bytes=_parquet(a, rows_a, cols),
-                   lower_bounds={1: lo(1)}, upper_bounds={1: lo(3)}),
-        _data_file(str(b), part_b, record_count=1, file_size_in_bytes=_parquet(b, rows_b, cols),
-                   lower_bounds={1: lo(4)}, upper_bounds={1: lo(4)}),
-    ]  # fmt: skip
+        _data_file(
+            str(a),
+            part_a,
+            record_count=3,
+            file_size_in_bytes=_parquet(a, rows_a, cols),
+            lower_bounds={1: lo(1)},
+            upper_bounds={1: lo(3)},
+        ),
+        _data_file(
+            str(b),
+            part_b,
+            record_count=1,
+            file_size_in_bytes=_parquet(b, rows_b, cols),
+            lower_bounds={1: lo(4)},
+            upper_bounds={1: lo(4)},
+        ),
+    ]
     eq_path, pos_path = root / "data" / "eq.parquet", root / "data" / "pos.parquet"
     eq = _data_file(
-        str(eq_path), part_a, content=DataFileContent.EQUALITY_DELETES, equality_ids=(1,),
-        record_count=1, file_size_in_bytes=_parquet(eq_path, [{"id": 2}], cols[:1]),
-        lower_bounds={1: lo(2)}, upper_bounds={1: lo(2)}, sort_order_id=None,
-    )  # fmt: skip
+        str(eq_path),
+        part_a,
+        content=DataFileContent.EQUALITY_DELETES,
+        equality_ids=(1,),
+        record_count=1,
+        file_size_in_bytes=_parquet(eq_path, [{"id": 2}], cols[:1]),
+        lower_bounds={1: lo(2)},
+        upper_bounds={1: lo(2)},
+        sort_order_id=None,
+    )
     pos_rows = [{"file_path": str(b), "pos": 0}]
     pos_cols = [("file_path", 2147483546, pa.string()), ("pos", 2147483545, pa.int64())]
     pos = _data_file(
-        str(pos_path), part_b, content=DataFileContent.POSITION_DELETES,
-        record_count=1, file_size_in_bytes=_parquet(pos_path, pos_rows, pos_cols),
-        referenced_data_file=str(b), sort_order_id=None,
-    )  # fmt: skip
+        str(pos_path),
+        part_b,
+        content=DataFileContent.POSITION_DELETES,
+        record_count=1,
+        file_size_in_bytes=_parquet(pos_path, pos_rows, pos_cols),
+        referenced_data_file=str(b),
+        sort_order_id=None,
+    )
     s1, s2 = 1111, 2222
-    common = {"partition_type": TABLE_PARTITION, "schema": TABLE_SCHEMA,
-              "partition_spec_json": TABLE_SPEC}  # fmt: skip
+    common = {
+        "partition_type": TABLE_PARTITION,
+        "schema": TABLE_SCHEMA,
+        "partition_spec_json": TABLE_SPEC,
+    }
     w1 = ManifestWriter(IO, f"{meta_dir}/m1.avro", 0, snapshot_id=s1, **common)
     for f in data:
         w1.add(f)
@@ -784,21 +842,38 @@ def _table_of_our_manifests(root: Path) -> tuple[str, int]:
     l2.add_manifests([m1, w2.close()])
     l2.close()
     snapshots = [
-        {"snapshot-id": s, "sequence-number": i + 1, "timestamp-ms": 1_700_000_000_000 + i,
-         "summary": {"operation": op}, "manifest-list": f"{meta_dir}/snap-{s}.avro",
-         "schema-id": 0} | ({"parent-snapshot-id": s1} if s == s2 else {})
+        {
+            "snapshot-id": s,
+            "sequence-number": i + 1,
+            "timestamp-ms": 1_700_000_000_000 + i,
+            "summary": {"operation": op},
+            "manifest-list": f"{meta_dir}/snap-{s}.avro",
+            "schema-id": 0,
+        }
+        | ({"parent-snapshot-id": s1} if s == s2 else {})
         for i, (s, op) in enumerate([(s1, "append"), (s2, "overwrite")])
-    ]  # fmt: skip
+    ]
     metadata = {
-        "format-version": 2, "table-uuid": str(uuid.uuid4()), "location": loc,
-        "last-sequence-number": 2, "last-updated-ms": 1_700_000_000_001, "last-column-id": 4,
-        "current-schema-id": 0, "schemas": [TABLE_SCHEMA.to_json()], "default-spec-id": 0,
-        "partition-specs": [{"spec-id": 0, "fields": TABLE_SPEC}], "last-partition-id": 1002,
-        "default-sort-order-id": 0, "sort-orders": [{"order-id": 0, "fields": []}],
-        "properties": {}, "current-snapshot-id": s2,
-        "refs": {"main": {"snapshot-id": s2, "type": "branch"}}, "snapshots": snapshots,
-        "snapshot-log": [], "metadata-log": [],
-    }  # fmt: skip
+        "format-version": 2,
+        "table-uuid": str(uuid.uuid4()),
+        "location": loc,
+        "last-sequence-number": 2,
+        "last-updated-ms": 1_700_000_000_001,
+        "last-column-id": 4,
+        "current-schema-id": 0,
+        "schemas": [TABLE_SCHEMA.to_json()],
+        "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": TABLE_SPEC}],
+        "last-partition-id": 1002,
+        "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}],
+        "properties": {},
+        "current-snapshot-id": s2,
+        "refs": {"main": {"snapshot-id": s2, "type": "branch"}},
+        "snapshots": snapshots,
+        "snapshot-log": [],
+        "metadata-log": [],
+    }
     (meta_dir / "v1.metadata.json").write_text(json.dumps(metadata))
     (meta_dir / "version-hint.text").write_text("1")
     return str(meta_dir / "v1.metadata.json"), s1
@@ -839,8 +914,10 @@ def test_java_reads_a_table_made_of_our_manifests(tmp_path: Path) -> None:
     location, first = _table_of_our_manifests(tmp_path / "t")
     proc = subprocess.run(
         [str(JAVA_ICEBERG), "read", location, f"{location}@{first}", "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     current = pq.read_table(tmp_path / "o" / "0").to_pylist()
     before = pq.read_table(tmp_path / "o" / "1").to_pylist()
