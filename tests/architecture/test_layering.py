@@ -9,7 +9,9 @@ lower. Floors, top to bottom:
         → write, read → table, delta → io, state, checkpoints, metrics, exceptions, …
 
 Besides: only ``spark/`` imports pyspark, only ``state/`` imports rocksdict, ``table/``
-and ``delta/`` never import each other, and nothing outside ``cli/`` imports ``cli/``.
+and ``delta/`` never import each other, nothing outside ``cli/`` imports ``cli/``, and
+the format-agnostic part of ``commit/`` reaches a table format only through the target
+interface (``commit/target.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,23 @@ FLOORS: dict[str, int] = {
 
 ONLY_IMPORTED_BY = {"pyspark": {"spark"}, "py4j": {"spark"}, "rocksdict": {"state"}}
 NEVER_EACH_OTHER = ({"table", "delta"},)
+
+
+FORMAT_AGNOSTIC = {
+    f"stream_sink.commit.{m}"
+    for m in ("committer", "target", "shapes", "committer_state", "state_recovery")
+}
+"""Modules of ``commit/`` that know no table format."""
+FORMAT_SPECIFIC = (
+    "stream_sink.table",
+    "stream_sink.delta",
+    "stream_sink.write",
+    "stream_sink.commit.iceberg_target",
+    "stream_sink.commit.delta_target",
+    "stream_sink.commit.staging",
+    "stream_sink.commit.table_commit",
+    "stream_sink.commit.watermark",
+)
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -100,6 +119,8 @@ def violations() -> list[str]:
             root = target.split(".")[0]
             if root in ONLY_IMPORTED_BY and here not in ONLY_IMPORTED_BY[root]:
                 found.append(f"{where}: only {sorted(ONLY_IMPORTED_BY[root])} may")
+            if module in FORMAT_AGNOSTIC and target.startswith(FORMAT_SPECIFIC):
+                found.append(f"{where}: {module} must reach formats through the target")
             there = top_of(target)
             if there is None or there == here or there not in FLOORS:
                 continue
@@ -129,6 +150,7 @@ def test_every_top_level_package_has_a_floor() -> None:
         ("stream_sink.table.x", "stream_sink.spark.sink", "higher floor"),
         ("stream_sink.table.x", "stream_sink.delta.log", "never import each other"),
         ("stream_sink.write.x", "pyspark.sql", "only ['spark'] may"),
+        ("stream_sink.commit.committer", "stream_sink.table.table", "through the target"),
     ],
 )
 def test_the_checker_catches_an_upward_arrow(
@@ -137,7 +159,7 @@ def test_the_checker_catches_an_upward_arrow(
     package = tmp_path / "stream_sink" / module.split(".")[1]
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "x.py").write_text(f"import {target}\n")
+    (package / f"{module.split('.')[2]}.py").write_text(f"import {target}\n")
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path / "stream_sink")
     (found,) = violations()
     assert why in found and target in found
