@@ -6,8 +6,9 @@ What each row does is decided per batch in :mod:`stream_sink.write.delta_plan`.
 
 Invariants:
 - Per partition there is one data file sequence, one equality delete file sequence
-  and one set of position deletes, plus the map from each key to the position of its
-  live row written by this writer (across all batches until ``complete``). A key in
+  and one set of position deletes, plus the index from each key to the position of its
+  live row written by this writer (across all batches until ``complete``; NumPy
+  arrays, 16 bytes per integer key, see :mod:`stream_sink.write.key_index`). A key in
   that map is deleted by position, any other by equality (Iceberg #15305: an equality
   delete never applies to data of the same commit).
 - Input is checked before anything is written: row kind column present, equality
@@ -22,10 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +42,6 @@ from stream_sink.write.delta_plan import (
     check_no_null_keys,
     decode_row_kinds,
     dense_key_ids,
-    key_values,
     link_keys,
     ops_for,
     plan_changes,
@@ -51,6 +49,7 @@ from stream_sink.write.delta_plan import (
 )
 from stream_sink.write.file_factory import OutputFileFactory
 from stream_sink.write.grouping import group_by_partition
+from stream_sink.write.key_index import KeyIndex
 from stream_sink.write.parquet import FileSpec
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter
@@ -153,7 +152,7 @@ class _PartitionDelta:
             s.equality, config.delete_target_file_bytes, partition, suffix="eq-deletes"
         )
         self._positions = PositionDeletes()
-        self._live: dict[Hashable, int] = {}
+        self._live = KeyIndex(owner.key_hash_bits)
 
     @property
     def buffered_bytes(self) -> int:
@@ -178,11 +177,9 @@ class _PartitionDelta:
     def _known(self, keys: Sequence[pa.ChunkedArray], links: KeyLinks) -> np.ndarray:
         """Per row, the live position of its key from earlier batches (-1: none)."""
         known = np.full(len(links.previous), -1, dtype=np.int64)
-        if not self._live:
-            return known
-        firsts = np.flatnonzero(links.previous < 0)
-        lookups = map(self._live.get, key_values(keys, firsts), repeat(-1))
-        known[firsts] = np.fromiter(lookups, dtype=np.int64, count=len(firsts))
+        if len(self._live):
+            firsts = np.flatnonzero(links.previous < 0)
+            known[firsts] = self._live.lookup(keys, firsts)
         return known
 
     def _insert(self, data: pa.Table, rows: np.ndarray) -> np.ndarray:
@@ -199,13 +196,8 @@ class _PartitionDelta:
         self._equality.write(data.take(rows))
 
     def _remember(self, keys: Sequence[pa.ChunkedArray], plan: ChangePlan, at: np.ndarray) -> None:
-        if len(plan.dropped_rows) and self._live:
-            # dict.pop(key, None) for each dropped key, driven from C (no per-row bytecode)
-            dropped = key_values(keys, plan.dropped_rows)
-            deque(map(self._live.pop, dropped, repeat(None)), maxlen=0)
-        if len(plan.kept_rows):
-            kept = key_values(keys, plan.kept_rows)
-            self._live.update(zip(kept, at[plan.kept_inserts].tolist(), strict=True))
+        self._live.forget(keys, plan.dropped_rows)
+        self._live.remember(keys, plan.kept_rows, at[plan.kept_inserts])
 
     def complete(self) -> WriteResult:
         self._live.clear()
@@ -229,6 +221,9 @@ class _PartitionDelta:
 
 class BaseDeltaWriter(BaseTaskWriter):
     """Input decoding and checks shared by both delta writers."""
+
+    #: Width of hashed key fingerprints (see write/key_index.py); narrowed only by tests.
+    key_hash_bits = 64
 
     def __init__(self, factory: TaskWriterFactory, files: OutputFileFactory) -> None:
         super().__init__(factory, files)

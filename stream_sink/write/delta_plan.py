@@ -87,7 +87,13 @@ def ops_for(kinds: np.ndarray, upsert: bool) -> np.ndarray:
 
 
 def dense_key_ids(columns: Sequence[pa.ChunkedArray | pa.Array]) -> tuple[np.ndarray, int]:
-    """Per row an int64 in ``[0, n)`` equal for equal keys, and the number ``n`` of keys."""
+    """Per row an int64 equal exactly for equal keys, and the number of keys (-1: unknown).
+
+    One integer column is its own id (no encoding); other keys are dictionary-encoded
+    to ids in ``[0, n)``.
+    """
+    if len(columns) == 1 and pa.types.is_integer(columns[0].type):
+        return np.asarray(_to_numpy(columns[0]), dtype=np.int64), -1
     ids: np.ndarray | None = None
     count = 0
     for column in columns:
