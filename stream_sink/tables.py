@@ -30,6 +30,7 @@ from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
+    from stream_sink.maintenance import Maintenance
     from stream_sink.read.scan import RowFilter, TableScan
 
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
@@ -118,6 +119,14 @@ class IcebergTable(Table):
             row_filter=row_filter,
             columns=columns,
         )
+
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Compaction, delete conversion, expiry, orphan cleanup (``stream_sink.maintenance``)."""
+        from stream_sink.maintenance import Maintenance
+
+        return Maintenance(self)
 
 
 def _batches(data: ArrowData) -> Iterable[pa.Table | pa.RecordBatch]:

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="a sink's progress: watermark, pending and "
                             "staged batches, Spark's offsets", formatter_class=HelpFormatter)
     add_status_arguments(status)
+    maintain = sub.add_parser(
+        "maintain", help="compact, convert deletes, expire snapshots, remove orphan files",
+        formatter_class=HelpFormatter,
+    )
+    from stream_sink.cli.maintain import add_arguments as add_maintain_arguments
+
+    add_maintain_arguments(maintain)
     return parser
 
 
@@ -85,6 +92,10 @@ def _run(args: argparse.Namespace) -> int:
         from stream_sink.cli.status import run_status
 
         return run_status(args)
+    if args.command == "maintain":
+        from stream_sink.cli.maintain import run_maintain
+
+        return run_maintain(args)
     if args.command == "table":
         return run_table(args)
     if args.command == "read":

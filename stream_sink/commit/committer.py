@@ -137,6 +137,20 @@ class FilesCommitter:
     def staged_checkpoints(self) -> dict[int, tuple[int, ...]]:
         return dict(self._staged)
 
+    def uncommitted_paths(self) -> frozenset[str]:
+        """Every file of the batches in state that the table does not hold yet (pending and
+        staged): what orphan cleanup must never delete (staging artifacts are recognised
+        by their names)."""
+        paths: set[str] = set()
+        for batch_id in self._pending:
+            raw = self.state.get(committer_state.pending_key(batch_id))
+            if raw:
+                paths.update(self.target.decode(raw).all_paths())
+        for ckpt in self._staged:
+            for b in self._read_staged(ckpt):
+                paths.update(b.files.all_paths())
+        return frozenset(paths)
+
     # --- 1. process ---------------------------------------------------------------------
 
     def process(self, batch_id: int, result: BatchFiles) -> bool:

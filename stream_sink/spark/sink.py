@@ -37,6 +37,7 @@ from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, Che
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.exceptions import InvalidOptionError, SchemaMismatchError
+from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
@@ -117,6 +118,7 @@ class IcebergSink:
         table_column: str | None = None,
         create_tables: bool = False,
         table_template: Mapping[str, Any] | None = None,
+        maintenance: MaintenanceOptions | None = None,
     ) -> None:
         self.catalog = catalog
         self.options: SinkOptions = parse_options(
@@ -143,7 +145,14 @@ class IcebergSink:
                                   create_tables)  # fmt: skip
         elif create_tables or table_template:
             raise InvalidOptionError("create_tables= and table_template= need table_column=")
+        if maintenance is not None and self._router is not None:
+            raise InvalidOptionError(
+                "maintenance= runs on the sink's one table; with table_column= run "
+                "`stream-sink maintain TABLE` (or table.maintenance) per table instead"
+            )
         self._runtime: _Runtime | None = None
+        self.maintenance_options = maintenance
+        self._maintenance: SinkMaintenance | None = None
         self._plans: dict[str, BatchPlan] = {}
         self._writer_metrics = WriterMetrics()
         self._committer_metrics: CommitterMetricsSnapshot | None = None
@@ -220,8 +229,15 @@ class IcebergSink:
             self.end_input()
         finally:
             self._abandon()
+            if self._maintenance is not None:
+                self._maintenance.wait()
 
     # --- metrics ------------------------------------------------------------------------------
+
+    @property
+    def maintenance_metrics(self) -> MaintenanceMetricsSnapshot | None:
+        """Runs, failures and conflicts of the in-job maintenance (None when not enabled)."""
+        return self._maintenance.metrics if self._maintenance is not None else None
 
     def metrics_snapshot(self) -> SinkMetricsSnapshot:
         """The writers' and the committer's metrics now (the committer's as of its last use
@@ -305,7 +321,21 @@ class IcebergSink:
         log.info("sink %s: restored for query %s (watermark %d)", opts.sink_id, job_id,
                  committer.watermark)  # fmt: skip
         self._runtime = _Runtime(job_id, table, committer, CheckpointCoordinator(config))
+        self._start_maintenance(committer)
         return self._runtime
+
+    def _start_maintenance(self, committer: FilesCommitter) -> None:
+        """In-job maintenance (``stream_sink.maintenance.in_sink``), kept across restores so
+        that a run under way is never doubled."""
+        options = self.maintenance_options
+        if options is None:
+            return
+        if self._maintenance is None:
+            table_name = self.options.table
+            self._maintenance = SinkMaintenance(
+                lambda: self.catalog.load_table(table_name), options, f"sink:{self.sink_id}"
+            )
+        self._maintenance.protect(committer.uncommitted_paths)
 
     def _plan(self, df: DataFrame, table: Table) -> BatchPlan:
         """The batch's plan; with schema evolution on, the table's schema is first brought
@@ -347,6 +377,8 @@ class IcebergSink:
         committer.snapshot_state(checkpoint_id)
         committer.complete_checkpoint(checkpoint_id)
         committer.notify_checkpoint_complete(checkpoint_id)
+        if self._maintenance is not None:
+            self._maintenance.after_commit(runtime.table.metadata)
 
     def _abandon(self) -> None:
         if self._router is not None:

@@ -5,8 +5,12 @@ Every ``import`` and ``from … import`` under ``stream_sink/`` is parsed (inclu
 inside functions and under ``TYPE_CHECKING``) and must point to the same floor or
 lower. Floors, top to bottom:
 
-    cli → ops → demo → spark → maintenance → commit → tables/catalogs
+    cli → ops → demo → spark → commit → tables/catalogs → maintenance
         → write, read → table, delta → io, state, checkpoints, metrics, exceptions, …
+
+(maintenance sits under the user-facing table, whose ``table.maintenance`` returns
+it, as pyiceberg's table offers its maintenance; it needs neither commit/ nor
+tables/: the sink hands it what it needs, such as its uncommitted files.)
 
 Besides: only ``spark/`` imports pyspark, only ``state/`` imports rocksdict, ``table/``
 and ``delta/`` never import each other, nothing outside ``cli/`` imports ``cli/``, and
@@ -31,10 +35,10 @@ FLOORS: dict[str, int] = {
     "ops": 9,
     "demo": 8,
     "spark": 7,
-    "maintenance": 6,
-    "commit": 5,
-    "tables": 4,
-    "catalogs": 4,
+    "commit": 6,
+    "tables": 5,
+    "catalogs": 5,
+    "maintenance": 4,
     "write": 3,
     "read": 3,
     "table": 2,

@@ -1,0 +1,213 @@
+"""Equality deletes -> position deletes (so every reader, pyiceberg included, can read
+a CDC table).
+
+Planned on the current snapshot: for every live data file that live equality delete
+files apply to (the spec's sequence-number and partition rules, as the reader plans
+them), the rows those deletes remove and that no position delete already removes are
+found and written as one position delete file naming that data file only. One
+rewrite of delete files then removes every live equality delete file and adds the
+position delete files.
+
+Invariants:
+- Every row deleted before is deleted after, and no other: an equality delete file
+  applies only to data files of a lower sequence number, all of which the plan saw;
+  files committed later have higher sequence numbers.
+- The commit is validated from the planned snapshot, and refused when a data file
+  the new position deletes name was removed since (a compaction won) or an equality
+  delete file being removed is gone (another conversion won). On refusal the files
+  written are deleted and the table is left as it was.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from stream_sink.exceptions import CommitStateUnknownError, CommitValidationError
+from stream_sink.maintenance.inventory import inventory
+from stream_sink.maintenance.results import ConvertEqualityDeletesResult
+from stream_sink.read.deletes import DeleteReader
+from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.planner import FileScanTask
+from stream_sink.read.scan import TableScan
+from stream_sink.table.manifest import DataFile, DataFileContent, ManifestEntryStatus
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.schema import Schema
+from stream_sink.table.snapshots import Snapshot
+from stream_sink.table.table import Table
+from stream_sink.table.types import NestedField
+from stream_sink.write.config import WriteConfig
+from stream_sink.write.deletes import PositionDeletes, position_delete_spec
+from stream_sink.write.file_factory import OutputFileFactory
+from stream_sink.write.rolling import RollingFileWriter, Segment
+
+Progress = Callable[[int, int], None]
+
+
+def convert_equality_deletes(
+    table: Table, progress: Progress | None = None
+) -> ConvertEqualityDeletesResult:
+    started = time.perf_counter()
+    table.refresh()
+    snapshot = table.current_snapshot()
+    eq_deletes = [f.data_file for f in inventory(table, snapshot).equality_deletes]
+    if snapshot is None or not eq_deletes:
+        return ConvertEqualityDeletesResult(None, 0, 0, 0, 0, 0)
+    tasks = [
+        t
+        for t in TableScan(table, snapshot_id=snapshot.snapshot_id).plan_files()
+        if any(d.content == DataFileContent.EQUALITY_DELETES for d in t.delete_files)
+    ]
+    converter = _Converter(table, table.schema())
+    try:
+        for i, task in enumerate(tasks):
+            converter.convert(task)
+            if progress is not None:
+                progress(i + 1, len(tasks))
+        snapshot_after = _commit(table, snapshot, eq_deletes, converter)
+    except CommitStateUnknownError:
+        raise
+    except BaseException:
+        converter.abort()
+        raise
+    return ConvertEqualityDeletesResult(
+        snapshot_id=snapshot_after.snapshot_id,
+        removed_equality_delete_files=len(eq_deletes),
+        removed_equality_deletes=sum(f.record_count for f in eq_deletes),
+        added_position_delete_files=len(converter.written),
+        added_position_deletes=sum(f.record_count for f in converter.written),
+        data_files_scanned=len(tasks),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def _commit(
+    table: Table, planned: Snapshot, eq_deletes: list[DataFile], converter: _Converter
+) -> Snapshot:
+    op = table.new_rewrite()
+    op.rewrite_files((), (), deletes_to_remove=eq_deletes, deletes_to_add=converter.written)
+    op.validate_from_snapshot(planned.snapshot_id)
+    referenced = set(converter.referenced)
+    op.validate(lambda base, head: _referenced_still_live(table, base, head, planned, referenced))
+    return op.commit()  # type: ignore[no-any-return]
+
+
+def _referenced_still_live(
+    table: Table,
+    base: TableMetadata,
+    head: Snapshot | None,
+    planned: Snapshot,
+    referenced: set[str],
+) -> None:
+    """Refuse when a snapshot after ``planned`` removed a data file in ``referenced``."""
+    from stream_sink.maintenance.inventory import manifest_entries, manifest_list
+
+    for snap in base.ancestors(head.snapshot_id if head else None):
+        if snap.snapshot_id == planned.snapshot_id:
+            return
+        for m in manifest_list(table, snap):
+            if m.added_snapshot_id != snap.snapshot_id or not m.has_deleted_files:
+                continue
+            for e in manifest_entries(table, m):
+                if e.status == ManifestEntryStatus.DELETED and e.data_file.file_path in referenced:
+                    raise CommitValidationError(
+                        f"table {table.name}: data file {e.data_file.file_path} was removed by "
+                        f"snapshot {snap.snapshot_id} while its equality deletes were being "
+                        "converted; run the conversion again"
+                    )
+
+
+class _Converter:
+    """Finds the rows equality deletes remove, per data file, and writes them as
+    file-scoped position deletes."""
+
+    def __init__(self, table: Table, schema: Schema) -> None:
+        self._table = table
+        self._schema = schema
+        self._deletes = DeleteReader(table.io, table.name, self._field_for_id)
+        config = WriteConfig.from_properties(table.properties)
+        self._options = config.parquet
+        self._target = config.delete_target_file_bytes
+        self._check_rows = config.size_check_rows
+        self._operation = f"convert-{uuid.uuid4()}"
+        self._writers: list[RollingFileWriter] = []
+        self._factories: dict[int, OutputFileFactory] = {}
+        self.written: list[DataFile] = []
+        self.referenced: list[str] = []
+
+    def convert(self, task: FileScanTask) -> None:
+        deleted = self._deleted_positions(task)
+        if not len(deleted):
+            return
+        f = task.data_file
+        positions = PositionDeletes()
+        every_row = positions.positions_of([Segment(f.file_path, 0, 0, f.record_count)])
+        positions.delete(every_row[deleted])
+        files = positions.write(lambda: self._open_writer(f))
+        self.written.extend(files.files)
+        self.referenced.append(f.file_path)
+
+    def _deleted_positions(self, task: FileScanTask) -> np.ndarray:
+        f = task.data_file
+        keys = self._deletes.equality_keys(task.delete_files)
+        already = self._deletes.positions_for(task.delete_files, f.file_path)
+        ids = sorted({i for k in keys for i in k.field_ids})
+        fields = [NestedField(i, f"k{i}", self._field_for_id(i).field_type) for i in ids]
+        with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
+            projection = FileProjection(pf.schema_arrow, fields)
+            table: pa.Table = projection.conform(
+                pf.read(columns=projection.columns, use_threads=True), _constants(self._table, f)
+            )
+        dead = np.zeros(table.num_rows, dtype=bool)
+        for k in keys:
+            dead |= k.deleted([table.column(f"k{i}") for i in k.field_ids])
+        dead[already[already < len(dead)]] = False
+        return np.flatnonzero(dead)
+
+    def _open_writer(self, f: DataFile) -> RollingFileWriter:
+        files = self._factories.get(f.spec_id)
+        if files is None:  # one per spec: its counter keeps every file name unique
+            spec = self._table.metadata.spec_by_id(f.spec_id)
+            files = OutputFileFactory(self._table.data_location, spec, 0, 0, 0, self._operation)
+            self._factories[f.spec_id] = files
+        writer = RollingFileWriter(
+            self._table.io,
+            files,
+            position_delete_spec(self._options, f.spec_id),
+            self._target,
+            partition=tuple(f.partition),
+            check_rows=self._check_rows,
+            suffix="pos-deletes",
+        )
+        self._writers.append(writer)
+        return writer
+
+    def _field_for_id(self, field_id: int) -> NestedField:
+        if self._schema.has_field(field_id):
+            return self._schema.find_field(field_id)
+        for s in sorted(self._table.metadata.schemas, key=lambda s: -s.schema_id):
+            if s.has_field(field_id):
+                return s.find_field(field_id)
+        raise CommitValidationError(
+            f"equality delete field id {field_id} is in no schema of table {self._table.name}"
+        )
+
+    def abort(self) -> None:
+        for w in self._writers:
+            w.abort()
+
+
+def _constants(table: Table, f: DataFile) -> dict[int, object]:
+    """Identity partition values by source field id (for key columns a file lacks)."""
+    from stream_sink.table.transforms import Identity
+
+    spec = table.metadata.spec_by_id(f.spec_id)
+    return {
+        pf.source_id: f.partition[i]
+        for i, pf in enumerate(spec.fields)
+        if isinstance(pf.transform, Identity) and i < len(f.partition)
+    }

@@ -1,0 +1,62 @@
+"""``MaintenanceOptions``: what a sink's in-job maintenance runs, and when.
+
+Triggers are Flink TableMaintenance's: maintenance runs after a commit once, since the
+last run, at least ``commit_count`` snapshots were committed, or ``data_file_count``
+data files, or ``equality_delete_file_count`` equality delete files or
+``equality_delete_record_count`` equality deletes were added, or ``interval_ms`` passed.
+A trigger set to None is off; at least one must be on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.maintenance.lock import DEFAULT_LEASE_MS
+
+
+@dataclass(frozen=True)
+class MaintenanceOptions:
+    # what runs (in this order)
+    rewrite_data_files: bool = True
+    convert_equality_deletes: bool = True
+    rewrite_manifests: bool = False
+    expire_snapshots: bool = True
+    remove_orphan_files: bool = False
+    # when
+    commit_count: int | None = 10
+    data_file_count: int | None = None
+    equality_delete_file_count: int | None = None
+    equality_delete_record_count: int | None = None
+    interval_ms: int | None = None
+    # compaction
+    target_file_size_bytes: int | None = None
+    min_input_files: int = 5
+    delete_file_threshold: int = 1
+    # expiry: None = the table's history.expire.max-snapshot-age-ms (5 days)
+    max_snapshot_age_ms: int | None = None
+    retain_last: int = 1
+    # orphans: None = 3 days
+    orphan_age_ms: int | None = None
+    # running
+    lock_lease_ms: int = DEFAULT_LEASE_MS
+    background: bool = True
+
+    def __post_init__(self) -> None:
+        triggers = (
+            self.commit_count, self.data_file_count, self.equality_delete_file_count,
+            self.equality_delete_record_count, self.interval_ms,
+        )  # fmt: skip
+        if all(t is None for t in triggers):
+            raise InvalidOptionError("MaintenanceOptions: set at least one trigger")
+        for name, value in (
+            ("commit_count", self.commit_count),
+            ("data_file_count", self.data_file_count),
+            ("equality_delete_file_count", self.equality_delete_file_count),
+            ("equality_delete_record_count", self.equality_delete_record_count),
+            ("interval_ms", self.interval_ms),
+            ("retain_last", self.retain_last),
+            ("lock_lease_ms", self.lock_lease_ms),
+        ):
+            if value is not None and value < 1:
+                raise InvalidOptionError(f"MaintenanceOptions.{name} must be >= 1, got {value}")

@@ -1,0 +1,59 @@
+"""Counting what the table gained since the last maintenance run (Flink's
+TableMaintenance TriggerEvaluator), from the snapshot summaries of new snapshots.
+
+Invariant: every snapshot is counted once: ``observe`` walks from the branch head
+back to the newest snapshot already seen (or as far as the metadata still has).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stream_sink.maintenance.options import MaintenanceOptions
+from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.snapshots import Operation
+
+
+@dataclass
+class TriggerState:
+    options: MaintenanceOptions
+    last_run_ms: int
+    commits: int = 0
+    data_files: int = 0
+    equality_delete_files: int = 0
+    equality_deletes: int = 0
+    _seen: int | None = None
+
+    def observe(self, metadata: TableMetadata) -> None:
+        head = metadata.current_snapshot()
+        if head is None or head.snapshot_id == self._seen:
+            return
+        for snap in metadata.ancestors(head.snapshot_id):
+            if snap.snapshot_id == self._seen:
+                break
+            if snap.operation == Operation.REPLACE:
+                continue  # maintenance's own commits do not trigger maintenance
+            s = snap.summary
+            self.commits += 1
+            self.data_files += int(s.get("added-data-files", "0"))
+            self.equality_delete_files += int(s.get("added-equality-delete-files", "0"))
+            self.equality_deletes += int(s.get("added-equality-deletes", "0"))
+        self._seen = head.snapshot_id
+
+    def due(self, now_ms: int) -> bool:
+        o = self.options
+        return (
+            _reached(self.commits, o.commit_count)
+            or _reached(self.data_files, o.data_file_count)
+            or _reached(self.equality_delete_files, o.equality_delete_file_count)
+            or _reached(self.equality_deletes, o.equality_delete_record_count)
+            or (o.interval_ms is not None and now_ms - self.last_run_ms >= o.interval_ms)
+        )
+
+    def reset(self, now_ms: int) -> None:
+        self.last_run_ms = now_ms
+        self.commits = self.data_files = self.equality_delete_files = self.equality_deletes = 0
+
+
+def _reached(value: int, threshold: int | None) -> bool:
+    return threshold is not None and value >= threshold
