@@ -194,7 +194,8 @@ def file_rows(table: Table, snapshot_id: int | None) -> list[dict[str, Any]]:
     if snap is None:
         return []
     rows = []
-    for m in read_manifest_list(table.io, snap.manifest_list):
+    manifests = read_manifest_list(table.io, snap.manifest_list)
+    for m in progress(manifests, len(manifests), "reading manifests"):
         spec = table.metadata.spec_by_id(m.partition_spec_id)
         for e in read_manifest(table.io, m, spec.partition_type(table.schema())):
             if not e.is_live:
