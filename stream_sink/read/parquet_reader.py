@@ -58,6 +58,10 @@ class FileProjection:
         self.columns = sorted({file_schema.field(i).name for i in self._index.values()})
         self.target = pa.schema([field_to_arrow(f) for f in self.fields])
 
+    def file_fields(self) -> dict[int, pa.Field]:
+        """The file's top-level Arrow field of each target field it holds, by field id."""
+        return {fid: self._file_schema.field(i) for fid, i in self._index.items()}
+
     def conform(
         self, raw: pa.Table, constants: Mapping[int, Any] | None = None
     ) -> pa.Table:

@@ -1,8 +1,9 @@
 """Reading one file scan task: data file rows minus deleted rows, filtered, projected.
 
-Per row group of the data file: read the needed columns by field id, drop the
-rows position deletes name, drop rows failing the residual filter, drop rows
-whose equality key is deleted, keep the output columns.
+Per row group of the data file: skip it when its column statistics show no row can
+pass the residual filter (:mod:`stream_sink.read.row_groups`); else read the needed
+columns by field id, drop the rows position deletes name, drop rows failing the
+residual filter, drop rows whose equality key is deleted, keep the output columns.
 
 Invariant: output tables have exactly the Arrow schema of the scan's output
 fields (``schema_to_arrow`` of them), whatever schema the file was written with.
@@ -22,6 +23,7 @@ from stream_sink.read.deletes import DeleteReader, EqualityKeys, position_mask
 from stream_sink.read.expressions import AlwaysTrue, Expression
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
 from stream_sink.read.planner import FileScanTask
+from stream_sink.read.row_groups import RowGroupFilter
 from stream_sink.table.arrow import field_to_arrow
 from stream_sink.table.manifest import FileFormat
 from stream_sink.table.schema import Schema
@@ -57,12 +59,15 @@ class TaskReader:
         names = [o.name for o in self._output]
         with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
             projection = FileProjection(pf.schema_arrow, fields)
+            stats = RowGroupFilter(task.residual, pf.metadata, projection.file_fields())
             start = 0
             for rg in range(pf.num_row_groups):
                 n = pf.metadata.row_group(rg).num_rows
                 keep = position_mask(positions, start, n)
                 start += n
                 if keep is not None and not keep.any():
+                    continue
+                if stats.useful and not stats.might_match(rg):
                     continue
                 raw = pf.read_row_group(rg, columns=projection.columns, use_threads=True)
                 t = projection.conform(raw, constants)
