@@ -21,13 +21,15 @@ import pyarrow as pa
 ROW_SCHEMA_DDL = (
     "order_id long, created_at timestamp, customer string, status string, amount double"
 )
-TABLE_SCHEMA = pa.schema([
-    pa.field("order_id", pa.int64(), nullable=False),
-    pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("customer", pa.string()),
-    pa.field("status", pa.string()),
-    pa.field("amount", pa.float64()),
-])  # fmt: skip
+TABLE_SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("customer", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
 KEY = ("order_id", "created_at")
 PARTITION_SPEC = [("day", "created_at"), ("bucket", "order_id", 4)]
 STATUSES = ("new", "paid", "shipped", "delivered")

@@ -55,17 +55,22 @@ class DemoConfig:
 def open_catalog(cfg: DemoConfig) -> Catalog:
     props: dict[str, Any] = dict(cfg.catalog_properties)
     if cfg.catalog_uri:
-        return ss.load_catalog("demo", type="sql", uri=cfg.catalog_uri, warehouse=cfg.warehouse,
-                               **props)  # fmt: skip
+        return ss.load_catalog(
+            "demo", type="sql", uri=cfg.catalog_uri, warehouse=cfg.warehouse, **props
+        )
     return ss.load_catalog("demo", type="hadoop", warehouse=cfg.warehouse, **props)
 
 
 def create_table(catalog: Catalog) -> None:
     if not catalog.namespace_exists("demo"):
         catalog.create_namespace("demo")
-    catalog.create_table(TABLE, schema=TABLE_SCHEMA, partition_spec=PARTITION_SPEC,
-                         identifier_fields=list(KEY),
-                         properties={"write.target-file-size-bytes": str(64 * 1024 * 1024)})
+    catalog.create_table(
+        TABLE,
+        schema=TABLE_SCHEMA,
+        partition_spec=PARTITION_SPEC,
+        identifier_fields=list(KEY),
+        properties={"write.target-file-size-bytes": str(64 * 1024 * 1024)},
+    )
 
 
 def write_input(cfg: DemoConfig, stream: ChangeStream) -> None:
@@ -88,14 +93,20 @@ def run_job(cfg: DemoConfig) -> None:
     spark = local_session("stream-sink-demo", master=cfg.master, conf=cfg.spark_conf)
     cdc = cfg.mode != "append"
     sink = IcebergSink(
-        catalog=open_catalog(cfg), table=TABLE, mode=cfg.mode, sink_id=SINK_ID,
+        catalog=open_catalog(cfg),
+        table=TABLE,
+        mode=cfg.mode,
+        sink_id=SINK_ID,
         row_kind_column=ROW_KIND_COLUMN if cdc else None,
-        order_by=ORDER_COLUMN if cdc else None, distribution="hash",
-        checkpoint_location=cfg.checkpoint_location, state_dir=cfg.state_dir,
+        order_by=ORDER_COLUMN if cdc else None,
+        distribution="hash",
+        checkpoint_location=cfg.checkpoint_location,
+        state_dir=cfg.state_dir,
         checkpoint_interval_batches=cfg.checkpoint_interval_batches,
-    )  # fmt: skip
-    events = (spark.readStream.option("maxFilesPerTrigger", cfg.files_per_trigger)
-              .text(to_spark_uri(cfg.input)))  # fmt: skip
+    )
+    events = spark.readStream.option("maxFilesPerTrigger", cfg.files_per_trigger).text(
+        to_spark_uri(cfg.input)
+    )
     changes = from_debezium(events, row_schema=ROW_SCHEMA_DDL, order_by="source.lsn")
     if not cdc:
         changes = changes.drop(ROW_KIND_COLUMN, ORDER_COLUMN)

@@ -89,12 +89,15 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
 
 def _demo_config(context: Context) -> DemoConfig:
     return DemoConfig(
-        warehouse=context["warehouse"], checkpoint_location=context["checkpoint_location"],
-        state_dir=context["state_dir"], input=context["input_dir"],
-        log_dir=context["work_dir"], mode=context["mode"],
+        warehouse=context["warehouse"],
+        checkpoint_location=context["checkpoint_location"],
+        state_dir=context["state_dir"],
+        input=context["input_dir"],
+        log_dir=context["work_dir"],
+        mode=context["mode"],
         checkpoint_interval_batches=int(context["checkpoint_interval_batches"]),
         spark_conf={"spark.driver.extraJavaOptions": FAST_START_JVM},
-    )  # fmt: skip
+    )
 
 
 def prepare_demo(**context: Any) -> None:

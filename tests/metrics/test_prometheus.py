@@ -19,12 +19,20 @@ from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.write.result import WriteResult
 
 FLINK_NAMES = {
-    "lastCheckpointDurationMs", "lastCommitDurationMs", "elapsedSecondsSinceLastSuccessfulCommit",
-    "committedDataFilesCount", "committedDataFilesRecordCount", "committedDataFilesByteCount",
-    "committedDeleteFilesCount", "committedDeleteFilesRecordCount",
-    "committedDeleteFilesByteCount", "flushedDataFiles", "flushedDeleteFiles",
-    "flushedReferencedDataFiles", "lastFlushDurationMs",
-}  # fmt: skip
+    "lastCheckpointDurationMs",
+    "lastCommitDurationMs",
+    "elapsedSecondsSinceLastSuccessfulCommit",
+    "committedDataFilesCount",
+    "committedDataFilesRecordCount",
+    "committedDataFilesByteCount",
+    "committedDeleteFilesCount",
+    "committedDeleteFilesRecordCount",
+    "committedDeleteFilesByteCount",
+    "flushedDataFiles",
+    "flushedDeleteFiles",
+    "flushedReferencedDataFiles",
+    "lastFlushDurationMs",
+}
 
 
 def data_file(path: str, rows: int, size: int, content: DataFileContent) -> DataFile:
@@ -48,8 +56,7 @@ def snapshot_after_one_batch() -> SinkMetricsSnapshot:
     committer.checkpoint_duration(7.0)
     committer.committed(3.0, [*result.data_files, *result.delete_files])
     now[0] = 102.5
-    return SinkMetricsSnapshot('orders "eu"', "db.orders", writer.snapshot(),
-                               committer.snapshot())  # fmt: skip
+    return SinkMetricsSnapshot('orders "eu"', "db.orders", writer.snapshot(), committer.snapshot())
 
 
 def test_every_metric_has_a_flink_name_a_type_and_a_labelled_sample() -> None:
@@ -57,8 +64,11 @@ def test_every_metric_has_a_flink_name_a_type_and_a_labelled_sample() -> None:
     names = {m.name for m in METRICS}
     assert names >= FLINK_NAMES
     assert {n.removeprefix("stream_sink_") for n in parsed["types"]} == names
-    s = {name.removeprefix("stream_sink_"): v for (name, sink, table), v
-         in parsed["samples"].items() if sink == 'orders \\"eu\\"' and table == "db.orders"}
+    s = {
+        name.removeprefix("stream_sink_"): v
+        for (name, sink, table), v in parsed["samples"].items()
+        if sink == 'orders \\"eu\\"' and table == "db.orders"
+    }
     assert s["committedDataFilesCount"] == 2 and s["committedDataFilesRecordCount"] == 15
     assert s["committedDataFilesByteCount"] == 150
     assert s["committedDeleteFilesCount"] == 1 and s["committedDeleteFilesRecordCount"] == 3
@@ -94,8 +104,9 @@ def test_endpoint_serves_registered_sinks_and_forgets_discarded_ones(tmp_path: P
     registry = MetricsRegistry()
     server = serve(0, registry=registry)
     try:
-        sink = IcebergSink(catalog=catalog, table="db.t", sink_id="s1",
-                           checkpoint_location=str(tmp_path / "chk"))  # fmt: skip
+        sink = IcebergSink(
+            catalog=catalog, table="db.t", sink_id="s1", checkpoint_location=str(tmp_path / "chk")
+        )
         registry.register(sink)
         ctype, body = scrape(server.url)
         assert ctype.startswith("text/plain; version=0.0.4")
@@ -113,8 +124,13 @@ def test_endpoint_serves_registered_sinks_and_forgets_discarded_ones(tmp_path: P
 
 def test_sink_metrics_port_serves_the_default_registry(tmp_path: Path) -> None:
     catalog = ss.load_catalog("m", type="hadoop", warehouse=str(tmp_path / "warehouse"))
-    sink = IcebergSink(catalog=catalog, table="db.t", sink_id="port-sink", metrics_port=0,
-                       checkpoint_location=str(tmp_path / "chk"))  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        sink_id="port-sink",
+        metrics_port=0,
+        checkpoint_location=str(tmp_path / "chk"),
+    )
     assert sink.metrics_server is not None
     try:
         assert sink.metrics_server.url.startswith("http://127.0.0.1:")
@@ -122,5 +138,3 @@ def test_sink_metrics_port_serves_the_default_registry(tmp_path: Path) -> None:
         assert ("stream_sink_flushedDataFiles", "port-sink", "db.t") in samples
     finally:
         sink.metrics_server.close()
-
-
