@@ -48,6 +48,7 @@ def sandbox_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(1500)  # a page may start several Spark jobs (the demo kills one)
 @pytest.mark.parametrize("page", _page_params())
 def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
     blocks = [b for b in runnable(page) if b.skip_reason is None]
@@ -58,7 +59,7 @@ def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
     sandbox.mkdir()
     proc = subprocess.run(
         [sys.executable, str(HERE / "run_blocks.py"), str(spec)],
-        cwd=sandbox, env=sandbox_env(), capture_output=True, text=True, timeout=900,
+        cwd=sandbox, env=sandbox_env(), capture_output=True, text=True, timeout=1400,
     )  # fmt: skip
     assert proc.returncode == 0, (
         f"{page.name}: a code block failed\n--- stdout\n{proc.stdout[-6000:]}\n"
