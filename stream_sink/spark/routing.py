@@ -103,26 +103,33 @@ class TableRegistry:
 @dataclass(frozen=True)
 class RoutedWriteTask:
     """``mapInArrow`` function: rows to one TaskWriter per table; one (table, result) row
-    per table the task saw."""
+    per table the task saw. Rows whose value is null or names no table of ``factories``
+    go to ``dead_letter`` (all their columns) when set."""
 
     table_column: str
     factories: Mapping[str, TaskWriterFactory]
     columns: Mapping[str, tuple[str, ...]]
     insert_kind_column: str | None = None
+    insert_kind_tables: frozenset[str] = frozenset()
+    dead_letter: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids = current_task_ids()
         writers: dict[str, TaskWriter] = {}
         try:
             for batch in batches:
-                for name, part in _split(batch, self.table_column):
+                for value, part in _split(batch, self.table_column):
+                    name = value if value in self.factories and value != self.dead_letter else (
+                        self.dead_letter)
+                    if name is None:
+                        continue  # the driver refused such values before writing
                     writer = writers.get(name)
                     if writer is None:
                         writer = self.factories[name].create(ids.partition_id, ids.task_id,
                                                              ids.attempt_id)  # fmt: skip
                         writers[name] = writer
                     rows = part.select(list(self.columns[name]))
-                    if self.insert_kind_column is not None:
+                    if self.insert_kind_column is not None and name in self.insert_kind_tables:
                         rows = next(with_insert_kind(iter([rows]), self.insert_kind_column))
                     writer.write(rows)
             results = [(name, w.complete().to_bytes()) for name, w in writers.items()]
@@ -136,12 +143,11 @@ class RoutedWriteTask:
         )  # fmt: skip
 
 
-def _split(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str, pa.RecordBatch]]:
+def _split(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str | None, pa.RecordBatch]]:
     values = batch.column(batch.schema.get_field_index(column))
     for name in pc.unique(values).to_pylist():
-        if name is None:
-            continue
-        yield name, batch.filter(pc.equal(values, name))
+        mask = pc.is_null(values) if name is None else pc.equal(values, name)
+        yield name, batch.filter(pc.fill_null(mask, False))
 
 
 # --- driver side ------------------------------------------------------------------------------
@@ -202,14 +208,17 @@ class BatchTables:
 
     columns: Mapping[str, frozenset[str]]
     keys: Mapping[str, tuple[str, ...]]
+    dead: tuple[Any, ...] = ()
+    """Routing values whose rows go to the dead-letter table."""
 
 
 class Router:
     """The routed half of IcebergSink (see module docstring)."""
 
     def __init__(self, catalog: Catalog, options: SinkOptions, template: TableTemplate,
-                 create_tables: bool) -> None:  # fmt: skip
+                 create_tables: bool, dead_letter_table: str | None = None) -> None:  # fmt: skip
         self.catalog = catalog
+        self.dead_letter = dead_letter_table
         self.options = options
         self.template = template
         self.create_tables = create_tables
@@ -232,7 +241,8 @@ class Router:
             found = self.discover(df)
             plans = {name: self._prepare_table(runtime, name, df.schema, found)
                      for name in sorted(found.columns)}  # fmt: skip
-            results = self._write(df, plans, runtime, batch_id) if plans else {}
+            dead = self._prepare_dead_letter(runtime, df.schema) if found.dead else None
+            results = self._write(df, plans, runtime, batch_id, dead) if plans or dead else {}
         finally:
             df.unpersist()
         failpoint(AFTER_DATA_FILES)
@@ -258,13 +268,19 @@ class Router:
             aggs.append(F.first(F.col(KEY_FIELDS_COLUMN), ignorenulls=True).alias("key"))
         columns: dict[str, frozenset[str]] = {}
         keys: dict[str, tuple[str, ...]] = {}
+        dead: list[Any] = []
         for row in df.groupBy(distribution.column(col).alias("t")).agg(*aggs).collect():
             name = row["t"]
-            self._check_name(name)
+            problem = self._routing_problem(name)
+            if problem is not None:
+                if self.dead_letter is None:
+                    raise ValidationError(problem)
+                dead.append(name)
+                continue
             columns[name] = frozenset(c for i, c in enumerate(data) if row[f"n{i}"])
             if "key" in row.asDict() and row["key"]:
                 keys[name] = tuple(row["key"])
-        return BatchTables(columns, keys)
+        return BatchTables(columns, keys, tuple(dead))
 
     def _control_columns(self) -> set[str]:
         opts = self.options
@@ -273,16 +289,22 @@ class Router:
             out.add(opts.row_kind_column)
         return out
 
-    def _check_name(self, name: Any) -> None:
+    def _routing_problem(self, name: Any) -> str | None:
+        """Why rows routed by ``name`` cannot be written (None: they can)."""
+        where = f"sink {self.options.sink_id}: routing value {name!r} in column " \
+                f"{self.table_column!r}"  # fmt: skip
+        hint = "; or pass dead_letter_table= to keep such rows aside"
         try:
-            if name is None:
-                raise ValidationError("null")
+            if name is None or name == self.dead_letter:
+                raise ValidationError("reserved")
             table_identifier(str(name))
         except ValidationError:
-            raise ValidationError(
-                f"sink {self.options.sink_id}: routing value {name!r} in column "
-                f"{self.table_column!r} is not a table name such as 'db.table'"
-            ) from None
+            return f"{where} is not a table name such as 'db.table'{hint}"
+        known = self.runtime is not None and name in self.runtime.tables
+        if not known and not self.create_tables and not self.catalog.table_exists(name):
+            return (f"{where} names no table of catalog {self.catalog.name!r}; create it, or "
+                    f"pass create_tables=True{hint}")  # fmt: skip
+        return None
 
     def _prepare_table(
         self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
@@ -310,12 +332,6 @@ class Router:
         self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
     ) -> _TableSink:
         if not self.catalog.table_exists(name):
-            if not self.create_tables:
-                raise ValidationError(
-                    f"sink {self.options.sink_id}: routing value {name!r} in column "
-                    f"{self.table_column!r} names no table of catalog {self.catalog.name!r}; "
-                    "create it, or pass create_tables=True"
-                )
             self._create(name, spark_schema, found)
         self.registry.add(name)
         sink = self._open_committer(runtime.job_id, name)
@@ -345,9 +361,36 @@ class Router:
         except AlreadyExistsError:
             pass
 
+    def _prepare_dead_letter(
+        self, runtime: RoutedRuntime, spark_schema: StructType
+    ) -> tuple[str, ...]:
+        """The dead-letter table (created with every column of the DataFrame, all optional,
+        or given the columns it lacks); the columns its rows keep."""
+        from stream_sink.table.arrow import schema_from_arrow
+
+        name = self.dead_letter
+        assert name is not None
+        data = schema_check.spark_to_arrow(spark_schema, name)
+        arrow = pa.schema([f.with_nullable(True) for f in data])
+        if not self.catalog.table_exists(name):
+            namespace = table_identifier(name)[:-1]
+            if not self.catalog.namespace_exists(namespace):
+                with contextlib.suppress(AlreadyExistsError):
+                    self.catalog.create_namespace(namespace)
+            with contextlib.suppress(AlreadyExistsError):
+                self.catalog.create_table(name, schema_from_arrow(arrow))
+        if name not in runtime.tables:
+            self.registry.add(name)
+            runtime.tables[name] = self._open_committer(runtime.job_id, name)
+        table = runtime.tables[name].table
+        table.refresh()
+        with table.update_schema() as update:
+            update.union_by_name(arrow)
+        return tuple(arrow.names)
+
     def _write(
         self, df: DataFrame, plans: Mapping[str, BatchPlan], runtime: RoutedRuntime,
-        batch_id: int,
+        batch_id: int, dead: tuple[str, ...] | None = None,
     ) -> dict[str, WriteResult]:  # fmt: skip
         opts = self.options
         op = f"{runtime.job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}"
@@ -357,10 +400,15 @@ class Router:
                 upsert=opts.mode == "upsert", operation_id=op, delta_options=p.delta_options,
             ) for name, p in plans.items()
         }  # fmt: skip
-        insert_kind = next(iter(plans.values())).insert_kind_column
+        insert_kind = next(iter(plans.values())).insert_kind_column if plans else None
         columns = {name: tuple(c for c in p.columns if c != insert_kind)
                    for name, p in plans.items()}  # fmt: skip
-        task = RoutedWriteTask(self.table_column, factories, columns, insert_kind)
+        if dead is not None and self.dead_letter is not None:
+            factories[self.dead_letter] = TaskWriterFactory.for_table(
+                runtime.tables[self.dead_letter].table, operation_id=op)
+            columns[self.dead_letter] = dead
+        task = RoutedWriteTask(self.table_column, factories, columns, insert_kind,
+                               frozenset(plans), self.dead_letter if dead else None)  # fmt: skip
         spread = df
         if opts.is_cdc:
             keys = sorted({k for p in plans.values() for k in p.equality_fields})

@@ -83,7 +83,8 @@ class IcebergSink:
 
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
-    ``stream_sink.spark.routing``).
+    ``stream_sink.spark.routing``); rows whose value names no table stop the query, or go
+    to ``dead_letter_table`` (append only, every column) when given.
 
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
@@ -119,6 +120,7 @@ class IcebergSink:
         create_tables: bool = False,
         table_template: Mapping[str, Any] | None = None,
         maintenance: MaintenanceOptions | None = None,
+        dead_letter_table: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.options: SinkOptions = parse_options(
@@ -142,9 +144,11 @@ class IcebergSink:
         self._router: Router | None = None
         if self.options.table_column is not None:
             self._router = Router(catalog, self.options, TableTemplate.parse(table_template),
-                                  create_tables)  # fmt: skip
-        elif create_tables or table_template:
-            raise InvalidOptionError("create_tables= and table_template= need table_column=")
+                                  create_tables, dead_letter_table)  # fmt: skip
+        elif create_tables or table_template or dead_letter_table:
+            raise InvalidOptionError(
+                "create_tables=, table_template= and dead_letter_table= need table_column="
+            )
         if maintenance is not None and self._router is not None:
             raise InvalidOptionError(
                 "maintenance= runs on the sink's one table; with table_column= run "

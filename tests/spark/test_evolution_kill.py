@@ -24,7 +24,7 @@ from streams import write_batches
 import stream_sink as ss
 
 JOB = Path(__file__).with_name("evolve_kill_job.py")
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]  # five JVM starts
 EVO_TABLE = pa.schema([pa.field("id", pa.int64(), False), pa.field("n", pa.int32()),
                        pa.field("must", pa.string(), False)])  # fmt: skip
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from many_tables import KEYS, SOURCE_SCHEMA, TABLES, events
 from streams import run_available, write_batches
@@ -67,3 +68,23 @@ def test_a_routing_value_naming_no_table_stops_the_query(spark: Any, tmp_path: P
         run(spark, tmp_path, sink)
     assert "create_tables=True" in str(err.value)
     assert catalog.list_namespaces() == []
+
+
+def test_rows_naming_no_table_go_to_the_dead_letter_table(spark: Any, tmp_path: Path) -> None:
+    batches, model = events(files=2, per_file=12)
+    write_batches(tmp_path / "in", batches)
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("inv")
+    catalog.create_table("inv.customers", schema=pa.schema(
+        [pa.field("id", pa.int64(), False), ("name", pa.string())]), identifier_fields=["id"])
+    sink = IcebergSink(catalog=catalog, table_column="_table", mode="upsert",
+                       row_kind_column="_row_kind", order_by="_cdc_order",
+                       dead_letter_table="errors.dead",
+                       checkpoint_location=str(tmp_path / "chk"),
+                       state_dir=str(tmp_path / "state"))  # fmt: skip
+    run(spark, tmp_path, sink)
+    got = {r["id"]: r for r in catalog.load_table("inv.customers").scan().to_arrow().to_pylist()}
+    assert got == model["inv.customers"]
+    dead = catalog.load_table("errors.dead").scan().to_arrow()
+    assert set(dead.column("_table").to_pylist()) == {"inv.orders", "shop.items"}
+    assert "_row_kind" in dead.column_names and "order_id" in dead.column_names
