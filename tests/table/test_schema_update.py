@@ -206,11 +206,3 @@ def test_scans_use_the_current_schema_and_time_travel_the_snapshots(table: Icebe
     assert table.scan().to_arrow().column_names[-1] == "later"  # no new snapshot needed
     assert "later" not in table.scan(snapshot_id=snap.snapshot_id).to_arrow().column_names
 
-
-def test_readme_changing_schemas_block_runs() -> None:
-    import re
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Changing schemas"):readme.index("## Many tables")]
-    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
-    exec(compile(block, "README.md", "exec"), {})
