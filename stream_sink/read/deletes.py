@@ -63,7 +63,7 @@ class EqualityKeys:
             return EqualityKeys(field_ids, table=distinct)
         column = columns[0].combine_chunks()
         if _integer_like(column.type):
-            values = np.unique(_int64(column.drop_null()))
+            values = _sorted_distinct(_int64(column.drop_null()))
             return EqualityKeys(field_ids, ints=values, has_null=column.null_count > 0)
         return EqualityKeys(field_ids, single=pc.unique(column))
 
@@ -101,6 +101,18 @@ class EqualityKeys:
                 self.has_null
             )
         return hit
+
+
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sort and neighbour compare (NumPy 2's hash-based unique is
+    several times slower on large int64 arrays)."""
+    values = np.sort(values)
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
 
 
 def _integer_like(t: pa.DataType) -> bool:
