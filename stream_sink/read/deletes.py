@@ -186,7 +186,7 @@ class DeleteReader:
         parts = [p for p in parts if len(p)]
         if not parts:
             return _EMPTY
-        return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+        return parts[0] if len(parts) == 1 else _sorted_distinct(np.concatenate(parts))
 
     def _decoded_positions(self, d: DataFile) -> dict[str, np.ndarray]:
         return self._positions.get(  # type: ignore[no-any-return]
@@ -248,7 +248,7 @@ def _group_positions(table: pa.Table) -> dict[str, np.ndarray]:
     names = paths.dictionary.to_pylist()
     bounds = np.searchsorted(codes, np.arange(len(names) + 1))
     return {
-        name: np.unique(pos[bounds[i] : bounds[i + 1]]) for i, name in enumerate(names)
+        name: _sorted_distinct(pos[bounds[i] : bounds[i + 1]]) for i, name in enumerate(names)
     }
 
 
