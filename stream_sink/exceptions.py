@@ -45,6 +45,10 @@ class InvalidTransformError(ValidationError):
     """An unknown partition transform, or a transform applied to a type it does not support."""
 
 
+class InvalidStringError(ValidationError):
+    """A string value is not valid UTF-8 (the message names the column and row)."""
+
+
 class InvalidOptionError(ValidationError):
     """An option or table property has a value that cannot be used."""
 
@@ -155,6 +159,15 @@ class ConcurrentTransactionError(CommitConflictError):
     """A winning commit advanced a transaction id (``txn`` appId) this commit read."""
 
 
+# --- storage -----------------------------------------------------------------
+
+
+class SinkIOError(StreamSinkError):
+    """Reading or writing storage failed (disk full, read-only, permissions, network).
+    The message names the path (and, from the sink, the table and batch, and whether
+    anything is lost); the original error is chained as ``__cause__``."""
+
+
 # --- unsupported -------------------------------------------------------------
 
 
@@ -167,6 +180,10 @@ class UnsupportedError(StreamSinkError, NotImplementedError):
 
 class CheckpointError(StreamSinkError):
     """A checkpoint cannot be written, read or restored."""
+
+
+class TableMismatchError(CheckpointError):
+    """A sink's checkpoint location or operator state belongs to another table."""
 
 
 class DataLossError(StreamSinkError):

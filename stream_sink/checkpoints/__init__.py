@@ -7,6 +7,7 @@ from stream_sink.checkpoints.metadata import (
     CHECKPOINT_FORMAT_VERSION,
     CheckpointMetadata,
     CompletedCheckpoint,
+    TableIdentity,
 )
 from stream_sink.checkpoints.storage import METADATA_FILE, CheckpointStorage
 
@@ -18,4 +19,5 @@ __all__ = [
     "CheckpointMetadata",
     "CheckpointStorage",
     "CompletedCheckpoint",
+    "TableIdentity",
 ]

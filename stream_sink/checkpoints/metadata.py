@@ -20,6 +20,41 @@ CHECKPOINT_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
+class TableIdentity:
+    """Which table a sink's state and checkpoints belong to. The table UUID decides
+    (a renamed table keeps it; a dropped and re-created one gets a new one); the
+    catalog and table names are there to be named in errors."""
+
+    catalog: str
+    table: str
+    table_uuid: str
+
+    def same_table(self, other: TableIdentity) -> bool:
+        return self.table_uuid == other.table_uuid
+
+    def describe(self) -> str:
+        return f"table {self.table} (catalog {self.catalog!r}, uuid {self.table_uuid})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"catalog": self.catalog, "table": self.table, "table-uuid": self.table_uuid}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], *, where: str) -> TableIdentity:
+        return cls(
+            catalog=_field(doc, "catalog", str, where),
+            table=_field(doc, "table", str, where),
+            table_uuid=_field(doc, "table-uuid", str, where),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str) -> TableIdentity:
+        return cls.from_dict(parse_json_object(text, where=where), where=where)
+
+
+@dataclass(frozen=True)
 class CheckpointMetadata:
     checkpoint_id: int
     job_id: str
@@ -29,6 +64,8 @@ class CheckpointMetadata:
     batch_ids: tuple[int, ...]
     created_ms: int
     format_version: int = CHECKPOINT_FORMAT_VERSION
+    table: TableIdentity | None = None
+    """The table the checkpoint belongs to (absent in checkpoints of older versions)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "batch_ids", tuple(self.batch_ids))
@@ -62,7 +99,7 @@ class CheckpointMetadata:
         return cls(ids[-1], job_id, sink_id, ids[0], ids[-1], ids, created_ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "format-version": self.format_version,
             "checkpoint-id": self.checkpoint_id,
             "job-id": self.job_id,
@@ -72,6 +109,9 @@ class CheckpointMetadata:
             "batch-ids": list(self.batch_ids),
             "created-ms": self.created_ms,
         }
+        if self.table is not None:
+            doc["table"] = self.table.to_dict()
+        return doc
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -86,6 +126,9 @@ class CheckpointMetadata:
                 f"({CHECKPOINT_FORMAT_VERSION})"
             )
         batch_ids = _field(doc, "batch-ids", list, where)
+        table = None
+        if "table" in doc:
+            table = TableIdentity.from_dict(_field(doc, "table", dict, where), where=where)
         if not all(isinstance(b, int) and not isinstance(b, bool) for b in batch_ids):
             raise CorruptStateError(f"{where}: 'batch-ids' must be a list of integers")
         try:
@@ -98,6 +141,7 @@ class CheckpointMetadata:
                 batch_ids=tuple(batch_ids),
                 created_ms=_field(doc, "created-ms", int, where),
                 format_version=version,
+                table=table,
             )
         except ValidationError as e:
             raise CorruptStateError(f"{where}: {e}") from e

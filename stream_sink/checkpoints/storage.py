@@ -32,6 +32,7 @@ import pyarrow.fs as pafs
 from stream_sink.checkpoints.metadata import (
     CheckpointMetadata,
     CompletedCheckpoint,
+    TableIdentity,
     parse_json_object,
 )
 from stream_sink.checkpoints.transfer import download_dir, write_snapshot
@@ -48,6 +49,8 @@ from stream_sink.state.layout import validate_sink_id
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "_metadata"
+TABLE_FILE = "_table.json"
+"""Per sink: the table it writes (catalog, name, uuid), recorded at its first start."""
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _STATE_DIR = re.compile(r"^state-[0-9a-f]+$")
 
@@ -161,6 +164,28 @@ class CheckpointStorage:
             )
         return CompletedCheckpoint(metadata, chk, f"{chk}/{state['dir']}", state["backend"])
 
+    # --- the table the sink writes ----------------------------------------------------
+
+    def recorded_table(self) -> TableIdentity | None:
+        """The table recorded in ``<location>/_table.json`` (None before the first start)."""
+        return _read_table(self.io, f"{self.location}/{TABLE_FILE}")
+
+    def record_table(self, identity: TableIdentity) -> None:
+        """Record the table this sink writes (atomically; once, at its first start)."""
+        self.io.write_atomic(f"{self.location}/{TABLE_FILE}", identity.to_json().encode())
+
+    def other_sinks_tables(self) -> dict[str, TableIdentity]:
+        """Tables recorded by the other sinks sharing this checkpoint location."""
+        base = self.location.rsplit("/", 1)[0]
+        out = {}
+        for loc in self.io.list_dir(base):
+            name = loc.rsplit("/", 1)[-1]
+            if name != self.sink_id:
+                identity = _read_table(self.io, f"{loc}/{TABLE_FILE}")
+                if identity is not None:
+                    out[name] = identity
+        return out
+
     # --- restoring ----------------------------------------------------------------
 
     def restore_state(
@@ -218,6 +243,14 @@ class CheckpointStorage:
                 self.io.delete(location)
         except OSError as e:
             log.warning("could not delete %s: %s", location, e)
+
+
+def _read_table(io: FileIO, location: str) -> TableIdentity | None:
+    try:
+        raw = io.read_bytes(location)
+    except MissingFileError:
+        return None
+    return TableIdentity.from_json(raw, where=location)
 
 
 def _dumps(doc: dict[str, object]) -> str:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
 from stream_sink.exceptions import (
     DataLossError,
     InvalidOptionError,
+    MissingFileError,
     StreamSinkError,
     ValidationError,
 )
@@ -48,6 +50,22 @@ from .failpoints import (
     AFTER_TABLE_COMMIT,
     BETWEEN_BATCH_COMMITS,
     failpoint,
+)
+from .file_check import missing_staging_manifest, require_files
+from .identity import (
+    META_TABLE,
+    refuse_location_of_other_tables,
+    refuse_other_table,
+    stored_identity,
+)
+from .io_context import NOT_ACKNOWLEDGED, RESTORE, STILL_PENDING, STILL_STAGED, in_step
+from .loss_check import (
+    META_COVERED,
+    Accounting,
+    check_lost_state,
+    check_stale_state,
+    covered_batch,
+    encode_covered,
 )
 from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
@@ -104,6 +122,7 @@ class FilesCommitter:
         self._max_empty = _max_empty_commits(target, max_continuous_empty_commits)
         self._clock = clock
         self._state_source = state
+        self._identity = target.identity()
         self._storage = checkpoint_storage
         self._opened: OpenedState | None = None
         self._namer = StagingNamer(job_id, self.operator_id, new_instance_token())
@@ -151,6 +170,9 @@ class FilesCommitter:
                 paths.update(b.files.all_paths())
         return frozenset(paths)
 
+    def _step(self, step: str, assurance: str) -> AbstractContextManager[None]:
+        return in_step(self.operator_id, self.target.name, step, assurance)
+
     # --- 1. process ---------------------------------------------------------------------
 
     def process(self, batch_id: int, result: BatchFiles) -> bool:
@@ -171,7 +193,9 @@ class FilesCommitter:
                 f"sink {self.operator_id}: batch {batch_id} arrives after batch {highest} was "
                 "recorded; batch ids must increase"
             )
-        state.put(committer_state.pending_key(batch_id), result.to_bytes())
+        with self._step(f"batch {batch_id}: recording it in the operator state",
+                        NOT_ACKNOWLEDGED):  # fmt: skip
+            state.put(committer_state.pending_key(batch_id), result.to_bytes())
         self._pending.append(batch_id)
         failpoint(AFTER_PENDING_WRITE)
         return True
@@ -211,6 +235,10 @@ class FilesCommitter:
 
     def snapshot_state(self, checkpoint_id: int) -> None:
         """Phase 1: stage every pending batch up to ``checkpoint_id`` (see module doc)."""
+        with self._step(f"checkpoint {checkpoint_id}: staging its batches", STILL_PENDING):
+            self._snapshot_state(checkpoint_id)
+
+    def _snapshot_state(self, checkpoint_id: int) -> None:
         started = time.perf_counter()
         state = self.state
         batch_ids = [b for b in self._pending if b <= checkpoint_id]
@@ -266,8 +294,11 @@ class FilesCommitter:
             last_batch_id=checkpoint_id,
             batch_ids=batch_ids,
             created_ms=int(self._clock() * 1000),
+            table=self._identity,
         )
-        self._storage.complete(checkpoint_id, metadata, self.state)
+        with self._step(f"checkpoint {checkpoint_id}: writing it under {self._storage.location}",
+                        STILL_STAGED):  # fmt: skip
+            self._storage.complete(checkpoint_id, metadata, self.state)
         failpoint(AFTER_CHECKPOINT_METADATA)
 
     # --- 4. notify_checkpoint_complete ------------------------------------------------------
@@ -280,15 +311,19 @@ class FilesCommitter:
             log.info("sink %s: checkpoint %d already committed", self.operator_id, checkpoint_id)
             return
         if ready:  # at or below the watermark only when another instance committed them
-            self._commit_checkpoints(ready, self.job_id)
+            with self._step(f"checkpoint {checkpoint_id}: committing it", STILL_STAGED):
+                self._commit_checkpoints(ready, self.job_id)
 
     def _commit_checkpoints(self, checkpoint_ids: list[int], job_id: str) -> None:
         """Commit the staged checkpoints (ascending) under ``job_id``, then clean up."""
         table_mark = self.target.watermark(job_id, self.operator_id)
+        restored = {c for c in checkpoint_ids if c not in self._staged_files}
         batches: list[StagedBatch] = []
         for ckpt in checkpoint_ids:
             batches.extend(self._read_staged(ckpt, committed_up_to=table_mark))
         live = [b for b in batches if b.batch_id > table_mark]
+        require_files(self.target, self.operator_id,
+                      [b for b in live if b.checkpoint_id in restored])  # fmt: skip
         stale = [b for b in batches if b.batch_id <= table_mark]
         if stale:
             self._discard(stale, job_id)
@@ -296,9 +331,12 @@ class FilesCommitter:
         if stamp > table_mark:
             self._commit_batches(live, stamp, job_id)
             failpoint(AFTER_TABLE_COMMIT)
-        self._forget_checkpoints(checkpoint_ids, batches)
+        covered = max(stamp, table_mark)
         if job_id == self.job_id:
-            self._watermark = max(self._watermark, stamp, table_mark)
+            covered = max(self._watermark, covered)
+        self._forget_checkpoints(checkpoint_ids, batches, encode_covered(job_id, covered))
+        if job_id == self.job_id:
+            self._watermark = covered
 
     def _commit_batches(self, batches: list[StagedBatch], stamp: int, job_id: str) -> None:
         groups = plan_commits(batches, self.mode, stamp)
@@ -342,8 +380,12 @@ class FilesCommitter:
             self.operator_id, [b.batch_id for b in batches], job_id, len(deleted),
         )  # fmt: skip
 
-    def _forget_checkpoints(self, checkpoint_ids: list[int], batches: list[StagedBatch]) -> None:
-        write = StateWriteBatch()
+    def _forget_checkpoints(
+        self, checkpoint_ids: list[int], batches: list[StagedBatch], covered: bytes
+    ) -> None:
+        """Drop the committed checkpoints from state and record the batch they cover (in
+        the same atomic write: empty batches leave no table version, only this record)."""
+        write = StateWriteBatch().put_meta(META_COVERED, covered)
         for ckpt in checkpoint_ids:
             write.delete(committer_state.staged_key(ckpt))
         self.state.write(write)
@@ -372,13 +414,16 @@ class FilesCommitter:
         out = []
         for batch_id, payload in committer_state.decode_staged(raw, where=where):
             committed = committed_up_to is not None and batch_id <= committed_up_to
-            files = (
-                self.target.unstage(
-                    payload, where=f"{where}, batch {batch_id}", committed=committed
-                )
-                if payload
-                else self.target.empty()
-            )
+            files = self.target.empty()
+            if payload:
+                try:
+                    files = self.target.unstage(
+                        payload, where=f"{where}, batch {batch_id}", committed=committed
+                    )
+                except MissingFileError as e:
+                    raise missing_staging_manifest(
+                        self.operator_id, self.target, checkpoint_id, batch_id, e
+                    ) from e
             out.append(StagedBatch(checkpoint_id, batch_id, payload, files))
         return out
 
@@ -388,28 +433,89 @@ class FilesCommitter:
         """Open the state and finish what it holds (module docstring, step 5).
 
         ``acknowledged_batch_ids``: the batches upstream already acknowledged (Spark's
-        commit log). When the state was lost, acknowledged batches after the restored
-        checkpoint that the table's watermark does not cover raise DataLossError.
+        commit log). Before anything is changed, every one of them must be covered by the
+        table's watermark or recorded in the state (see :mod:`.loss_check`); otherwise
+        DataLossError, whether the state was lost or is a stale copy. State or
+        checkpoints of another table raise TableMismatchError (see :mod:`.identity`).
         """
         if self._opened is not None:
             raise StreamSinkError(f"sink {self.operator_id}: restore() was already called")
-        check = None
+        acked = None
         if acknowledged_batch_ids is not None:
             acked = sorted({int(b) for b in acknowledged_batch_ids})
+        if self._storage is not None and self._identity is not None:
+            refuse_other_table(self._storage.recorded_table(), self._identity,
+                               sink_id=self.operator_id, where=self._storage.location)  # fmt: skip
 
-            def check(location: str, checkpoint: CompletedCheckpoint | None) -> None:
-                self._check_loss(location, checkpoint, acked)
+        def check(location: str, checkpoint: CompletedCheckpoint | None) -> None:
+            self._check_lost(location, checkpoint, acked)
 
-        opened = open_committer_state(self._state_source, self._storage, self.operator_id, check)
+        with self._step("restoring", RESTORE):
+            opened = open_committer_state(
+                self._state_source, self._storage, self.operator_id, check
+            )
         self._opened = opened
         try:
-            self._recover(opened)
+            self._load_index()
+            if not opened.lost:
+                self._check_intact(opened.backend, acked)
+            with self._step("restoring", RESTORE):
+                self._recover(opened)
+                self._record_identity(opened.backend)
         except BaseException:
             self.close()  # release the state (and its lock) so a new committer can retry
             raise
 
+    def _check_intact(self, state: OperatorStateBackend, acked: list[int] | None) -> None:
+        """Intact state: of this table, and holding every acknowledged batch it must."""
+        if self._identity is not None:
+            where = f"the operator state at {state.location}"
+            refuse_other_table(stored_identity(state), self._identity,
+                               sink_id=self.operator_id, where=where)  # fmt: skip
+        if acked is not None:
+            check_stale_state(self._accounting(state), state.location, acked)
+
+    def _check_lost(
+        self, location: str, checkpoint: CompletedCheckpoint | None, acked: list[int] | None
+    ) -> None:
+        """Lost state, before the checkpoint is restored: refuse a checkpoint of another
+        table, and acknowledged batches nothing accounts for (see :mod:`.loss_check`)."""
+        identity, storage = self._identity, self._storage
+        if checkpoint is not None and identity is not None:
+            refuse_other_table(checkpoint.metadata.table, identity,
+                               sink_id=self.operator_id, where=checkpoint.location)  # fmt: skip
+        if acked is None:
+            return
+        try:
+            check_lost_state(self._accounting(None), location, checkpoint, acked)
+        except DataLossError:
+            unknown = storage is not None and storage.recorded_table() is None
+            if storage is not None and identity is not None and checkpoint is None and unknown:
+                base = storage.location.rsplit("/", 1)[0]
+                others = storage.other_sinks_tables()
+                refuse_location_of_other_tables(others, identity, sink_id=self.operator_id,
+                                                where=base)  # fmt: skip
+            raise
+
+    def _accounting(self, state: OperatorStateBackend | None) -> Accounting:
+        """What the table (and ``state``, when it is of this job) account for."""
+        mark = self.target.watermark(self.job_id, self.operator_id)
+        covered, known = INITIAL_WATERMARK, set()
+        stored = state.get_meta(META_JOB_ID) if state is not None else None
+        if state is not None and stored is not None and stored.decode("utf-8") == self.job_id:
+            covered = covered_batch(state, self.job_id)
+            known = set(self._pending) | {b for bs in self._staged.values() for b in bs}
+        return Accounting(self.operator_id, self.target.name, self.job_id, mark, covered, known)
+
+    def _record_identity(self, state: OperatorStateBackend) -> None:
+        if self._identity is None:
+            return
+        if stored_identity(state) is None:
+            state.put_meta(META_TABLE, self._identity.to_json().encode())
+        if self._storage is not None and self._storage.recorded_table() is None:
+            self._storage.record_table(self._identity)
+
     def _recover(self, opened: OpenedState) -> None:
-        self._load_index()
         self._namer = StagingNamer(self.job_id, self.operator_id, self._instance_token(opened))
         stored = opened.backend.get_meta(META_JOB_ID)
         old_job = stored.decode("utf-8") if stored else self.job_id
@@ -462,8 +568,18 @@ class FilesCommitter:
             self._drop_pending(stale, job_id)
         if self._pending:
             ckpt = self._pending[-1]
+            require_files(self.target, self.operator_id, self._pending_batches())
             self.snapshot_state(ckpt)
             self._commit_checkpoints([ckpt], job_id)
+
+    def _pending_batches(self) -> list[StagedBatch]:
+        """The pending batches with their files (checkpoint id -1: not staged)."""
+        out = []
+        for batch_id in self._pending:
+            raw = self.state.get(committer_state.pending_key(batch_id))
+            files = self.target.decode(raw) if raw else self.target.empty()
+            out.append(StagedBatch(-1, batch_id, b"", files))
+        return out
 
     def _drop_pending(self, batch_ids: list[int], job_id: str) -> None:
         batches = []
@@ -476,32 +592,6 @@ class FilesCommitter:
         self._discard(batches, job_id)
         self.state.write(write)
         self._pending = [b for b in self._pending if b not in set(batch_ids)]
-
-    def _check_loss(
-        self, location: str, checkpoint: CompletedCheckpoint | None, acknowledged: list[int]
-    ) -> None:
-        """Lost state: refuse to start when upstream acknowledged batches that neither the
-        table's watermark nor the checkpoint about to be restored covers."""
-        mark = self.target.watermark(self.job_id, self.operator_id)
-        covered = mark
-        if checkpoint is not None and checkpoint.metadata.job_id == self.job_id:
-            covered = max(covered, checkpoint.metadata.last_batch_id)
-        lost = [b for b in acknowledged if b > covered]
-        if not lost:
-            return
-        source = (
-            f"newest completed checkpoint: {checkpoint.checkpoint_id} at {checkpoint.location}"
-            if checkpoint is not None
-            else "no completed checkpoint to restore"
-        )
-        raise DataLossError(
-            f"sink {self.operator_id} (table {self.target.name}, job {self.job_id}): the "
-            f"operator state at {location} is missing or corrupt ({source}); upstream "
-            f"already acknowledged batches {lost} that the table's watermark ({mark}) does "
-            "not cover, and their files were only recorded in the lost state. Nothing was "
-            "changed: restore the state directory, or replay those batches from the source "
-            "under a new query, before restarting"
-        )
 
     # --- end of input and close -------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
+from stream_sink.checkpoints.metadata import TableIdentity
 from stream_sink.exceptions import MissingFileError
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.manifest import DataFile
@@ -116,3 +117,10 @@ class IcebergTarget(CommitTarget):
 
     def delete_file(self, path: str) -> None:
         self.table.io.delete(path)
+
+    def identity(self) -> TableIdentity:
+        t = self.table
+        return TableIdentity(t.catalog.name, t.name, t.metadata.table_uuid)
+
+    def file_exists(self, path: str) -> bool:
+        return self.table.io.exists(path)

@@ -26,6 +26,7 @@ from typing import Any
 
 from stream_sink.envelope import Envelope
 from stream_sink.exceptions import CorruptStateError, ValidationError
+from stream_sink.io.errors import io_failure
 from stream_sink.io.fileio import FileIO
 from stream_sink.table.manifest import (
     DataFile,
@@ -155,13 +156,14 @@ def _write_grouped(
     for spec_id in sorted(by_spec):
         spec = meta.spec_by_id(spec_id)
         path = f"{base}/{namer.name(checkpoint_id, batch_id, len(written) + 1)}"
-        writer = ManifestWriter.for_spec(
-            table.io, path, spec, meta.schema, PLACEHOLDER_SNAPSHOT_ID, content,
-            meta.format_version,
-        )  # fmt: skip
-        for f in by_spec[spec_id]:
-            writer.add(f)
-        manifest = writer.close()
+        with io_failure("writing staging manifest", path):
+            writer = ManifestWriter.for_spec(
+                table.io, path, spec, meta.schema, PLACEHOLDER_SNAPSHOT_ID, content,
+                meta.format_version,
+            )  # fmt: skip
+            for f in by_spec[spec_id]:
+                writer.add(f)
+            manifest = writer.close()
         written.append(manifest)
         out.append(manifest)
     return tuple(out)

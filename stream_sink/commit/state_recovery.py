@@ -28,6 +28,8 @@ from stream_sink.state import (
     open_state_backend,
 )
 
+from .loss_check import META_COVERED
+
 log = logging.getLogger(__name__)
 
 
@@ -141,9 +143,10 @@ def _copy_from_checkpoint(
             batch = StateWriteBatch()
             for key, value in restored.scan():
                 batch.put(key, value)
-            job = restored.get_meta(META_JOB_ID)
-            if job is not None:
-                batch.put_meta(META_JOB_ID, job)
+            for name in (META_JOB_ID, META_COVERED):
+                meta = restored.get_meta(name)
+                if meta is not None:
+                    batch.put_meta(name, meta)
         finally:
             restored.close()
         target.write(batch)

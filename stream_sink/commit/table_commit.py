@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from stream_sink.exceptions import CommitValidationError
+from stream_sink.exceptions import CommitFailedError, CommitValidationError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.manifest import (
@@ -30,6 +30,7 @@ from stream_sink.table.manifest import (
 )
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import SnapshotProducer, branch_head
+from stream_sink.table.retry import RetryPolicy
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -96,6 +97,15 @@ def commit_group(
             raise
         log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
         return seen[-1]
+    except CommitFailedError as e:
+        retries = RetryPolicy.from_properties(table.properties).num_retries
+        raise CommitFailedError(
+            f"table {table.name}: the commit of batches {group.lowest}..{group.stamp} lost the "
+            f"race to concurrent commits {retries + 1} times; retries ran out "
+            f"(commit.retry.num-retries={retries}): {e}. Nothing is lost: the batches stay "
+            "staged in the operator state and commit exactly once when the sink restarts "
+            "(raise commit.retry.num-retries if writers of this table often race)"
+        ) from e
     duration_ms = (time.perf_counter() - started) * 1000
     files = _files(group)
     metrics.committed(duration_ms, files)

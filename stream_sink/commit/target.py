@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from stream_sink.checkpoints.metadata import TableIdentity
 from stream_sink.metrics.committer import CommitterMetrics
 
 if TYPE_CHECKING:
@@ -128,3 +129,13 @@ class CommitTarget(ABC):
     @abstractmethod
     def delete_file(self, path: str) -> None:
         """Delete one file (a replay's file that state does not record)."""
+
+    def identity(self) -> TableIdentity | None:
+        """Which table this is (catalog, name, uuid), recorded in the sink's state and
+        checkpoints so that they are never used for another table; None: not known."""
+        return None
+
+    def file_exists(self, path: str) -> bool:
+        """Whether a file a batch wrote is still there (checked before committing what a
+        restored state holds); formats that cannot tell answer True."""
+        return True

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
 from stream_sink.exceptions import InvalidOptionError, SchemaMismatchError
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -185,7 +186,9 @@ class IcebergSink:
             runtime = self._open()
             plan = self._plan(df, runtime.table)
             started = time.perf_counter()
-            result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
+            step = f"batch {batch_id}: writing its data files"
+            with in_step(self.sink_id, runtime.table.name, step, NOT_ACKNOWLEDGED):
+                result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
             failpoint(AFTER_DATA_FILES)
             if runtime.committer.process(batch_id, result):

@@ -18,7 +18,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
-from stream_sink.exceptions import CorruptStateError, StreamSinkError, ValidationError
+from stream_sink.exceptions import (
+    CorruptStateError,
+    SinkIOError,
+    StreamSinkError,
+    ValidationError,
+)
+from stream_sink.io.errors import describe
 from stream_sink.state.batch import OpKind, StateWriteBatch
 from stream_sink.state.encoding import STATE_FORMAT_VERSION, decode_supported, encode_value
 
@@ -151,8 +157,16 @@ class OperatorStateBackend(ABC):
             else:
                 prefix = DATA_PREFIX if op.kind is OpKind.PUT else META_PREFIX
                 ops.append((prefix + op.key, self._enc(op.value or b"")))
-        if ops:
+        if not ops:
+            return
+        try:
             self._raw_write(ops)
+        except StreamSinkError:
+            raise
+        except Exception as e:  # RocksDB reports a full or read-only disk as a bare Exception
+            raise SinkIOError(
+                f"writing operator state at {self._location} failed: {describe(e)}"
+            ) from e
 
     def put(self, key: bytes, value: bytes) -> None:
         self.write(StateWriteBatch().put(key, value))

@@ -8,6 +8,7 @@ as of one point in time.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from stream_sink.state.backend import BackendKind, OperatorStateBackend, RawOp
 from stream_sink.state.layout import fsync_dir, inspect_state_dir
 
 Compression = Literal["none", "snappy", "lz4", "zstd"]
+
+log = logging.getLogger(__name__)
 
 _COMPRESSION = {
     "none": rocksdict.DBCompressionType.none,
@@ -136,7 +139,12 @@ class RocksDBStateBackend(OperatorStateBackend):
         fsync_dir(parent)
 
     def _raw_close(self) -> None:
-        self._db.close()
+        try:
+            self._db.close()
+        except Exception as e:  # after a failed write (disk full) RocksDB refuses to flush
+            log.warning("closing operator state at %s: %s (what was written is durable)",
+                        self._location, e)  # fmt: skip
+        del self._db  # drops the handle, and with it the directory's lock
 
 
 def _open(options: RocksDBOptions) -> rocksdict.Rdict:

@@ -217,14 +217,17 @@ def arrow_primitive_to_iceberg(t: pa.DataType, name: str = "?") -> IcebergType:
     raise SchemaMismatchError(f"column {name!r}: Arrow type {t} has no Iceberg equivalent")
 
 
-def conform_to_schema(data: pa.Table | pa.RecordBatch, schema: Schema, where: str) -> pa.Table:
+def conform_to_schema(
+    data: pa.Table | pa.RecordBatch, schema: Schema, where: str, *, invalid_utf8: str = "fail"
+) -> pa.Table:
     """``data`` as a table in exactly ``schema``'s Arrow form (order, types, field ids).
 
     Columns are matched by name; safe widenings are cast; optional table columns
     the data lacks are filled with nulls. Nullability is judged by the values, not
     by the Arrow flag (Spark and pandas mark every column nullable): a null in a
     required column is refused with its column and row position. Raises
-    SchemaMismatchError naming every offending column.
+    SchemaMismatchError naming every offending column. Strings must be valid UTF-8
+    (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
     """
     from stream_sink.table.schema import check_compatible_write
 
@@ -244,10 +247,18 @@ def conform_to_schema(data: pa.Table | pa.RecordBatch, schema: Schema, where: st
                         f"cannot be cast from {col.type} to {f.type}: {e}"
                     ) from e
             _check_required(col, f, f.name, where)
+            if isinstance(col, pa.ChunkedArray):
+                col = checked_strings(col, f.name, where, invalid_utf8)
             columns.append(col)
         else:
             columns.append(pa.nulls(table.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def checked_strings(col: pa.ChunkedArray, name: str, where: str, mode: str) -> pa.ChunkedArray:
+    from stream_sink.table.utf8 import checked_strings as check
+
+    return check(col, name, where, mode, "write.invalid-utf8")
 
 
 def _shape_of(arrow_schema: pa.Schema) -> Schema:

@@ -15,13 +15,20 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from stream_sink.exceptions import CommitFailedError, CommitValidationError, ValidationError
+from stream_sink.exceptions import (
+    CommitFailedError,
+    CommitValidationError,
+    MissingFileError,
+    ValidationError,
+)
+from stream_sink.io.errors import io_failure, quietly
 from stream_sink.table.manifest import (
     DataFile,
     DataFileContent,
@@ -124,16 +131,16 @@ class SnapshotProducer(ABC):
             check(base, parent)
         result = self._write(base, parent, attempt)
         try:
-            location, committed = table.catalog.commit_metadata(
-                table.identifier,
-                table.metadata_location,
-                result.metadata,
-                base_metadata=base,
-                before_swap=self._run_before_swap,
-            )
+            with io_failure(f"table {table.name}: writing metadata under", table.metadata_dir):
+                location, committed = table.catalog.commit_metadata(
+                    table.identifier,
+                    table.metadata_location,
+                    result.metadata,
+                    base_metadata=base,
+                    before_swap=self._run_before_swap,
+                )
         except CommitFailedError:
-            for path in result.written:
-                table.io.delete(path)
+            _delete_quietly(table, result.written)
             raise
         table.record_commit(committed, location)
         return result.snapshot
@@ -145,52 +152,64 @@ class SnapshotProducer(ABC):
     def _write(self, base: TableMetadata, parent: Snapshot | None, attempt: int) -> _Attempt:
         written: list[str] = []
         try:
-            summary = SummaryBuilder()
-            manifests = self._manifests(base, parent, summary, written)
-            seq = base.next_sequence_number
-            list_path = (
-                f"{self._table.metadata_dir}/snap-{self._snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
-            )
-            writer = ManifestListWriter(
-                self._table.io,
-                list_path,
-                snapshot_id=self._snapshot_id,
-                parent_snapshot_id=parent.snapshot_id if parent else None,
-                sequence_number=seq,
-                format_version=base.format_version,
-            )
-            written.append(list_path)
-            writer.add_manifests(manifests)
-            writer.close()
-            snapshot = Snapshot(
-                snapshot_id=self._snapshot_id,
-                parent_snapshot_id=parent.snapshot_id if parent else None,
-                sequence_number=seq,
-                timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
-                manifest_list=list_path,
-                summary=summary.build(
-                    self._operation(), parent.summary if parent else None, self._properties
-                ),
-                schema_id=base.current_schema_id,
-            )
-            metadata = base.with_snapshot(snapshot, self._branch)
-            if self._table_properties:
-                metadata = replace(
-                    metadata.with_properties(self._table_properties),
-                    last_updated_ms=metadata.last_updated_ms,
-                )
-            return _Attempt(snapshot, metadata, tuple(written))
+            with io_failure(f"table {self._table.name}: writing manifests under",
+                            self._table.metadata_dir):  # fmt: skip
+                return self._write_files(base, parent, attempt, written)
         except BaseException:
-            for path in written:
-                self._table.io.delete(path)
+            _delete_quietly(self._table, written)
             raise
+
+    def _write_files(
+        self, base: TableMetadata, parent: Snapshot | None, attempt: int, written: list[str]
+    ) -> _Attempt:
+        summary = SummaryBuilder()
+        manifests = self._manifests(base, parent, summary, written)
+        seq = base.next_sequence_number
+        list_path = (
+            f"{self._table.metadata_dir}/snap-{self._snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
+        )
+        writer = ManifestListWriter(
+            self._table.io,
+            list_path,
+            snapshot_id=self._snapshot_id,
+            parent_snapshot_id=parent.snapshot_id if parent else None,
+            sequence_number=seq,
+            format_version=base.format_version,
+        )
+        written.append(list_path)
+        writer.add_manifests(manifests)
+        writer.close()
+        snapshot = Snapshot(
+            snapshot_id=self._snapshot_id,
+            parent_snapshot_id=parent.snapshot_id if parent else None,
+            sequence_number=seq,
+            timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
+            manifest_list=list_path,
+            summary=summary.build(
+                self._operation(), parent.summary if parent else None, self._properties
+            ),
+            schema_id=base.current_schema_id,
+        )
+        metadata = base.with_snapshot(snapshot, self._branch)
+        if self._table_properties:
+            metadata = replace(
+                metadata.with_properties(self._table_properties),
+                last_updated_ms=metadata.last_updated_ms,
+            )
+        return _Attempt(snapshot, metadata, tuple(written))
 
     # --- helpers for subclasses -------------------------------------------------------
 
     def _parent_manifests(self, parent: Snapshot | None) -> list[ManifestFile]:
+        """The parent's manifests, each checked to exist with its recorded length: a
+        missing or truncated one is refused instead of being carried into the new
+        snapshot (which would make it unreadable too)."""
         if parent is None:
             return []
-        return read_manifest_list(self._table.io, parent.manifest_list)
+        manifests = read_manifest_list(self._table.io, parent.manifest_list)
+        for m in manifests:
+            _check_carried(self._table, parent, m)
+        return manifests
 
     def _new_manifest(
         self,
@@ -260,6 +279,40 @@ class SnapshotProducer(ABC):
             else:
                 writer.existing(e)
         return writer.close()
+
+
+def _delete_quietly(table: Table, paths: Iterable[str]) -> None:
+    """Delete files of a failed attempt; a failure only logs (never hides the cause)."""
+    for path in paths:
+        quietly(functools.partial(table.io.delete, path), f"deleting unused file {path}")
+
+
+_VERIFIED: set[tuple[str, int]] = set()
+"""Manifests (path, length) already found intact by this process (manifests are never
+rewritten in place, so one check per process is enough)."""
+_VERIFIED_CAP = 200_000
+
+
+def _check_carried(table: Table, parent: Snapshot, m: ManifestFile) -> None:
+    key = (m.manifest_path, m.manifest_length)
+    if key in _VERIFIED:
+        return
+    try:
+        size = table.io.size(m.manifest_path)
+    except MissingFileError:
+        size = None
+    if size != m.manifest_length:
+        found = "is missing" if size is None else f"has {size} bytes"
+        raise MissingFileError(
+            f"table {table.name}: manifest {m.manifest_path} of the current snapshot "
+            f"{parent.snapshot_id} {found}, but its manifest list records "
+            f"{m.manifest_length} bytes; refusing to carry it into a new snapshot. Nothing "
+            "was committed. Restore the manifest from a backup before writing to the table "
+            "again (readers of the current snapshot fail on it too)"
+        )
+    if len(_VERIFIED) >= _VERIFIED_CAP:
+        _VERIFIED.clear()
+    _VERIFIED.add(key)
 
 
 def branch_head(base: TableMetadata, branch: str) -> Snapshot | None:

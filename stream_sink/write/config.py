@@ -31,6 +31,9 @@ PAGE_SIZE = "write.parquet.page-size-bytes"
 DICT_SIZE = "write.parquet.dict-size-bytes"
 FANOUT_MAX_OPEN_FILES = "write.fanout.max-open-files"
 FANOUT_MAX_BUFFERED = "write.fanout.max-buffered-bytes"
+INVALID_UTF8 = "write.invalid-utf8"
+"""This project's: ``fail`` (default) refuses a string that is not UTF-8 naming column and
+row; ``replace`` writes U+FFFD for each invalid sequence."""
 
 _MIB = 1024 * 1024
 _CODECS = {
@@ -69,6 +72,7 @@ class WriteConfig:
     fanout_max_open_files: int = 100
     fanout_max_buffered_bytes: int = 256 * _MIB
     size_check_rows: int = SIZE_CHECK_ROWS
+    invalid_utf8: str = "fail"
 
     @staticmethod
     def from_properties(props: Mapping[str, str]) -> WriteConfig:
@@ -85,7 +89,13 @@ class WriteConfig:
             page_bytes=_int(props, PAGE_SIZE, _MIB),
             dict_page_bytes=_int(props, DICT_SIZE, 0) if DICT_SIZE in props else None,
         )
+        invalid_utf8 = props.get(INVALID_UTF8, "fail").strip().lower()
+        if invalid_utf8 not in ("fail", "replace"):
+            raise InvalidOptionError(
+                f"table property {INVALID_UTF8}={invalid_utf8!r}: expected 'fail' or 'replace'"
+            )
         return WriteConfig(
+            invalid_utf8=invalid_utf8,
             parquet=parquet,
             target_file_bytes=_int(props, TARGET_FILE_SIZE, 512 * _MIB),
             delete_target_file_bytes=_int(props, DELETE_TARGET_FILE_SIZE, 64 * _MIB),

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from stream_sink.io import FileIO
+from stream_sink.io.errors import io_failure, quietly
 from stream_sink.table.arrow import schema_to_arrow
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.metrics_config import MetricsConfig
@@ -92,18 +93,19 @@ class ParquetAppender:
         self._closed = False
         self._stream: Any = None
         self._writer: pq.ParquetWriter | None = None
-        self._stream = io.open_output(location)
         opts = spec.options
         try:
-            self._writer = pq.ParquetWriter(
-                self._stream,
-                self._arrow_schema,
-                compression=opts.codec,
-                compression_level=opts.codec_level,
-                data_page_size=opts.page_bytes,
-                dictionary_pagesize_limit=opts.dict_page_bytes,
-                write_statistics=True,
-            )
+            with io_failure("creating data file", location):
+                self._stream = io.open_output(location)
+                self._writer = pq.ParquetWriter(
+                    self._stream,
+                    self._arrow_schema,
+                    compression=opts.codec,
+                    compression_level=opts.codec_level,
+                    data_page_size=opts.page_bytes,
+                    dictionary_pagesize_limit=opts.dict_page_bytes,
+                    write_statistics=True,
+                )
         except BaseException:
             self.abort()
             raise
@@ -135,6 +137,10 @@ class ParquetAppender:
     def _write_row_groups(self, final: bool) -> None:
         if not self._pending_rows:
             return
+        with io_failure("writing data file", self.location):
+            self._write_pending(final)
+
+    def _write_pending(self, final: bool) -> None:
         assert self._writer is not None
         table = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
         if len(self._pending) > 1 and self._pending_rows < _SMALL_CHUNK_ROWS * len(self._pending):
@@ -179,9 +185,10 @@ class ParquetAppender:
             raise RuntimeError(f"{self.location} is already closed")
         assert self._writer is not None
         self.flush()
-        self._writer.close()
-        size = self._stream.tell()
-        self._stream.close()
+        with io_failure("writing data file", self.location):
+            self._writer.close()
+            size = self._stream.tell()
+            self._stream.close()
         self._closed = True
         return self._data_file(self._writer.writer.metadata, size)
 
@@ -196,7 +203,7 @@ class ParquetAppender:
                 except Exception:
                     pass
         self._pending = []
-        self._io.delete(self.location)
+        quietly(lambda: self._io.delete(self.location), f"deleting aborted file {self.location}")
 
     def _data_file(self, md: pq.FileMetaData, size: int) -> DataFile:
         m = footer_column_stats(md, self._plan)

@@ -92,7 +92,9 @@ class BaseTaskWriter(TaskWriter):
 
     def conform(self, batch: pa.RecordBatch | pa.Table) -> pa.Table:
         """``batch`` in the table's Arrow form; SchemaMismatchError names the column."""
-        return conform_to_schema(batch, self.factory.schema, self.factory.table_name)
+        f = self.factory
+        return conform_to_schema(batch, f.schema, f.table_name,
+                                 invalid_utf8=f.config.invalid_utf8)  # fmt: skip
 
     def new_rolling_writer(
         self,

@@ -114,15 +114,67 @@ def test_acknowledged_batches_the_watermark_covers_are_not_loss(
     assert table_rows(table) == [(b, "x") for b in range(4)]
 
 
-def test_intact_state_is_not_checked_against_upstream(table: Table, harness: MakeHarness) -> None:
-    """Batches that committed nothing (skipped empty checkpoints) are not in state and
-    not under the watermark: with intact state that is no loss."""
+def test_acknowledged_empty_batches_are_not_reported_lost(
+    table: Table, harness: MakeHarness
+) -> None:
+    """Batches that committed nothing (skipped empty checkpoints) are not under the
+    table's watermark: the state records them as covered, so they are no loss."""
     h = harness()
     h.step(0, write_rows(table, [(0, "a")]))
     h.step(1, WriteResult())
     h.step(2, WriteResult())
     assert h.watermark() == 0  # the table's: the empty checkpoints were not committed
     h.crash()
+    h.open(acknowledged=[0, 1, 2])
+    h.step(3, write_rows(table, [(3, "b")]))
+    assert table_rows(table) == [(0, "a"), (3, "b")]
+
+
+def test_stale_state_copy_does_not_lose_acknowledged_batches(
+    table: Table, harness: MakeHarness
+) -> None:
+    """A valid but older copy of the state put back: the batch processed after the copy
+    was taken (acknowledged upstream) is in neither the copy nor the table."""
+    h = harness()
+    h.process(0, write_rows(table, [(0, "a")]))
+    h.process(1, write_rows(table, [(1, "b")]))
+    h.checkpoint(1)
+    h.notify(1)
+    h.crash()
+    stale = h.state_dir + ".copy"
+    shutil.copytree(h.state_dir, stale)
+    h.open(acknowledged=[0, 1])
+    h.process(2, write_rows(table, [(2, "c")]))  # pending, acknowledged upstream
+    h.crash()
+    newest = h.state_dir + ".newest"
+    os.rename(h.state_dir, newest)
+    shutil.copytree(stale, h.state_dir)
+    for _ in range(2):  # refused, and refused again: nothing was changed
+        with pytest.raises(DataLossError, match=r"acknowledged batches \[2\]") as e:
+            h.open(acknowledged=[0, 1, 2])
+        assert "stale copy" in str(e.value) and h.state_dir in str(e.value)
+    assert table_rows(table) == [(0, "a"), (1, "b")]
+    shutil.rmtree(h.state_dir)
+    os.rename(newest, h.state_dir)  # the operator puts the newest state back
+    h.open(acknowledged=[0, 1, 2])
+    h.step(3, write_rows(table, [(3, "d")]))
+    assert table_rows(table) == [(0, "a"), (1, "b"), (2, "c"), (3, "d")]
+
+
+def test_empty_batches_checkpointed_together_are_not_reported_lost(
+    table: Table, harness: MakeHarness
+) -> None:
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.process(1, WriteResult())
+    h.process(2, WriteResult())
+    h.checkpoint(2)
+    h.notify(2)
+    h.crash()
+    shutil.copytree(h.state_dir, h.state_dir + ".copy")
+    h.open(acknowledged=[0, 1, 2])  # intact state
+    h.crash()
+    shutil.rmtree(h.state_dir)  # lost state: the newest checkpoint (2) covers them
     h.open(acknowledged=[0, 1, 2])
     h.step(3, write_rows(table, [(3, "b")]))
     assert table_rows(table) == [(0, "a"), (3, "b")]
