@@ -1,4 +1,4 @@
-"""``stream-sink table list|show|snapshots|files`` and ``stream-sink read``.
+"""``stream-sink table list|show|snapshots|files|recover`` and ``stream-sink read``.
 
 Every command opens the catalog named by ``--warehouse`` (Hadoop, the default
 ``warehouse``) or ``--catalog-uri`` (SQL), or, when TABLE is a path holding a Delta table,
@@ -30,6 +30,7 @@ from stream_sink.commit.watermark import (
 )
 from stream_sink.exceptions import NotFoundError
 from stream_sink.io import FileIO
+from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
@@ -67,6 +68,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
         add_catalog_options(p)
         p.add_argument("--format", choices=("table", "jsonl"), default="table",
                        help="a table for people, or one JSON object per line")
+    add_catalog_options(add_recover_parser(tsub, formatter))
 
     read = sub.add_parser("read", help="print a table's rows (deletes applied)",
                           formatter_class=formatter)  # fmt: skip
@@ -123,6 +125,8 @@ def run_table(args: argparse.Namespace) -> int:
         namespaces = [args.namespace] if args.namespace else catalog.list_namespaces()
         rows = [{"table": ".".join(t)} for ns in namespaces for t in catalog.list_tables(ns)]
         return _emit(rows, args.format)
+    if cmd == "recover":
+        return run_recover(catalog, args)
     table = catalog.load_table(args.table)
     if cmd == "show":
         return _show(table, args.format)

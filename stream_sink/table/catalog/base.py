@@ -255,7 +255,13 @@ class Catalog(ABC, Generic[TableT]):
         except CorruptMetadataError as e:
             if identifier is None:
                 raise
-            raise CorruptMetadataError(f"table {dotted(identifier)}: {e}") from e
+            name = dotted(identifier)
+            raise CorruptMetadataError(
+                f"table {name}: {e}. Every reader and writer of the table fails on this file. "
+                f"`stream-sink table recover {name}` lists its metadata versions; "
+                f"`stream-sink table recover {name} --to-version N` shows what pointing the "
+                "catalog back to version N would lose, and does it with --yes"
+            ) from e
 
 
 def _as_schema(schema: Schema | pa.Schema, identifier_fields: Sequence[str] | None) -> Schema:
