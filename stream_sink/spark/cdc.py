@@ -19,9 +19,18 @@ Invariants:
   needs (``after`` for c/r/u, ``before`` for d) raise ValidationError. The errors are
   raised inside Spark (``raise_error``) and turned back into these classes by the
   sink, with the offending value in the message.
-- Kafka tombstones (a null value) are dropped; they carry no change.
-- Updates without a before image (PostgreSQL's default replica identity) give only
-  ``+U``: enough for mode ``upsert``; mode ``changelog`` needs full before images.
+- Kafka tombstones (a null value; Debezium writes one after each delete so that log
+  compaction can drop the key) mean "this key is deleted": with the Kafka ``key``
+  column present they become ``-D`` of the key parsed from it (the other columns null).
+  The key's delete event usually came just before, and deleting a deleted key changes
+  nothing; but on a compacted topic the tombstone may be all that is left of it. Its
+  position is the end of its micro-batch for envelope paths (a tombstone has no
+  ``source``); order by the Kafka offset to place it exactly. Without a ``key`` column,
+  or with ``table_column`` (a tombstone names no table), tombstones are dropped.
+- Updates without a before image (PostgreSQL's default replica identity) give ``-U``
+  with the after image: an update never changes the key (Debezium turns a key change
+  into a delete and a create), and ``-U`` deletes by the equality key, so mode
+  ``changelog`` retracts the old row as it must; mode ``upsert`` ignores ``-U``.
 """
 
 from __future__ import annotations
@@ -44,6 +53,10 @@ DEFAULT_ORDER_BY: tuple[str, ...] = ("source.lsn",)
 KEY_FIELDS_COLUMN = "_cdc_key_fields"
 SOURCE_DB, SOURCE_TABLE = "source.db", "source.table"
 ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
+KAFKA_KEY_COLUMN = "key"
+"""Kafka's message key column: a tombstone's key is read from it."""
+TOMBSTONE_POSITION = 2**63 - 1
+"""Envelope positions of a tombstone (it has no ``source``): after every other change."""
 _MAX_SHOWN = 200
 
 
@@ -94,22 +107,30 @@ def from_debezium(
                 f"from_debezium: column {value_column!r} is missing (columns: {df.columns}); "
                 "pass value_column= or a DataFrame with an 'op' column"
             )
-        df = df.where(F.col(value_column).isNotNull())
+        if KAFKA_KEY_COLUMN not in df.columns or table_column:
+            df = df.where(F.col(value_column).isNotNull())
         raw = F.col(value_column).cast("string")
         env = _parse(raw, rows, envelope_paths,
                      [SOURCE_DB, SOURCE_TABLE] if table_column else [])  # fmt: skip
-    position = [F.col(c) for c in taken] + [_path(env, p).cast("long") for p in envelope_paths]
+    keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
+    tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
+    key_image = _parse_key(F.col(KAFKA_KEY_COLUMN), rows) if keyed else F.lit(None)
+    position = [F.col(c) for c in taken] + [
+        F.when(tombstone, F.lit(TOMBSTONE_POSITION)).otherwise(_path(env, p).cast("long"))
+        for p in envelope_paths
+    ]
     extra = _source_columns(env, table_column, key_column)
-    changes = _changes(env, raw)
+    changes = F.when(tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, raw))
+                     ).otherwise(_changes(env, raw))  # fmt: skip
     exploded = df.select(
         F.explode(changes).alias("c"),
         *(p.alias(f"_pos{i}") for i, p in enumerate(position)),
         *(c.alias(name) for name, c in extra),
     )
-    exploded = exploded.where(~((F.col("c.k") == "-U") & F.col("c.row").isNull()))
-    row = F.when(F.col("c.row").isNull(), _fail(
-        "ValidationError", "Debezium event has no row image for its op: ", F.col("c.raw")
-    )).otherwise(F.col("c.row"))
+    row = F.when(
+        F.col("c.row").isNull(),
+        _fail("ValidationError", "Debezium event has no row image for its op: ", F.col("c.raw")),
+    ).otherwise(F.col("c.row"))
     order_fields = [F.col(f"_pos{i}").alias(_order_name(o)) for i, o in enumerate(orders)]
     order_fields.append(F.col("c.seq").alias(CHANGE_POSITION_FIELD))
     return exploded.select(
@@ -137,6 +158,38 @@ def to_spark_schema(schema: StructType | Schema | str) -> StructType:
     return parsed
 
 
+def _change(kind: str, image: Column, seq: int, raw: Column) -> Column:
+    """One change: (row kind, row image, position in its event, the raw event)."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.lit(kind).alias("k"),
+        image.alias("row"),
+        F.lit(seq).alias("seq"),
+        F.coalesce(F.substring(raw, 1, _MAX_SHOWN), F.lit("<tombstone>")).alias("raw"),
+    )
+
+
+def _parse_key(key: Column, rows: StructType) -> Column:
+    """Kafka's key JSON (``{"id": 1}``, or wrapped in schema/payload) as a row struct."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    wrapper = StructType([*rows.fields, StructField("payload", rows)])
+    parsed = F.from_json(key.cast("string"), wrapper, {"mode": "PERMISSIVE"})
+    payload = parsed.getField("payload")
+    return F.when(payload.isNotNull(), payload).otherwise(
+        F.struct(*(parsed.getField(f.name).alias(f.name) for f in rows.fields)))  # fmt: skip
+
+
+def _key_row(key: Column, rows: StructType) -> Column:
+    """A tombstone's row image: the key fields from Kafka's key, the rest null."""
+    from pyspark.sql import functions as F
+
+    return F.when(key.isNull(), F.lit(None)).otherwise(
+        F.struct(*(key.getField(f.name).alias(f.name) for f in rows.fields)))  # fmt: skip
+
+
 def _changes(env: Column, raw: Column) -> Column:
     """Per event, an array of (row kind, row image, position in event, raw event)."""
     from pyspark.sql import functions as F
@@ -145,22 +198,25 @@ def _changes(env: Column, raw: Column) -> Column:
     before, after = env.getField("before"), env.getField("after")
 
     def change(kind: str, image: Column, seq: int) -> Column:
-        return F.struct(
-            F.lit(kind).alias("k"), image.alias("row"), F.lit(seq).alias("seq"),
-            F.substring(raw, 1, _MAX_SHOWN).alias("raw"),
-        )
+        return _change(kind, image, seq, raw)
 
     return (
-        F.when(env.isNull() | op.isNull(), _fail(
-            "ValidationError", "malformed Debezium event (not JSON, or no 'op'): ", raw))
+        F.when(
+            env.isNull() | op.isNull(),
+            _fail("ValidationError", "malformed Debezium event (not JSON, or no 'op'): ", raw),
+        )
         .when(op.isin("c", "r"), F.array(change("+I", after, 0)))
-        .when(op == "u", F.array(change("-U", before, 0), change("+U", after, 1)))
+        .when(
+            op == "u", F.array(change("-U", F.coalesce(before, after), 0), change("+U", after, 1))
+        )
         .when(op == "d", F.array(change("-D", before, 0)))
-        .otherwise(_fail(
-            "UnknownRowKindError",
-            "unknown Debezium op (expected c, r, u or d): ",
-            F.concat(F.lit("op="), op, F.lit(" in "), raw),
-        ))
+        .otherwise(
+            _fail(
+                "UnknownRowKindError",
+                "unknown Debezium op (expected c, r, u or d): ",
+                F.concat(F.lit("op="), op, F.lit(" in "), raw),
+            )
+        )
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.spark import distribution, schema_check
+from stream_sink.spark import cdc_guard, distribution, schema_check
 from stream_sink.spark.options import SinkOptions
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
@@ -51,10 +51,12 @@ class BatchPlan:
             return DEFAULT_ROW_KIND_COLUMN
         return None
 
-    def prepare(self, df: DataFrame) -> DataFrame:
-        """``df`` distributed for the writers and cut to the columns they take."""
+    def prepare(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
+        """``df`` distributed for the writers and cut to the columns they take (CDC
+        batches checked and tie-broken first, see :mod:`.cdc_guard`)."""
         opts = self.options
         if opts.is_cdc:
+            df = cdc_guard.guarded(df, self.equality_fields, opts.order_by, batch_id)
             clustering = (
                 distribution.key_clustering(self.spec, self.schema, self.equality_fields)
                 if opts.distribution == "hash"
@@ -63,7 +65,7 @@ class BatchPlan:
             spread = distribution.distribute_cdc(
                 df,
                 self.equality_fields,
-                opts.order_by,
+                (*opts.order_by, cdc_guard.INPUT_SEQUENCE),
                 by_range=opts.distribution == "range",
                 clustering=clustering,
             )
@@ -71,7 +73,7 @@ class BatchPlan:
             spread = distribution.distribute_append(
                 df, opts.distribution, self.spec, self.schema, self.sort_order
             )
-        if self.columns == self.data_columns:
+        if self.columns == self.data_columns and not opts.is_cdc:
             return spread
         return spread.select(*(distribution.column(c) for c in self.columns))
 

@@ -371,7 +371,7 @@ class IcebergSink:
             delta_options=plan.delta_options,
         )
         task = WriteTask(factory, plan.insert_kind_column)
-        prepared = plan.prepare(df)
+        prepared = plan.prepare(df, batch_id)
         try:
             rows = prepared.mapInArrow(task, RESULT_DDL).collect()
         except Exception as e:

@@ -1,0 +1,100 @@
+"""Quiet surprises in CDC input made explicit: null order values and null keys are
+refused naming the batch and the input row; ties keep input order; Debezium updates
+without a before image retract the old row in changelog mode; Kafka tombstones delete
+their key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from streams import write_batches
+from test_cdc import ORDERS, ROW_SCHEMA, event, order, orders_catalog, rows_of, run_query
+
+from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_debezium
+
+
+def _sink(catalog: Any, tmp_path: Path, table: str, **options: Any) -> IcebergSink:
+    return IcebergSink(catalog=catalog, table=table, checkpoint_location=str(tmp_path / table),
+                       state_dir=str(tmp_path / "state"), **options)  # fmt: skip
+
+
+def _run(spark: Any, sink: IcebergSink, df: Any) -> None:
+    try:
+        run_query(df, sink.foreach_batch, sink.spark_checkpoint_location)
+    finally:
+        sink.close()
+
+
+def test_null_order_value_and_null_key_are_refused_naming_batch_and_input_row(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    catalog = orders_catalog(tmp_path)
+    catalog.create_table("db.o", schema=ORDERS, identifier_fields=["order_id"])
+    source = tmp_path / "in"
+    second = [{**order(2, "new", 2.0), "seq": 2}, {**order(3, "odd", 3.0)}]
+    write_batches(source, [[{**order(1, "new", 1.0), "seq": 1}], second])
+    df = (spark.readStream.schema(f"{ROW_SCHEMA}, seq long").option("maxFilesPerTrigger", 1)
+          .json(str(source)))  # fmt: skip
+    with pytest.raises(StreamingQueryException) as e:
+        _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
+    text = str(e.value)
+    assert "ValidationError: batch 1: order column 'seq' is null in input row" in text
+    assert '"status":"odd"' in text and "at row 0" not in text
+    assert rows_of(catalog, "db.o") == [(1, "new", 1.0)]
+
+    (source / "batch-00001.json").write_text(json.dumps({**order(2, "new", 2.0), "seq": 2,
+                                                         "order_id": None}) + "\n")  # fmt: skip
+    with pytest.raises(StreamingQueryException,
+                       match=r"NullKeyError: batch 1: equality field 'order_id' is null in "
+                       r"input row \{.*\"seq\":2"):  # fmt: skip
+        _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
+
+
+def test_ties_in_order_values_keep_input_order(spark: Any, tmp_path: Path) -> None:
+    catalog = orders_catalog(tmp_path)
+    catalog.create_table("db.t", schema=ORDERS, identifier_fields=["order_id"])
+    rows = [{**order(1, s, 1.0), "seq": 7} for s in ("first", "second", "last")]
+    write_batches(tmp_path / "in", [rows])
+    df = (spark.readStream.schema(f"{ROW_SCHEMA}, seq long").option("maxFilesPerTrigger", 1)
+          .json(str(tmp_path / "in")))  # fmt: skip
+    _run(spark, _sink(catalog, tmp_path, "db.t", mode="upsert", order_by="seq"), df)
+    assert rows_of(catalog, "db.t") == [(1, "last", 1.0)]
+
+
+def test_debezium_update_without_before_image_and_kafka_tombstones(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Kafka records as (key, value) JSON strings: an update without a before image (the
+    default replica identity) in changelog mode, and tombstones (null values) for a key
+    deleted earlier and for a key whose delete event was compacted away. A tombstone's
+    row holds only the key, so the table's other columns must be optional."""
+    catalog = orders_catalog(tmp_path)
+    nullable = pa.schema([f if f.name == "order_id" else f.with_nullable(True) for f in ORDERS])
+    catalog.create_table("db.log", schema=nullable, identifier_fields=["order_id"])
+
+    def record(key: int, value: dict | None) -> dict:
+        return {"key": json.dumps({"order_id": key}),
+                "value": None if value is None else json.dumps(value)}  # fmt: skip
+
+    o = order
+    write_batches(tmp_path / "in", [
+        [record(1, event("c", 1, None, o(1, "new", 1.0))),
+         record(2, event("c", 2, None, o(2, "new", 2.0))),
+         record(3, event("c", 3, None, o(3, "new", 3.0)))],
+        [record(1, event("u", 4, None, o(1, "paid", 1.5))),   # no before image
+         record(3, event("d", 5, o(3, "new", 3.0), None)), record(3, None),
+         record(2, None)],  # the delete of 2 was compacted away: only its tombstone is left
+    ])  # fmt: skip
+    kafka = (spark.readStream.schema("key string, value string")
+             .option("maxFilesPerTrigger", 1).json(str(tmp_path / "in")))  # fmt: skip
+    changes = from_debezium(kafka, row_schema=ROW_SCHEMA, order_by="source.lsn")
+    sink = _sink(catalog, tmp_path, "db.log", mode="changelog",
+                 row_kind_column=ROW_KIND_COLUMN, order_by=ORDER_COLUMN)  # fmt: skip
+    _run(spark, sink, changes)
+    assert rows_of(catalog, "db.log") == [(1, "paid", 1.5)]
