@@ -10,6 +10,7 @@ from stream_sink.cli.output import format_table
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.ops.drill import DrillOptions, modes_of, run_drill
 from stream_sink.ops.drill_jobs import DRILL_MODES, JobSpec
+from stream_sink.ops.drill_mistakes import mistake_names
 from stream_sink.ops.drill_report import DrillReport
 from stream_sink.ops.drill_scenarios import failpoint_specs
 
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the sink checkpoints (and commits) every N batches")
     parser.add_argument("--max-kill-delay", type=float, default=8.0, metavar="SECONDS",
                         help="random kills land up to this long after a run's first batch")
+    parser.add_argument("--mistakes", default="none", metavar="all|none|NAME,...",
+                        help="operator mistakes to drill: stale-state-copy, "
+                        "reused-checkpoint-location, deleted-staged-file")  # fmt: skip
     parser.add_argument("--parallel", type=int, default=1,
                         help="driver processes running at once")  # fmt: skip
 
@@ -73,6 +77,7 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
         work_dir=args.work_dir, rows=args.rows, files=args.files,
         checkpoint_interval_batches=args.checkpoint_interval_batches,
         max_kill_delay_s=args.max_kill_delay, parallel=args.parallel,
+        mistakes=mistake_names(args.mistakes),
     )  # fmt: skip
 
 

@@ -44,6 +44,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
 from stream_sink.ops.drill_jobs import DELTA_PREFIX, JobSpec, resolve
+from stream_sink.ops.drill_mistakes import MistakeRun, run_mistake
 from stream_sink.ops.drill_report import (
     PRIMARY_READER,
     DrillReport,
@@ -76,6 +77,8 @@ class DrillOptions:
     max_kill_delay_s: float = 8.0
     parallel: int = 1
     run_timeout_s: float = 900.0
+    mistakes: tuple[str, ...] = ()
+    """Operator mistakes to drill in each mode (:mod:`.drill_mistakes`), after the kills."""
 
 
 def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillReport:
@@ -109,8 +112,38 @@ def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillRep
         raise
     order = {s.id: i for i, s in enumerate(source.handed)}
     results.sort(key=lambda r: order.get(r.id, len(order)))
+    for mode in options.modes if options.mistakes else ():
+        results.extend(_mistake(options, work, mode, name, say) for name in options.mistakes)
     return DrillReport(options.job.job, options.job.table, options.seed, work, started_wall,
                        time.monotonic() - started, tuple(results))  # fmt: skip
+
+
+def _mistake(options: DrillOptions, work: str, mode: str, name: str,
+             say: _Progress) -> ScenarioResult:  # fmt: skip
+    """One operator-mistake scenario (:mod:`.drill_mistakes`), verified like the others."""
+    scenario = Scenario(f"{mode}/{name}", mode, "mistake")
+    context = scenario_context(options, work, scenario)
+    os.makedirs(context["work_dir"], exist_ok=True)
+    prepare = resolve(options.job.prepare, "prepare") if options.job.prepare else None
+    if prepare is not None:
+        prepare(**context)
+    say(f"{scenario.id}: started")
+    m = MistakeRun(options.job.job, context, options.run_timeout_s, say, scenario.id, prepare)
+    error, took = run_mistake(name, m)
+    readers: dict[str, RowCounts | None] = {}
+    expected_rows = 0
+    try:
+        expected_rows, readers = verify(options.job, context, resolve(options.job.expected,
+                                                                      "--expected"))  # fmt: skip
+    except Exception as e:
+        error = error or f"reading or comparing the table failed: {type(e).__name__}: {e}"
+    result = ScenarioResult(
+        id=scenario.id, mode=mode, kind="mistake", failpoint=None, kill_delays_s=(),
+        kills=m.kills, restarts=max(0, m.runs - 1), expected_rows=expected_rows,
+        readers=readers, error=error, duration_s=took, logs=tuple(m.logs),
+    )  # fmt: skip
+    say(f"{scenario.id}: {describe(result)}")
+    return result
 
 
 def scenario_context(options: DrillOptions, work: str, scenario: Scenario) -> dict[str, Any]:

@@ -27,7 +27,7 @@ JSON report (``stream-sink drill --json REPORT``), schema version 1::
       "scenarios": [{
         "id": "upsert/after-table-commit@1",
         "mode": "upsert",              # append | changelog | upsert
-        "kind": "failpoint",           # failpoint | random-kill | soak
+        "kind": "failpoint",           # failpoint | random-kill | soak | mistake
         "failpoint": "after-table-commit@1",   # STREAM_SINK_FAILPOINT value, or null
         "kill_delays_s": [],           # planned random kill delays (random-kill, soak)
         "reached": true,               # at least one kill landed

@@ -86,3 +86,21 @@ def test_drill_of_a_committer_without_its_watermark_reports_duplicates(
     assert "duplicated" in scenario["problems"] and scenario["duplicated"] > 0
     assert scenario["missing"] == 0 and scenario["reached"] is True
     assert "FAIL: duplicated" in out and "1 FAILED" in out
+
+
+def test_operator_mistakes_are_refused_with_their_message_and_lose_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale state copy, a checkpoint location reused for another table, a staged data
+    file taken away: each restart is refused with its message; after the repair the job
+    finishes with every row exactly once."""
+    code, report = drill(tmp_path, "--failpoints", "none", "--mistakes", "all",
+                         "--mode", "upsert")  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, out + err[-3000:]
+    ids = [s["id"] for s in report["scenarios"]]
+    assert ids == ["upsert/stale-state-copy", "upsert/reused-checkpoint-location",
+                   "upsert/deleted-staged-file"]  # fmt: skip
+    for s in report["scenarios"]:
+        assert s["verdict"] == "ok" and s["kind"] == "mistake", s
+        assert s["duplicated"] == s["missing"] == 0 and s["found_rows"] == s["expected_rows"]
