@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -112,8 +113,10 @@ def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillRep
         raise
     order = {s.id: i for i, s in enumerate(source.handed)}
     results.sort(key=lambda r: order.get(r.id, len(order)))
-    for mode in options.modes if options.mistakes else ():
-        results.extend(_mistake(options, work, mode, name, say) for name in options.mistakes)
+    mistakes = [(mode, name) for mode in options.modes for name in options.mistakes]
+    if mistakes:  # each in its own directory: ``parallel`` of them at once
+        with ThreadPoolExecutor(max(1, options.parallel), "drill-mistake") as pool:
+            results.extend(pool.map(lambda m: _mistake(options, work, m[0], m[1], say), mistakes))
     return DrillReport(options.job.job, options.job.table, options.seed, work, started_wall,
                        time.monotonic() - started, tuple(results))  # fmt: skip
 
@@ -126,7 +129,8 @@ def _mistake(options: DrillOptions, work: str, mode: str, name: str,
     os.makedirs(context["work_dir"], exist_ok=True)
     prepare = resolve(options.job.prepare, "prepare") if options.job.prepare else None
     if prepare is not None:
-        prepare(**context)
+        with _PREPARE_LOCK:  # scenarios share the input the first prepare writes
+            prepare(**context)
     say(f"{scenario.id}: started")
     m = MistakeRun(options.job.job, context, options.run_timeout_s, say, scenario.id, prepare)
     error, took = run_mistake(name, m)
