@@ -106,6 +106,9 @@ METRICS: tuple[MetricDef, ...] = (
               _w("flushed_delete_bytes")),
     MetricDef("lastFlushDurationMs", "gauge", "Duration of the last micro-batch's writes (ms).",
               _w("last_flush_duration_ms")),
+    MetricDef("cdcOrderTies", "counter",
+              "CDC changes whose key and order value equal the previous change's.",
+              _w("cdc_order_ties")),
 )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from stream_sink.metrics.committer import CommitterMetricsSnapshot, CountedFile
@@ -42,6 +42,9 @@ class WriterMetricsSnapshot:
     """Wall time of the last micro-batch's write stage (executors, until results are in)."""
     batches: int = 0
     last_batch_id: int | None = None
+    cdc_order_ties: int = 0
+    """CDC changes whose key and order value equal the previous change's (applied in
+    input order, the last one winning)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,14 @@ class WriterMetrics:
                 last_flush_duration_ms=duration_ms,
                 batches=s.batches + 1,
                 last_batch_id=batch_id,
+                cdc_order_ties=s.cdc_order_ties,
             )
+
+    def ties(self, count: int) -> None:
+        """``count`` more CDC order ties (see :attr:`WriterMetricsSnapshot.cdc_order_ties`)."""
+        with self._lock:
+            s = self._snapshot
+            self._snapshot = replace(s, cdc_order_ties=s.cdc_order_ties + count)
 
     def snapshot(self) -> WriterMetricsSnapshot:
         with self._lock:

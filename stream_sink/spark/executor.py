@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from stream_sink.spark.ties import add_to, count_ties
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory
@@ -56,11 +58,22 @@ class WriteTask:
     """When set, every row gets this column holding ``+I`` (upsert streams without a row
     kind column: each row replaces its key)."""
 
+    tie_columns: tuple[str, ...] = ()
+    """CDC: key and order columns; changes equal on all of them are ties (counted)."""
+    drop_columns: tuple[str, ...] = ()
+    """Columns that reach the task only to count ties; dropped before writing."""
+    ties: Any = None
+    """A Spark accumulator the task adds its tie count to (None: not counted)."""
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids = current_task_ids()
+        counter = [0]
+        if self.tie_columns:
+            batches = count_ties(batches, self.tie_columns, self.drop_columns, counter)
         if self.insert_kind_column is not None:
             batches = with_insert_kind(batches, self.insert_kind_column)
         yield result_batch(write_all(self.factory, batches, ids))
+        add_to(self.ties, counter)
 
 
 def with_insert_kind(batches: Iterator[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:

@@ -75,7 +75,22 @@ class BatchPlan:
             )
         if self.columns == self.data_columns and not opts.is_cdc:
             return spread
-        return spread.select(*(distribution.column(c) for c in self.columns))
+        return spread.select(*(distribution.column(c) for c in (*self.columns,
+                                                                 *self.drop_columns)))  # fmt: skip
+
+    @property
+    def tie_columns(self) -> tuple[str, ...]:
+        """CDC: the columns whose equal values make two changes a tie (key, order)."""
+        return (*self.equality_fields, *self.options.order_by) if self.options.is_cdc else ()
+
+    @property
+    def drop_columns(self) -> tuple[str, ...]:
+        """CDC: columns the tasks get only to count ties (order columns that are not
+        written, and the input sequence); the tasks drop them before writing."""
+        if not self.options.is_cdc:
+            return ()
+        extra = [c for c in self.options.order_by if c not in self.columns]
+        return (*extra, cdc_guard.INPUT_SEQUENCE)
 
 
 def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> BatchPlan:

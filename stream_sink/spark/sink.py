@@ -370,13 +370,17 @@ class IcebergSink:
             operation_id=f"{job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}",
             delta_options=plan.delta_options,
         )
-        task = WriteTask(factory, plan.insert_kind_column)
+        ties = df.sparkSession.sparkContext.accumulator(0) if plan.tie_columns else None
+        task = WriteTask(factory, plan.insert_kind_column, plan.tie_columns,
+                         plan.drop_columns, ties)  # fmt: skip
         prepared = plan.prepare(df, batch_id)
         try:
             rows = prepared.mapInArrow(task, RESULT_DDL).collect()
         except Exception as e:
             reraise_stream_sink_error(e)
             raise
+        if ties is not None and ties.value:
+            self._writer_metrics.ties(int(ties.value))
         return merge_results([bytes(r[RESULT_COLUMN]) for r in rows])
 
     def _checkpoint(self, runtime: _Runtime, checkpoint_id: int) -> None:

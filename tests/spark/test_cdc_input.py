@@ -56,15 +56,17 @@ def test_null_order_value_and_null_key_are_refused_naming_batch_and_input_row(
         _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
 
 
-def test_ties_in_order_values_keep_input_order(spark: Any, tmp_path: Path) -> None:
+def test_ties_in_order_values_keep_input_order_and_are_counted(spark: Any, tmp_path: Path) -> None:
     catalog = orders_catalog(tmp_path)
     catalog.create_table("db.t", schema=ORDERS, identifier_fields=["order_id"])
     rows = [{**order(1, s, 1.0), "seq": 7} for s in ("first", "second", "last")]
     write_batches(tmp_path / "in", [rows])
     df = (spark.readStream.schema(f"{ROW_SCHEMA}, seq long").option("maxFilesPerTrigger", 1)
           .json(str(tmp_path / "in")))  # fmt: skip
-    _run(spark, _sink(catalog, tmp_path, "db.t", mode="upsert", order_by="seq"), df)
+    sink = _sink(catalog, tmp_path, "db.t", mode="upsert", order_by="seq")
+    _run(spark, sink, df)
     assert rows_of(catalog, "db.t") == [(1, "last", 1.0)]
+    assert sink.metrics_snapshot().writer.cdc_order_ties == 2
 
 
 def test_debezium_update_without_before_image_and_kafka_tombstones(
