@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from stream_sink.exceptions import (
     CommitFailedError,
     CommitValidationError,
+    CorruptMetadataError,
     MissingFileError,
     ValidationError,
 )
@@ -303,7 +304,8 @@ def _check_carried(table: Table, parent: Snapshot, m: ManifestFile) -> None:
         size = None
     if size != m.manifest_length:
         found = "is missing" if size is None else f"has {size} bytes"
-        raise MissingFileError(
+        error = MissingFileError if size is None else CorruptMetadataError
+        raise error(
             f"table {table.name}: manifest {m.manifest_path} of the current snapshot "
             f"{parent.snapshot_id} {found}, but its manifest list records "
             f"{m.manifest_length} bytes; refusing to carry it into a new snapshot. Nothing "
