@@ -20,6 +20,7 @@ import pyarrow as pa
 from stream_sink.catalogs import load_catalog
 from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
 from stream_sink.cli.output import format_table, progress
+from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.commit.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -30,7 +31,6 @@ from stream_sink.commit.watermark import (
 )
 from stream_sink.exceptions import NotFoundError
 from stream_sink.io import FileIO
-from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
