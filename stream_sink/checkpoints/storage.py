@@ -41,6 +41,7 @@ from stream_sink.exceptions import (
     CorruptStateError,
     InvalidOptionError,
     MissingFileError,
+    StreamSinkError,
 )
 from stream_sink.io.fileio import FileIO
 from stream_sink.state import OperatorStateBackend, open_state_backend, restore_from_snapshot
@@ -180,10 +181,14 @@ class CheckpointStorage:
         out = {}
         for loc in self.io.list_dir(base):
             name = loc.rsplit("/", 1)[-1]
-            if name != self.sink_id:
+            if name == self.sink_id:
+                continue
+            try:
                 identity = _read_table(self.io, f"{loc}/{TABLE_FILE}")
-                if identity is not None:
-                    out[name] = identity
+            except (OSError, StreamSinkError):  # a file, or not a sink's directory
+                continue
+            if identity is not None:
+                out[name] = identity
         return out
 
     # --- restoring ----------------------------------------------------------------
