@@ -4,9 +4,9 @@ maintenance, and compaction throughput.
     python bench/bench_maintenance.py [commits|scan|compaction|all] [--commits 2000]
         [--batches 40] [--batch-rows 20000] [--files 200] [--file-rows 10000]
 
-- ``commits``: ``--commits`` small commits through the FilesCommitter (one data file per
-  checkpoint, described not written), with in-sink maintenance expiring snapshots every
-  50 commits (older than now, keeping 10). Prints the median commit latency (snapshot,
+- ``commits``: ``--commits`` small commits through the FilesCommitter (one small data
+  file per checkpoint), with in-sink maintenance every 50 commits (compaction, then
+  expiry of snapshots older than now, keeping 10). Prints the median commit latency (snapshot,
   checkpoint, notify) of the last 100 over the first 100 (goal <= 1.3; without expiry
   metadata grows with every snapshot).
 - ``scan``: a CDC table after ``--batches`` upsert batches (equality deletes across
@@ -26,7 +26,6 @@ import argparse
 import random
 import resource
 import statistics
-import struct
 import tempfile
 import time
 import uuid
@@ -41,9 +40,8 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.inventory import inventory
-from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
-from stream_sink.table.table import Table
-from stream_sink.write.result import WriteResult
+from stream_sink.tables import IcebergTable
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
                     pa.field("data", pa.string())])  # fmt: skip
@@ -56,16 +54,6 @@ def peak_mib() -> float:
 # --- commits with in-sink expiry ---------------------------------------------------------
 
 
-def _described_file(table: Table, batch: int) -> DataFile:
-    lo = batch * 1000
-    return DataFile(
-        content=DataFileContent.DATA, file_path=f"{table.data_location}/{uuid.uuid4()}.parquet",
-        file_format=FileFormat.PARQUET, spec_id=0, partition=(), record_count=1000,
-        file_size_in_bytes=64_000, value_counts={1: 1000}, null_value_counts={1: 0},
-        lower_bounds={1: struct.pack("<q", lo)}, upper_bounds={1: struct.pack("<q", lo + 999)},
-    )  # fmt: skip
-
-
 def bench_commits(root: Path, commits: int) -> None:
     catalog = load_catalog("bench", type="hadoop", warehouse=str(root / "wh"))
     catalog.create_namespace("db")
@@ -75,30 +63,34 @@ def bench_commits(root: Path, commits: int) -> None:
                                operator_id="sink")  # fmt: skip
     committer.restore()
     options = MaintenanceOptions(commit_count=50, max_snapshot_age_ms=1, retain_last=10,
-                                 rewrite_data_files=False, convert_equality_deletes=False,
-                                 background=False)  # fmt: skip
+                                 convert_equality_deletes=False, background=False)  # fmt: skip
     maintenance = SinkMaintenance(lambda: catalog.load_table("db.t"), options, "bench")
+    factory = TaskWriterFactory.for_table(table)
     latencies = []
     for b in range(commits):
+        writer = factory.create(0, b)  # one small real file per batch (not timed)
+        writer.write(pa.table({"id": [b], "v": [b], "data": ["x"]}, schema=SCHEMA))
+        result = writer.complete()
         started = time.perf_counter()
-        committer.process(b, WriteResult(data_files=(_described_file(table, b),)))
+        committer.process(b, result)
         committer.snapshot_state(b)
         committer.notify_checkpoint_complete(b)
         latencies.append(time.perf_counter() - started)
         maintenance.after_commit(table.metadata)
     committer.close()
     first, last = statistics.median(latencies[:100]), statistics.median(latencies[-100:])
-    print(f"commits: {commits} with in-sink expiry every 50 (keep 10): first 100 median "
-          f"{first * 1e3:.1f} ms, last 100 median {last * 1e3:.1f} ms, ratio "
-          f"{last / first:.2f} (goal <= 1.3); snapshots at the end: "
-          f"{len(table.refresh().snapshots())}; maintenance runs {maintenance.metrics.runs}, "
+    live = len(inventory(table.refresh(), table.current_snapshot()).data)
+    print(f"commits: {commits} one-file commits, in-sink compaction + expiry every 50 (keep "
+          f"10): first 100 median {first * 1e3:.1f} ms, last 100 median {last * 1e3:.1f} ms, "
+          f"ratio {last / first:.2f} (goal <= 1.3); at the end {len(table.snapshots())} "
+          f"snapshots, {live} live data files; maintenance runs {maintenance.metrics.runs}, "
           f"failures {maintenance.metrics.failures}; peak {peak_mib():.0f} MiB")
 
 
 # --- CDC scans ------------------------------------------------------------------------------
 
 
-def _cdc_table(root: Path, batches: int, rows: int) -> Table:
+def _cdc_table(root: Path, batches: int, rows: int) -> IcebergTable:
     catalog = load_catalog("bench", type="hadoop", warehouse=str(root / "cdc"))
     catalog.create_namespace("db")
     table = catalog.create_table("db.cdc", schema=SCHEMA, identifier_fields=["id"])
@@ -123,7 +115,11 @@ def _timed(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
 def bench_scan(root: Path, batches: int, rows: int) -> None:
     table = _cdc_table(root, batches, rows)
     count = table.scan().to_arrow().num_rows
-    before = _timed(lambda: table.refresh().scan().to_arrow())
+    def scan_all() -> pa.Table:
+        table.refresh()
+        return table.scan().to_arrow()
+
+    before = _timed(scan_all)
     m = table.maintenance
     started = time.perf_counter()
     m.rewrite_data_files(min_input_files=2)
@@ -132,7 +128,7 @@ def bench_scan(root: Path, batches: int, rows: int) -> None:
     m.rewrite_data_files(min_input_files=1)
     m.remove_dangling_deletes()
     maintain = time.perf_counter() - started
-    after = _timed(lambda: table.refresh().scan().to_arrow())
+    after = _timed(scan_all)
     inv = inventory(table, table.current_snapshot())
     files = [f.path for f in inv.data]
     assert not inv.deletes and table.scan().to_arrow().num_rows == count
