@@ -200,6 +200,10 @@ class FilesCommitter:
         failpoint(AFTER_PENDING_WRITE)
         return True
 
+    def holds(self, batch_id: int) -> bool:
+        """True when ``batch_id`` is covered by the watermark or recorded in state."""
+        return self._is_replay(batch_id)
+
     def _is_replay(self, batch_id: int) -> bool:
         if batch_id <= self._watermark or batch_id in self._pending:
             return True

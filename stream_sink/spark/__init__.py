@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
     from stream_sink.spark.delta_sink import DeltaSink
     from stream_sink.spark.read import read_table
+    from stream_sink.spark.route import register
     from stream_sink.spark.session import local_session
     from stream_sink.spark.sink import IcebergSink
 
@@ -26,6 +27,7 @@ _EXPORTS = {
     "ROW_KIND_COLUMN": "cdc",
     "from_debezium": "cdc",
     "read_table": "read",
+    "register": "route",
     "local_session": "session",
     "IcebergSink": "sink",
     "DeltaSink": "delta_sink",
@@ -33,7 +35,7 @@ _EXPORTS = {
 
 __all__ = [
     "ORDER_COLUMN", "ROW_KIND_COLUMN", "DeltaSink", "IcebergSink", "from_debezium", "local_session",
-    "read_table",
+    "read_table", "register",
 ]  # fmt: skip
 
 

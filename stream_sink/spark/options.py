@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from stream_sink.exceptions import InvalidOptionError
@@ -69,6 +69,12 @@ class SinkOptions:
     @property
     def snapshot_property_map(self) -> dict[str, str]:
         return dict(self.snapshot_properties)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """``IcebergSink`` keyword arguments that parse back to these options."""
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
+        kwargs["snapshot_properties"] = self.snapshot_property_map
+        return kwargs
 
 
 def parse_options(

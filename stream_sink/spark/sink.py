@@ -190,11 +190,7 @@ class IcebergSink:
             with in_step(self.sink_id, runtime.table.name, step, NOT_ACKNOWLEDGED):
                 result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
-            failpoint(AFTER_DATA_FILES)
-            if runtime.committer.process(batch_id, result):
-                now_ms = int(time.time() * 1000)
-                if runtime.coordinator.on_batch(batch_id, now_ms):
-                    self._checkpoint(runtime, batch_id)
+            self._record(runtime, batch_id, result)
         except BaseException:
             self._abandon()
             raise
@@ -207,6 +203,49 @@ class IcebergSink:
         except BaseException:
             router.abandon()
             raise
+
+    def commit_result(self, batch_id: int, result: WriteResult) -> int:
+        """Record ``result`` (written elsewhere, e.g. by ``format("stream_sink")``'s
+        executors) as micro-batch ``batch_id``: durable (exactly once) on return.
+        Returns the committed watermark afterwards."""
+        try:
+            runtime = self._open()
+            self._record(runtime, batch_id, result)
+            return runtime.committer.watermark
+        except BaseException:
+            self._abandon()
+            raise
+
+    def discard_result(self, batch_id: int, result: WriteResult) -> None:
+        """Delete the files of an aborted ``batch_id`` unless the sink already holds the
+        batch (in state or in the table): those files are the batch's, not leftovers.
+        When the state cannot be opened nothing is deleted (an orphan is harmless)."""
+        try:
+            runtime = self._open()
+        except Exception as e:
+            log.warning("sink %s: batch %d aborted; its files are kept (state unavailable: "
+                        "%s)", self.sink_id, batch_id, e)  # fmt: skip
+            self._abandon()
+            return
+        if runtime.committer.holds(batch_id):
+            return
+        for path in result.all_paths():
+            try:
+                runtime.table.io.delete(path)
+            except Exception as e:  # an orphan is harmless
+                log.warning("sink %s: could not delete %s: %s", self.sink_id, path, e)
+
+    def release(self) -> None:
+        """Release the operator state without a final checkpoint (batches already
+        recorded stay durable and are committed by the next use)."""
+        self._abandon()
+
+    def _record(self, runtime: _Runtime, batch_id: int, result: WriteResult) -> None:
+        failpoint(AFTER_DATA_FILES)
+        if runtime.committer.process(batch_id, result):
+            now_ms = int(time.time() * 1000)
+            if runtime.coordinator.on_batch(batch_id, now_ms):
+                self._checkpoint(runtime, batch_id)
 
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed (end of input or stop)."""

@@ -1,0 +1,167 @@
+"""Driver side of ``format("stream_sink")``: plan the write when the query starts, and
+commit or abort what the executors wrote.
+
+Spark runs each of these in a Python worker on the driver: ``prepare_write`` when
+the query (or batch write) starts, ``commit_stream``/``abort_stream`` once per
+micro-batch, in a fresh worker each time. So each commit reopens the sink: it reads
+the query id from Spark's checkpoint location, opens the operator state, restores the
+FilesCommitter (which finishes whatever a crash left), records the batch, takes the
+checkpoint and commits it, then releases the state. The protocol is the one
+``IcebergSink.foreach_batch`` runs, one checkpoint per micro-batch.
+
+Invariants:
+- Every check of the DataFrame against the table runs in ``prepare_write``, so a bad
+  option or schema fails the query at its start, before any file is written.
+- ``commit_stream`` returns only when the batch is durable (in state or in the
+  table): Spark writes its commit log entry after it returns.
+- ``abort_stream`` deletes a batch's files only when the sink does not hold the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.spark.executor import merge_results
+from stream_sink.spark.plan import plan_batch
+from stream_sink.spark.sink import IcebergSink
+from stream_sink.spark.source_options import SourceOptions, parse_source_options
+from stream_sink.spark.source_write import SourceWriteTask, TaskOutput, check_keys_disjoint
+from stream_sink.write.file_factory import new_operation_id
+from stream_sink.write.result import WriteResult
+from stream_sink.write.snapshot import commit_write_result
+from stream_sink.write.task_writers import TaskWriterFactory
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger("stream_sink.spark.source")
+
+BATCH_MODES = ("append", "overwrite")
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """The parsed options and the executors' task of one query or batch write."""
+
+    options: SourceOptions
+    task: SourceWriteTask
+
+
+def prepare_write(
+    options: Mapping[str, str], schema: StructType, *, streaming: bool, overwrite: bool
+) -> PreparedWrite:
+    """Parse ``options``, check ``schema`` against the table, plan the executors' work."""
+    parsed = parse_source_options(options, streaming=streaming)
+    sink = parsed.sink
+    if streaming and overwrite and sink.mode != "overwrite":
+        raise InvalidOptionError(
+            f"format('stream_sink'): outputMode('complete') replaces the table on every "
+            f"batch; use outputMode('append') (mode={sink.mode!r}), or mode='overwrite'"
+        )
+    if not streaming:
+        if sink.mode not in BATCH_MODES:
+            raise InvalidOptionError(
+                f"df.write.format('stream_sink'): mode={sink.mode!r} is for streams; batch "
+                "writes take mode append or overwrite (table.upsert() upserts a batch)"
+            )
+        if overwrite:
+            sink = dataclasses.replace(sink, mode="overwrite")
+            parsed = dataclasses.replace(parsed, sink=sink)
+    catalog = parsed.open_catalog()
+    try:
+        table = catalog.load_table(sink.table)
+        plan = plan_batch(schema, table, sink)
+        factory = TaskWriterFactory.for_table(
+            table,
+            equality_fields=plan.equality_fields,
+            upsert=sink.mode == "upsert",
+            operation_id=new_operation_id(),
+            delta_options=plan.delta_options,
+        )
+    finally:
+        catalog.close()
+    task = SourceWriteTask(
+        factory,
+        plan.columns,
+        insert_kind_column=plan.insert_kind_column,
+        key_columns=plan.equality_fields if sink.is_cdc else (),
+        order_columns=sink.order_by if sink.is_cdc else (),
+    )
+    return PreparedWrite(parsed, task)
+
+
+def _merged(
+    prepared: PreparedWrite, outputs: Sequence[TaskOutput | None], what: str
+) -> WriteResult:
+    present = [o for o in outputs if o is not None]
+    if prepared.task.key_columns:
+        check_keys_disjoint(present, prepared.options.sink.table, prepared.task.key_columns, what)
+    return merge_results([o.result for o in present])
+
+
+def commit_stream(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None],
+                  batch_id: int) -> None:  # fmt: skip
+    """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
+    started = time.perf_counter()
+    result = _merged(prepared, outputs, f"batch {batch_id}")
+    catalog = prepared.options.open_catalog()
+    sink = IcebergSink(catalog=catalog, **prepared.options.sink.as_kwargs())
+    try:
+        watermark = sink.commit_result(batch_id, result)
+    finally:
+        sink.release()
+        catalog.close()
+    rows = sum(f.record_count for f in result.data_files)
+    ms = (time.perf_counter() - started) * 1e3
+    log.info("sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
+             "watermark %d) in %.0f ms", sink.sink_id, batch_id, rows, len(result.data_files),
+             len(result.delete_files), watermark, ms)  # fmt: skip
+
+
+def abort_stream(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None],
+                 batch_id: int) -> None:  # fmt: skip
+    """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
+    result = merge_results([o.result for o in outputs if o is not None])
+    catalog = prepared.options.open_catalog()
+    sink = IcebergSink(catalog=catalog, **prepared.options.sink.as_kwargs())
+    try:
+        sink.discard_result(batch_id, result)
+    finally:
+        sink.release()
+        catalog.close()
+
+
+def commit_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    """One snapshot for a batch write: an append, or a dynamic partition overwrite."""
+    result = _merged(prepared, outputs, "batch write")
+    opts = prepared.options.sink
+    catalog = prepared.options.open_catalog()
+    try:
+        table = catalog.load_table(opts.table)
+        if opts.mode == "overwrite":
+            op = table.new_replace_partitions(opts.branch).set_all(opts.snapshot_property_map)
+            for f in result.data_files:
+                op.add_file(f)
+            op.commit()
+        else:
+            commit_write_result(table, result, snapshot_properties=opts.snapshot_property_map,
+                                branch=opts.branch)  # fmt: skip
+    finally:
+        catalog.close()
+
+
+def abort_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    """Delete what the tasks of a failed batch write wrote (nothing was committed)."""
+    result = merge_results([o.result for o in outputs if o is not None])
+    io = prepared.task.factory.io
+    for path in result.all_paths():
+        try:
+            io.delete(path)
+        except Exception as e:  # an orphan is harmless
+            log.warning("could not delete %s of an aborted write: %s", path, e)

@@ -1,0 +1,183 @@
+"""Options of the ``format("stream_sink")`` route: Spark's string map to sink arguments.
+
+Spark hands a data source its options as a case-insensitive map of strings (keys
+arrive lower-cased). They mirror ``IcebergSink``'s keyword arguments with ``-`` for
+``_`` (the ``_`` spelling is accepted too); lists are comma-separated; catalog settings
+are ``catalog.<key>``; snapshot summary properties are ``snapshot-property.<key>``.
+
+=============================  ======================================================
+option                         meaning (default)
+=============================  ======================================================
+``table``                      target table, ``db.name`` (required)
+``mode``                       ``append`` | ``overwrite`` | ``upsert`` | ``changelog``
+                               (``append``); batch writes: ``append`` | ``overwrite``
+``equality-fields``            key columns of CDC modes (the table's identifier fields)
+``row-kind-column``            column of ``+I/-U/+U/-D`` (changelog; optional in upsert)
+``order-by``                   column(s) giving source order (required in CDC modes)
+``sink-id``                    stable name of the sink (the table name)
+``state-dir``                  operator state directory on the driver (``state``)
+``checkpoint-location``        where the sink's completed checkpoints go
+                               (Spark's ``checkpointLocation``)
+``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
+``branch``                     target branch (``main``)
+``catalog.type``               ``hadoop`` | ``sql`` (``hadoop``)
+``catalog.warehouse``          warehouse location (required for ``hadoop``)
+``catalog.uri``                database URI of a ``sql`` catalog
+``catalog.name``               catalog name (``stream_sink``)
+``catalog.<key>``              any other catalog property (``s3.endpoint``, ``jdbc.user``)
+``snapshot-property.<key>``    extra snapshot summary property
+``checkpointLocation``         Spark's checkpoint location (required for streams)
+=============================  ======================================================
+
+Invariants: an unknown option, or one that has no meaning on this route
+(``distribution``, ``checkpoint-interval-ms``, ``metrics-port``,
+``spark-checkpoint-location``), raises InvalidOptionError naming it and the accepted
+names; relative locations are made absolute where the options are parsed (on the
+driver), so executors never resolve them against their own working directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.spark.options import SinkOptions, parse_options, resolve_location
+
+CATALOG_PREFIX = "catalog."
+SNAPSHOT_PREFIX = "snapshot-property."
+SPARK_CHECKPOINT = "checkpointlocation"
+SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path"})
+"""Options Spark itself sets or uses; accepted and not passed on."""
+
+SINK_OPTIONS = (
+    "table", "mode", "equality-fields", "row-kind-column", "order-by", "sink-id",
+    "state-dir", "checkpoint-location", "checkpoint-interval-batches", "branch",
+)  # fmt: skip
+NOT_ON_THIS_ROUTE = {
+    "distribution": "the route cannot repartition the query: call "
+    ".repartition(<key columns>) on the DataFrame before writeStream",
+    "checkpoint-interval-ms": "every micro-batch commits in Spark's commit step; use "
+    "IcebergSink.foreach_batch for time-based checkpoints",
+    "metrics-port": "commits run in a short-lived Python worker; use IcebergSink with "
+    "foreachBatch for a metrics endpoint",
+    "spark-checkpoint-location": "set Spark's .option('checkpointLocation', DIR)",
+}
+LIST_OPTIONS = ("equality-fields", "order-by")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Parsed options: the sink's, and the catalog's."""
+
+    sink: SinkOptions
+    catalog_name: str
+    catalog: tuple[tuple[str, str], ...]
+    """``load_catalog`` keyword arguments (``type``, ``warehouse``, ``uri``, properties)."""
+
+    def open_catalog(self) -> Any:
+        from stream_sink.catalogs import load_catalog
+
+        args: dict[str, Any] = dict(self.catalog)
+        return load_catalog(self.catalog_name, **args)
+
+
+def normalize_key(key: str) -> str:
+    """``order_by`` and ``Order-By`` are ``order-by``; catalog and snapshot property
+    names after their prefix keep their spelling (lower-cased by Spark already)."""
+    low = key.strip().lower()
+    if low.startswith(CATALOG_PREFIX) or low in SPARK_OWN:
+        return low
+    for prefix in (SNAPSHOT_PREFIX, SNAPSHOT_PREFIX.replace("-", "_")):
+        if low.startswith(prefix):
+            return SNAPSHOT_PREFIX + low[len(prefix):]
+    return low.replace("_", "-")
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Check ``options`` (see module doc); raises InvalidOptionError."""
+    sink: dict[str, str] = {}
+    catalog: dict[str, str] = {}
+    props: dict[str, str] = {}
+    spark_checkpoint = None
+    for raw_key, value in options.items():
+        key = normalize_key(str(raw_key))
+        if key == SPARK_CHECKPOINT:
+            spark_checkpoint = str(value)
+        elif key in SPARK_OWN:
+            continue
+        elif key.startswith(CATALOG_PREFIX):
+            catalog[key[len(CATALOG_PREFIX):]] = str(value)
+        elif key.startswith(SNAPSHOT_PREFIX):
+            props[key[len(SNAPSHOT_PREFIX):]] = str(value)
+        elif key in NOT_ON_THIS_ROUTE:
+            raise InvalidOptionError(
+                f"format('stream_sink'): option {raw_key!r} is not available on this route: "
+                f"{NOT_ON_THIS_ROUTE[key]}"
+            )
+        elif key in SINK_OPTIONS:
+            sink[key] = str(value)
+        else:
+            raise InvalidOptionError(
+                f"format('stream_sink'): unknown option {raw_key!r}; options are "
+                f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>"
+            )
+    if "table" not in sink:
+        raise InvalidOptionError("format('stream_sink') needs .option('table', 'db.name')")
+    if streaming and spark_checkpoint is None:
+        raise InvalidOptionError(
+            "format('stream_sink') needs Spark's .option('checkpointLocation', DIR): the "
+            "sink finds its query id and commit log there"
+        )
+    return SourceOptions(
+        sink=_sink_options(sink, props, spark_checkpoint),
+        catalog_name=catalog.pop("name", "stream_sink"),
+        catalog=tuple(sorted(_catalog_args(catalog).items())),
+    )
+
+
+def _sink_options(
+    given: dict[str, str], props: dict[str, str], spark_checkpoint: str | None
+) -> SinkOptions:
+    interval = given.get("checkpoint-interval-batches", "1").strip()
+    if interval != "1":
+        raise InvalidOptionError(
+            f"format('stream_sink'): checkpoint-interval-batches={interval!r}: only 1 is "
+            "possible here (every micro-batch commits in Spark's commit step); use "
+            "IcebergSink.foreach_batch to commit every N batches"
+        )
+    spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
+    lists = {k: _split(given[k]) for k in LIST_OPTIONS if k in given}
+    return parse_options(
+        table=given["table"],
+        mode=given.get("mode", "append"),
+        equality_fields=lists.get("equality-fields"),
+        row_kind_column=given.get("row-kind-column") or None,
+        order_by=lists.get("order-by"),
+        sink_id=given.get("sink-id") or None,
+        checkpoint_location=given.get("checkpoint-location") or spark_root,
+        spark_checkpoint_location=spark_root,
+        state_dir=given.get("state-dir", "state"),
+        snapshot_properties=props,
+        branch=given.get("branch", "main"),
+    )
+
+
+def _catalog_args(catalog: dict[str, str]) -> dict[str, str]:
+    args = {"type": "hadoop", **catalog}
+    for key in ("warehouse",):
+        if args.get(key) and "://" not in args[key]:
+            args[key] = resolve_location(args[key])
+    if args.get("uri", "").startswith("sqlite:///"):
+        path = args["uri"][len("sqlite:///"):]
+        args["uri"] = "sqlite:///" + resolve_location(path)
+    return args
+
+
+def _split(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",")]
+    if any(not v for v in items):
+        raise InvalidOptionError(f"format('stream_sink'): {value!r} is not a comma-separated "
+                                 "list of column names")  # fmt: skip
+    return items
