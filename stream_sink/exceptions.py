@@ -197,3 +197,7 @@ class StateLockedError(StreamSinkError):
 # Java Iceberg spelling, for readers who know that code base.
 CommitFailedException = CommitFailedError
 CommitStateUnknownException = CommitStateUnknownError
+
+
+class ExecutorEnvironmentError(StreamSinkError):
+    """Spark's executors cannot run stream_sink (the package is missing there)."""

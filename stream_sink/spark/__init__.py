@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
     from stream_sink.spark.delta_sink import DeltaSink
+    from stream_sink.spark.preflight import check_executors
     from stream_sink.spark.read import read_table
     from stream_sink.spark.route import register
     from stream_sink.spark.session import local_session
@@ -27,6 +28,7 @@ _EXPORTS = {
     "ROW_KIND_COLUMN": "cdc",
     "from_debezium": "cdc",
     "read_table": "read",
+    "check_executors": "preflight",
     "register": "route",
     "local_session": "session",
     "IcebergSink": "sink",
@@ -35,7 +37,7 @@ _EXPORTS = {
 
 __all__ = [
     "ORDER_COLUMN", "ROW_KIND_COLUMN", "DeltaSink", "IcebergSink", "from_debezium", "local_session",
-    "read_table", "register",
+    "read_table", "register", "check_executors",
 ]  # fmt: skip
 
 

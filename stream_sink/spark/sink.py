@@ -56,6 +56,7 @@ from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,41 @@ class IcebergSink:
     @property
     def sink_id(self) -> str:
         return self.options.sink_id
+
+    # --- starting a query --------------------------------------------------------------------
+
+    def start(
+        self,
+        df: DataFrame,
+        *,
+        trigger: Mapping[str, Any] | None = None,
+        query_name: str | None = None,
+        check_executors: bool = True,
+    ) -> StreamingQuery:
+        """Check ``df`` against the table, then start ``df.writeStream.foreachBatch`` with
+        the sink's checkpoint location.
+
+        Before the query starts (instead of at its first micro-batch): the table exists;
+        the DataFrame's columns and types fit it; the equality fields, row kind and order
+        columns exist; a partitioned upsert table is partitioned by key columns only
+        (all raise stream_sink errors); and, unless ``check_executors=False``, one tiny
+        task checks that the executors can import stream_sink (ExecutorEnvironmentError
+        saying how to fix it). ``trigger`` takes ``DataStreamWriter.trigger``'s keywords,
+        e.g. ``{"processingTime": "10 seconds"}`` or ``{"availableNow": True}``.
+        """
+        from stream_sink.spark.preflight import check_executors as preflight
+
+        plan_batch(df.schema, self.catalog.load_table(self.options.table), self.options)
+        if check_executors:
+            preflight(df.sparkSession)
+        writer = df.writeStream.foreachBatch(self.foreach_batch).option(
+            "checkpointLocation", self.spark_checkpoint_location
+        )
+        if trigger:
+            writer = writer.trigger(**dict(trigger))
+        if query_name:
+            writer = writer.queryName(query_name)
+        return writer.start()
 
     # --- the foreachBatch function ----------------------------------------------------------
 
