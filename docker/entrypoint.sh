@@ -4,12 +4,10 @@ set -euo pipefail
 role="${1:-job}"; shift || true
 case "$role" in
   master)
-    exec spark-class org.apache.spark.deploy.master.Master \
-      --host "$(hostname)" --port 7077 --webui-port 8080 ;;
+    exec spark-standalone.sh master "$(hostname)" 7077 8080 ;;
   worker)
-    exec spark-class org.apache.spark.deploy.worker.Worker \
-      --cores "${SPARK_WORKER_CORES:-2}" --memory "${SPARK_WORKER_MEMORY:-2g}" \
-      "${SPARK_MASTER:-spark://spark-master:7077}" ;;
+    exec spark-standalone.sh worker "${SPARK_MASTER:-spark://spark-master:7077}" \
+      "${SPARK_WORKER_CORES:-2}" "${SPARK_WORKER_MEMORY:-2g}" ;;
   job)
     # the same `stream-sink demo` as on a laptop; only its configuration differs
     exec stream-sink demo \

@@ -1,9 +1,12 @@
 """A streaming job for the kill tests: an append stream, then an upsert stream.
 
-``python kill_job.py ROOT`` reads ROOT/append-in and ROOT/upsert-in (JSON files, one per
-micro-batch) into tables of the Hadoop catalog under ROOT/warehouse, checkpoints under
-ROOT/chk-*, state under ROOT/state. It prints ``batch <sink> <id>`` as each micro-batch
-starts, so the test knows Spark is running before it kills the process.
+``python kill_job.py ROOT [ROUTE] [MASTER]`` reads ROOT/append-in and ROOT/upsert-in
+(JSON files, one per micro-batch) into tables of the Hadoop catalog under
+ROOT/warehouse, checkpoints under ROOT/chk-*, state under ROOT/state. ROUTE is
+``foreach`` (``IcebergSink.foreach_batch``, the default) or ``source``
+(``format("stream_sink")``); MASTER a Spark master URL (default ``local[2]``). It prints
+``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
+(``source``), so the test knows Spark is running before it kills the process.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import stream_sink as ss
-from stream_sink.spark import IcebergSink, local_session
+from stream_sink.spark import IcebergSink, local_session, register
+
+APPEND_SCHEMA, UPSERT_SCHEMA = "id long, data string", "id long, data string, seq long"
 
 
 def run(spark: Any, sink: IcebergSink, source: Path, schema: str) -> None:
@@ -22,34 +27,51 @@ def run(spark: Any, sink: IcebergSink, source: Path, schema: str) -> None:
         sink.foreach_batch(df, batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (
-        df.writeStream.foreachBatch(foreach)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = (df.writeStream.foreachBatch(foreach)
+             .option("checkpointLocation", sink.spark_checkpoint_location)
+             .trigger(availableNow=True).start())  # fmt: skip
     try:
         query.awaitTermination()
     finally:
         sink.close()
 
 
-def main(root: Path) -> None:
-    spark = local_session("stream-sink-kill-test")
+def run_source(spark: Any, root: Path, table: str, source: Path, schema: str,
+               **options: str) -> None:  # fmt: skip
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    if options.get("mode") == "upsert":
+        df = df.repartition("id")
+    writer = (df.writeStream.format("stream_sink")
+              .option("catalog.warehouse", str(root / "warehouse")).option("table", table)
+              .option("state-dir", str(root / "state"))
+              .option("checkpointLocation", str(root / f"chk-{table}")))  # fmt: skip
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    query = writer.trigger(availableNow=True).start()
+    print(f"batch {table} started", flush=True)
+    query.awaitTermination()
+
+
+def main(root: Path, route: str, master: str) -> None:
+    spark = local_session("stream-sink-kill-test", master=master)
+    if route == "source":
+        register(spark)
+        run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA)
+        run_source(spark, root, "db.latest", root / "upsert-in", UPSERT_SCHEMA, mode="upsert",
+                   **{"order-by": "seq"})  # fmt: skip
+        print("done", flush=True)
+        return
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
-    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"), **common)
-    run(spark, append, root / "append-in", "id long, data string")
-    upsert = IcebergSink(
-        table="db.latest",
-        mode="upsert",
-        order_by="seq",
-        checkpoint_location=str(root / "chk-upsert"),
-        **common,
-    )
-    run(spark, upsert, root / "upsert-in", "id long, data string, seq long")
+    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"),
+                         **common)  # fmt: skip
+    run(spark, append, root / "append-in", APPEND_SCHEMA)
+    upsert = IcebergSink(table="db.latest", mode="upsert", order_by="seq",
+                         checkpoint_location=str(root / "chk-upsert"), **common)  # fmt: skip
+    run(spark, upsert, root / "upsert-in", UPSERT_SCHEMA)
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    args = sys.argv[1:] + [""] * 2
+    main(Path(args[0]), args[1] or "foreach", args[2] or "local[2]")

@@ -14,37 +14,33 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from readers import duckdb_rows
 from streams import write_batches
 
 import stream_sink as ss
+from stream_sink.spark.route import supports_data_source
 
 JOB = Path(__file__).with_name("kill_job.py")
 FILES, APPEND_ROWS, KEYS = 8, 40, 12
 pytestmark = pytest.mark.spark
 
 
-def prepare(root: Path) -> dict[int, str]:
+def prepare(root: Path, files: int = FILES) -> dict[int, str]:
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table(
-        "db.events", schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())])
-    )
-    catalog.create_table(
-        "db.latest",
-        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
-        identifier_fields=["id"],
-    )
-    write_batches(
-        root / "append-in",
-        [
-            [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
-            for f in range(FILES)
-        ],
-    )
+    catalog.create_table("db.events", schema=pa.schema([pa.field("id", pa.int64(), False),
+                                                        ("data", pa.string())]))  # fmt: skip
+    catalog.create_table("db.latest", schema=pa.schema([pa.field("id", pa.int64(), False),
+                                                        ("data", pa.string())]),
+                         identifier_fields=["id"])  # fmt: skip
+    write_batches(root / "append-in", [
+        [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
+        for f in range(files)
+    ])  # fmt: skip
     rng = random.Random(3)
     latest: dict[int, str] = {}
     upserts, seq = [], 0
-    for _ in range(FILES):
+    for _ in range(files):
         rows = []
         for _ in range(10):
             seq += 1
@@ -56,18 +52,15 @@ def prepare(root: Path) -> dict[int, str]:
     return latest
 
 
-def start(root: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+def start(root: Path, failpoint: str | None = None, route: str = "foreach",
+          master: str = "local[2]", env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = dict(env or os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+    return subprocess.Popen([sys.executable, str(JOB), str(root), route, master],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)  # fmt: skip
 
 
 def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
@@ -87,22 +80,60 @@ def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path
     rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "11")))
     # a kill inside the commit protocol, then kills at random moments
     proc = start(tmp_path, failpoint="after-staged-write@3")
-    proc.communicate(timeout=600)
+    proc.communicate(timeout=1200)
     assert proc.returncode == -signal.SIGKILL
     kill_mid_stream(start(tmp_path), rng)
     final = start(tmp_path)
-    out, _ = final.communicate(timeout=600)
+    out, _ = final.communicate(timeout=1200)
     assert final.returncode == 0 and "done" in out
 
-    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(tmp_path / "warehouse"))
-    events = catalog.load_table("db.events")
+    check_exactly_once(tmp_path, latest)
+
+
+def check_exactly_once(root: Path, latest: dict[int, str], java: bool = False,
+                       files: int = FILES) -> None:
+    """Every appended row once and every key's last value, read by stream_sink and DuckDB
+    (and Java Iceberg when ``java``); no batch committed twice; one job id per table."""
+    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
+    events, upserts = catalog.load_table("db.events"), catalog.load_table("db.latest")
     ids = sorted(events.scan().to_arrow().column("id").to_pylist())
-    assert ids == list(range(FILES * APPEND_ROWS))  # every row, exactly once
-    got = catalog.load_table("db.latest").scan().to_arrow().to_pylist()
+    assert ids == list(range(files * APPEND_ROWS))  # every row, exactly once
+    got = upserts.scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["data"]) for r in got) == sorted(latest.items())
-    for table in (events, catalog.load_table("db.latest")):
-        marks = [
-            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
-        ]
+    assert sorted(r["id"] for r in duckdb_rows(events.metadata_location)) == ids
+    if java:
+        from interop.conftest import java_available, read_with_java
+
+        assert java_available(), "Java Iceberg launcher missing"
+        java_events, java_latest = read_with_java([events.metadata_location,
+                                                   upserts.metadata_location])  # fmt: skip
+        assert sorted(java_events.column("id").to_pylist()) == ids
+        java_rows = zip(java_latest.column("id").to_pylist(),
+                        java_latest.column("data").to_pylist(), strict=True)
+        assert sorted(java_rows) == sorted(latest.items())
+    for table in (events, upserts):
+        marks = [int(s.summary["stream-sink.max-committed-checkpoint-id"])
+                 for s in table.snapshots()]  # fmt: skip
         assert marks == sorted(set(marks))  # no batch committed twice
         assert len({s.summary["stream-sink.job-id"] for s in table.snapshots()}) == 1
+
+
+SOURCE_FILES = 4
+"""Fewer batches on the Data Source route: each commit starts a Python worker."""
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
+def test_data_source_route_killed_and_restarted_exactly_once(tmp_path: Path) -> None:
+    """A commit worker killed inside the protocol (the query fails and aborts the batch),
+    then the driver killed mid-stream, then a run to the end."""
+    latest = prepare(tmp_path, SOURCE_FILES)
+    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "13")))
+    proc = start(tmp_path, failpoint="after-staged-write@1", route="source")
+    out, _ = proc.communicate(timeout=1200)
+    assert proc.returncode != 0 and "done" not in out
+    kill_mid_stream(start(tmp_path, route="source"), rng)
+    final = start(tmp_path, route="source")
+    out, _ = final.communicate(timeout=1200)
+    assert final.returncode == 0 and "done" in out
+    check_exactly_once(tmp_path, latest, java=True, files=SOURCE_FILES)
