@@ -16,6 +16,11 @@ case "$what" in
     if [ -z "${STREAM_SINK_TEST_POSTGRES_URL:-}" ] && [ -x .ci/postgres.sh ]; then
       STREAM_SINK_TEST_POSTGRES_URL="$(.ci/postgres.sh)" && export STREAM_SINK_TEST_POSTGRES_URL
     fi
-    exec .venv/bin/python -m pytest -q "$@" ;;
+    status=0
+    .venv/bin/python -m pytest -q "$@" || status=$?
+    if [ "$#" -eq 0 ]; then  # the whole suite: also the Spark tests on pyspark 3.5
+      .ci/scripts/spark35.sh || status=$?
+    fi
+    exit "$status" ;;
   *) echo "usage: scripts/run.sh demo|test [args…]" >&2; exit 2 ;;
 esac
