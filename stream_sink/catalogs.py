@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.table.catalog import Catalog, HadoopCatalog, SqlCatalog, TableFactory
+from stream_sink.table.catalog import Catalog, HadoopCatalog, TableFactory
 
 if TYPE_CHECKING:
     from stream_sink.tables import IcebergTable
@@ -50,6 +50,8 @@ def load_catalog(
             raise InvalidOptionError(
                 f"catalog {name!r}: type='sql' needs uri= (sqlite:///catalog.db or postgresql://...)"
             )
+        from stream_sink.table.catalog.sql import SqlCatalog
+
         return SqlCatalog(name, uri, warehouse, props, table_factory)
     raise InvalidOptionError(
         f"catalog {name!r}: unknown type {type!r} (expected one of {', '.join(CATALOG_TYPES)})"

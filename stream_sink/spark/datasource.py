@@ -3,7 +3,8 @@
 Imported only through :func:`stream_sink.spark.route.register`, because
 ``pyspark.sql.datasource`` does not exist before pyspark 4.0. The classes here only
 adapt Spark's calls; the work is in ``source_commit`` (driver) and ``source_write``
-(executors). Writers take Arrow batches where the pyspark version offers an Arrow
+(executors), which is imported only where it runs: executors import the writing side
+only. Writers take Arrow batches where the pyspark version offers an Arrow
 writer, and rows otherwise (converted to Arrow in chunks).
 """
 
@@ -16,16 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import datasource as ds
 
-from stream_sink.spark.source_commit import (
-    PreparedWrite,
-    abort_batch,
-    abort_stream,
-    commit_batch,
-    commit_stream,
-    prepare_write,
-)
-from stream_sink.spark.source_options import parse_source_options
-from stream_sink.spark.source_write import TaskOutput
+from stream_sink.spark.source_write import PreparedWrite, TaskOutput
 
 NAME = "stream_sink"
 ROW_CHUNK = 10_000
@@ -71,9 +63,13 @@ class SinkBatchWriter(BatchWriterBase):  # type: ignore[misc, valid-type]
         return SinkCommitMessage(self.prepared.task.run(batches))
 
     def commit(self, messages: list[Any]) -> None:
+        from stream_sink.spark.source_commit import commit_batch
+
         commit_batch(self.prepared, _outputs(messages))
 
     def abort(self, messages: list[Any]) -> None:
+        from stream_sink.spark.source_commit import abort_batch
+
         abort_batch(self.prepared, _outputs(messages))
 
 
@@ -88,9 +84,13 @@ class SinkStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
         return SinkCommitMessage(self.prepared.task.run(batches))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
+        from stream_sink.spark.source_commit import commit_stream
+
         commit_stream(self.prepared, _outputs(messages), int(batchId))
 
     def abort(self, messages: list[Any], batchId: int) -> None:
+        from stream_sink.spark.source_commit import abort_stream
+
         abort_stream(self.prepared, _outputs(messages), int(batchId))
 
 
@@ -103,12 +103,18 @@ class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
+        from stream_sink.spark.source_options import parse_source_options
+
         parse_source_options(dict(options), streaming=False)  # unknown options fail early
 
     def writer(self, schema: Any, overwrite: bool) -> SinkBatchWriter:
+        from stream_sink.spark.source_commit import prepare_write
+
         return SinkBatchWriter(prepare_write(dict(self.options), schema, streaming=False,
                                              overwrite=overwrite))  # fmt: skip
 
     def streamWriter(self, schema: Any, overwrite: bool) -> SinkStreamWriter:
+        from stream_sink.spark.source_commit import prepare_write
+
         return SinkStreamWriter(prepare_write(dict(self.options), schema, streaming=True,
                                               overwrite=overwrite))  # fmt: skip

@@ -23,15 +23,19 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
 from stream_sink.spark.sink import IcebergSink
-from stream_sink.spark.source_options import SourceOptions, parse_source_options
-from stream_sink.spark.source_write import SourceWriteTask, TaskOutput, check_keys_disjoint
+from stream_sink.spark.source_options import parse_source_options
+from stream_sink.spark.source_write import (
+    PreparedWrite,
+    SourceWriteTask,
+    TaskOutput,
+    check_keys_disjoint,
+)
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
@@ -43,14 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("stream_sink.spark.source")
 
 BATCH_MODES = ("append", "overwrite")
-
-
-@dataclass(frozen=True)
-class PreparedWrite:
-    """The parsed options and the executors' task of one query or batch write."""
-
-    options: SourceOptions
-    task: SourceWriteTask
 
 
 def prepare_write(

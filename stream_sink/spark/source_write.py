@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from stream_sink.exceptions import ValidationError
 from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
+from stream_sink.spark.source_options import SourceOptions
 from stream_sink.write.task_writers import TaskWriterFactory
 
 HASH_DTYPE = np.dtype("<u8")
@@ -69,6 +70,15 @@ class SourceWriteTask:
         if self.insert_kind_column is None:
             return batches
         return with_insert_kind(batches, self.insert_kind_column)
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """What the driver planned for one query or batch write: the parsed options (for the
+    commit) and the executors' task. Pickled to the executors with the writer."""
+
+    options: SourceOptions
+    task: SourceWriteTask
 
 
 def _select(

@@ -1,4 +1,11 @@
-"""Catalogs: where a table's current metadata file is recorded, and the atomic swap of it."""
+"""Catalogs: where a table's current metadata file is recorded, and the atomic swap of it.
+
+``SqlCatalog`` is imported on first use: SQLAlchemy takes about a second to import, and
+short-lived processes that only open Hadoop catalogs (Spark's Python workers running a
+data source commit) should not pay for it.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from stream_sink.table.catalog.base import (
     Catalog,
@@ -8,7 +15,9 @@ from stream_sink.table.catalog.base import (
     to_identifier,
 )
 from stream_sink.table.catalog.hadoop import HadoopCatalog
-from stream_sink.table.catalog.sql import SqlCatalog
+
+if TYPE_CHECKING:
+    from stream_sink.table.catalog.sql import SqlCatalog
 
 __all__ = [
     "Catalog",
@@ -19,3 +28,11 @@ __all__ = [
     "TableT",
     "to_identifier",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqlCatalog":
+        from stream_sink.table.catalog.sql import SqlCatalog
+
+        return SqlCatalog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
