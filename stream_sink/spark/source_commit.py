@@ -39,7 +39,7 @@ from stream_sink.spark.source_write import (
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -25,7 +25,7 @@ import pyarrow as pa
 from stream_sink.exceptions import ValidationError
 from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
 from stream_sink.spark.source_options import SourceOptions
-from stream_sink.write.task_writers import TaskWriterFactory
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 HASH_DTYPE = np.dtype("<u8")
 
