@@ -48,3 +48,11 @@ def test_the_command_line_reference_is_up_to_date() -> None:
     assert generated == markdown().strip(), (
         "docs/cli.md is out of date: run `python -m stream_sink.cli.reference docs/cli.md`"
     )
+
+
+def test_every_data_source_option_is_documented() -> None:
+    from stream_sink.spark.source_options import NOT_ON_THIS_ROUTE, SINK_OPTIONS
+
+    text = (REPO / "docs" / "spark-datasource.md").read_text()
+    for name in (*SINK_OPTIONS, *NOT_ON_THIS_ROUTE):
+        assert f"| `{name}` |" in text, f"docs/spark-datasource.md: no row for {name!r}"
