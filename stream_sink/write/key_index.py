@@ -9,13 +9,14 @@ A key is reduced to a 64-bit fingerprint per row, vectorized over a batch:
   reference to a copy of its key values and a fingerprint match counts only after
   the real values compare equal (collision handling).
 
-Entries live in two runs sorted by fingerprint: a large ``main`` run and a small
-``recent`` run that new keys are merged into. When ``recent`` outgrows an eighth of
-``main`` (or deleted entries pile up) both are compacted into a new ``main``, so each
-entry is copied O(1) times amortized and lookups are two ``searchsorted`` calls.
+Entries live in runs sorted by fingerprint, each at most a quarter of the one before
+(a log-structured merge): new keys form a new run, and the two newest runs merge while
+the newer one holds at least a quarter of the older one's entries. So each entry is
+copied O(log n) times, a lookup is one ``searchsorted`` per run (O(log n) runs), and
+deleted entries are dropped when they reach half of all entries (compaction).
 
 Invariants:
-- A real key has at most one entry across both runs; entries with equal fingerprints
+- A real key has at most one entry across all runs; entries with equal fingerprints
   are adjacent in their run. A deleted key keeps its entry with position -1 (found
   again when re-inserted) until the next compaction drops it.
 - Positions are non-negative; -1 means absent everywhere in the API.
@@ -69,14 +70,13 @@ class KeyIndex:
             raise ValueError(f"hash_bits must be in [1, 64], got {hash_bits}")
         self._bits = hash_bits
         self._exact: bool | None = None
-        self._main = _Run.empty()
-        self._recent = _Run.empty()
+        self._runs: list[_Run] = []
         self._deleted = 0
         self._stored: pa.Table | None = None
 
     def __len__(self) -> int:
         """Entries held, deleted ones included until compaction."""
-        return len(self._main.fp) + len(self._recent.fp)
+        return sum(len(r.fp) for r in self._runs)
 
     @property
     def live(self) -> int:
@@ -87,7 +87,7 @@ class KeyIndex:
     def nbytes(self) -> int:
         """Bytes held by the index arrays and the stored key values."""
         stored = self._stored.nbytes if self._stored is not None else 0
-        return self._main.nbytes + self._recent.nbytes + stored
+        return sum(r.nbytes for r in self._runs) + stored
 
     def lookup(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         """Position of the key of each of ``rows`` (-1: absent)."""
@@ -95,8 +95,9 @@ class KeyIndex:
         if not len(self) or not len(rows):
             return out
         fp = self._fingerprints(keys, rows)
-        for run in (self._main, self._recent):
-            at = self._find(run, fp, keys, rows)
+        order = np.argsort(fp)
+        for run in self._runs:
+            at = self._find(run, fp, order, keys, rows)
             hit = at >= 0
             out[hit] = run.pos[at[hit]]
         return out
@@ -106,8 +107,9 @@ class KeyIndex:
         if not len(self) or not len(rows):
             return
         fp = self._fingerprints(keys, rows)
-        for run in (self._main, self._recent):
-            at = self._find(run, fp, keys, rows)
+        order = np.argsort(fp)
+        for run in self._runs:
+            at = self._find(run, fp, order, keys, rows)
             at = at[at >= 0]
             self._deleted += int(np.count_nonzero(run.pos[at] >= 0))
             run.pos[at] = -1
@@ -120,10 +122,9 @@ class KeyIndex:
             return
         fp = self._fingerprints(keys, rows)
         new = np.ones(len(rows), dtype=bool)
-        for run in (self._main, self._recent):
-            if not len(run.fp):
-                continue
-            at = self._find(run, fp, keys, rows)
+        order = np.argsort(fp)
+        for run in self._runs:
+            at = self._find(run, fp, order, keys, rows)
             hit = at >= 0
             self._deleted -= int(np.count_nonzero(run.pos[at[hit]] < 0))
             run.pos[at[hit]] = positions[hit]
@@ -132,25 +133,29 @@ class KeyIndex:
             self._add(fp[new], positions[new], keys, rows[new])
 
     def clear(self) -> None:
-        self._main, self._recent = _Run.empty(), _Run.empty()
-        self._deleted, self._stored = 0, None
+        self._runs, self._deleted, self._stored = [], 0, None
 
     # --- internals ---------------------------------------------------------------------
 
     def _find(
-        self, run: _Run, fp: np.ndarray, keys: Sequence[Column], rows: np.ndarray
+        self,
+        run: _Run,
+        fp: np.ndarray,
+        order: np.ndarray,
+        keys: Sequence[Column],
+        rows: np.ndarray,
     ) -> np.ndarray:
-        """Index in ``run`` of the entry of each row's key (-1: none)."""
+        """Index in ``run`` of the entry of each row's key (-1: none); ``order`` sorts ``fp``."""
         found = np.full(len(fp), -1, dtype=np.int64)
         if not len(run.fp):
             return found
-        left = _search(run.fp, fp, "left")
+        left = _search(run.fp, fp, order, "left")
         if self._exact:
             inside = left < len(run.fp)
             hit = inside & (run.fp[np.minimum(left, len(run.fp) - 1)] == fp)
             found[hit] = left[hit]
             return found
-        count = _search(run.fp, fp, "right") - left
+        count = _search(run.fp, fp, order, "right") - left
         todo = np.flatnonzero(count > 0)
         step = 0
         while len(todo):  # the k-th entry of each matching fingerprint, k = 0, 1, ...
@@ -184,21 +189,24 @@ class KeyIndex:
             )
             stored = self._stored
             self._stored = taken if stored is None else pa.concat_tables([stored, taken])
-        added = _merge([_Run(fp, pos.astype(np.int64), ref)], self._exact)
-        self._recent = _insert(self._recent, added, self._exact)
-        if len(self._recent.fp) > max(len(self._main.fp) // 8, _MIN_COMPACT):
-            self._compact()
+        runs = self._runs
+        runs.append(_merge([_Run(fp, pos.astype(np.int64), ref)], self._exact))
+        while len(runs) > 1 and len(runs[-1].fp) * 4 >= len(runs[-2].fp):
+            newer = runs.pop()
+            runs[-1] = _insert(runs[-1], newer, self._exact)
 
     def _compact(self) -> None:
         """One ``main`` run without deleted entries; stored key values rewritten to match."""
-        merged = _insert(self._main, self._recent, self._exact)
+        merged = _Run.empty()
+        for newer in self._runs:
+            merged = _insert(merged, newer, self._exact)
         live = merged.pos >= 0
         ref = merged.ref[live] if len(merged.ref) else _NONE
         run = _Run(merged.fp[live], merged.pos[live], ref)
         if not self._exact and self._stored is not None:
             self._stored = self._stored.take(pa.array(run.ref, pa.int64())).combine_chunks()
             run.ref = np.arange(len(run.fp), dtype=np.int64)
-        self._main, self._recent, self._deleted = run, _Run.empty(), 0
+        self._runs, self._deleted = [run], 0
 
     def _fingerprints(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         if self._exact is None:
@@ -228,9 +236,10 @@ def _merge(runs: Sequence[_Run], exact: bool | None) -> _Run:
     return _Run(fp[order], pos, ref)
 
 
-def _search(sorted_fp: np.ndarray, fp: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
-    """``searchsorted`` with the queries sorted first (far fewer cache misses)."""
-    order = np.argsort(fp)
+def _search(
+    sorted_fp: np.ndarray, fp: np.ndarray, order: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """``searchsorted`` of the queries in sorted ``order`` (far fewer cache misses)."""
     at = np.empty(len(fp), dtype=np.int64)
     at[order] = np.searchsorted(sorted_fp, fp[order], side=side)
     return at
