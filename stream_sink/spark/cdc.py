@@ -114,7 +114,8 @@ def from_debezium(
                      [SOURCE_DB, SOURCE_TABLE] if table_column else [])  # fmt: skip
     keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
     tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
-    key_image = _parse_key(F.col(KAFKA_KEY_COLUMN), rows) if keyed else F.lit(None)
+    # a typed null without a key column: pyspark 3.5 cannot extract fields from NULL
+    key_image = _parse_key(F.col(KAFKA_KEY_COLUMN), rows) if keyed else F.lit(None).cast(rows)
     position = [F.col(c) for c in taken] + [
         F.when(tombstone, F.lit(TOMBSTONE_POSITION)).otherwise(_path(env, p).cast("long"))
         for p in envelope_paths
