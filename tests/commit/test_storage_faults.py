@@ -108,3 +108,25 @@ def test_full_data_directory_names_the_file(table: Table) -> None:
         disk.free()
         assert os.listdir(table.data_location) == []  # the failed file was deleted
 
+
+
+def test_full_data_directory_mid_batch_then_restart_commits_every_batch_once(
+    table: Table, harness: MakeHarness
+) -> None:
+    """The executors' write of batch 1 fails on a full data directory: the batch never
+    reaches the committer (Spark fails it and re-runs it after the restart), the table
+    and state keep batch 0, and the re-run after the disk is repaired lands once."""
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    with tmpfs_at(table.data_location, size="1m") as disk:
+        disk.fill()
+        with pytest.raises(SinkIOError, match=r"data file .*parquet failed: .*ENOSPC"):
+            write_rows(table, [(i, "x" * 100) for i in range(1, 50_000)])
+        assert table_rows(table) == [(0, "a")]  # readable, nothing half-committed
+        h.crash()
+        disk.free()
+        h.open(acknowledged=[0])  # batch 1 failed, so Spark never acknowledged it
+        h.step(1, write_rows(table, [(1, "b")]))
+        h.step(2, write_rows(table, [(2, "c")]))
+        h.close()
+    assert table_rows(table) == ALL
