@@ -22,30 +22,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.maintenance.actions import Maintenance
 from stream_sink.maintenance.lock import MaintenanceLock
 from stream_sink.maintenance.options import MaintenanceOptions
 from stream_sink.maintenance.triggers import TriggerState
+from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.table import Table
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class MaintenanceMetricsSnapshot:
-    runs: int = 0
-    failures: int = 0
-    conflicts: int = 0
-    skipped_locked: int = 0
-    last_duration_ms: float | None = None
-    last_error: str | None = None
-    rewritten_data_files: int = 0
-    converted_equality_delete_files: int = 0
-    expired_snapshots: int = 0
 
 
 class SinkMaintenance:

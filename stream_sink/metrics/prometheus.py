@@ -69,6 +69,10 @@ def _w(attr: str) -> Getter:
     return lambda s: getattr(s.writer, attr)
 
 
+def _m(attr: str) -> Getter:
+    return lambda s: None if s.maintenance is None else getattr(s.maintenance, attr)
+
+
 METRICS: tuple[MetricDef, ...] = (
     MetricDef("lastCheckpointDurationMs", "gauge", "Duration of the last checkpoint (ms).",
               _c("last_checkpoint_duration_ms")),
@@ -109,6 +113,17 @@ METRICS: tuple[MetricDef, ...] = (
     MetricDef("cdcOrderTies", "counter",
               "CDC changes whose key and order value equal the previous change's.",
               _w("cdc_order_ties")),
+    MetricDef("maintenanceRuns", "counter", "In-job maintenance runs finished.",
+              _m("runs")),
+    MetricDef("maintenanceFailures", "counter", "In-job maintenance runs that failed.",
+              _m("failures")),
+    MetricDef("maintenanceConflicts", "counter",
+              "In-job maintenance commits refused by a concurrent change.", _m("conflicts")),
+    MetricDef("maintenanceSkippedLocked", "counter",
+              "In-job maintenance runs skipped: another maintainer held the table's lock.",
+              _m("skipped_locked")),
+    MetricDef("lastMaintenanceDurationMs", "gauge", "Duration of the last maintenance run (ms).",
+              _m("last_duration_ms")),
 )  # fmt: skip
 
 

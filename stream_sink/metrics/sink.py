@@ -48,12 +48,30 @@ class WriterMetricsSnapshot:
 
 
 @dataclass(frozen=True)
+class MaintenanceMetricsSnapshot:
+    """What a sink's in-job maintenance did so far. Failures, conflicts and lock skips are
+    counted, never raised into the stream."""
+
+    runs: int = 0
+    failures: int = 0
+    conflicts: int = 0
+    skipped_locked: int = 0
+    last_duration_ms: float | None = None
+    last_error: str | None = None
+    rewritten_data_files: int = 0
+    converted_equality_delete_files: int = 0
+    expired_snapshots: int = 0
+
+
+@dataclass(frozen=True)
 class SinkMetricsSnapshot:
     sink_id: str
     table: str
     writer: WriterMetricsSnapshot
     committer: CommitterMetricsSnapshot | None
     """None until the sink first restored its committer."""
+    maintenance: MaintenanceMetricsSnapshot | None = None
+    """None when the sink runs no maintenance."""
 
 
 class WriterMetrics:

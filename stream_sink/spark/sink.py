@@ -327,7 +327,8 @@ class IcebergSink:
         runtime = self._runtime
         committer = runtime.committer.metrics.snapshot() if runtime else self._committer_metrics
         return SinkMetricsSnapshot(self.sink_id, self.options.table,
-                                   self._writer_metrics.snapshot(), committer)  # fmt: skip
+                                   self._writer_metrics.snapshot(), committer,
+                                   self.maintenance_metrics)  # fmt: skip
 
     def progress_listener(
         self, on_progress: Callable[[int, SinkMetricsSnapshot], None] | None = None

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 from maint_support import SCHEMA, CdcTable, live_counts, ours, rows_of, to_arrow
+from prometheus_text import parse_prometheus
 from readers import duckdb_rows
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, committed_watermark
 from stream_sink.maintenance import MaintenanceLock, MaintenanceOptions, SinkMaintenance
+from stream_sink.metrics.prometheus import render
+from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.table.catalog import Catalog
 from stream_sink.write.writer_factory import TaskWriterFactory
 
@@ -78,6 +81,11 @@ def test_failures_and_a_held_lock_are_counted_not_raised(catalog: Catalog, tmp_p
     m = maintenance.metrics
     assert m.runs >= 1 and m.failures == m.runs
     assert "history.expire.max-snapshot-age-ms" in (m.last_error or "")
+    # ... and exported with the sink's other metrics
+    text = render([SinkMetricsSnapshot("sink", "db.t", WriterMetrics().snapshot(), None, m)])
+    samples = parse_prometheus(text)["samples"]
+    assert samples[("stream_sink_maintenanceFailures", "sink", "db.t")] == m.failures
+    assert samples[("stream_sink_maintenanceRuns", "sink", "db.t")] == m.runs
     assert ours(cdc.table) == cdc.expected()
 
     table = catalog.load_table("db.t")
