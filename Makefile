@@ -9,7 +9,7 @@ test:
 	bash scripts/run.sh test
 
 lint:
-	bash scripts/setup.sh test && .venv/bin/ruff check stream_sink tests bench && .venv/bin/mypy
+	bash scripts/setup.sh test && .venv/bin/ruff check stream_sink tests bench && .venv/bin/ruff format --check stream_sink tests bench && .venv/bin/mypy
 
 bench:
 	bash scripts/setup.sh test && for b in bench/bench_*.py; do .venv/bin/python $$b; done

@@ -86,8 +86,7 @@ def run_delta(batches: list[pa.Table], root: str, rows_per_task: int) -> str:
             writer = factory.create(0, task)
     _count(writer.complete(), summary)
     return (
-        f"data rows {summary['data']}, eq-delete rows {summary['eq']}, "
-        f"pos deletes {summary['pos']}"
+        f"data rows {summary['data']}, eq-delete rows {summary['eq']}, pos deletes {summary['pos']}"
     )
 
 

@@ -32,16 +32,19 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("data", pa.string()),
-                    ("value", pa.float64())])  # fmt: skip
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("data", pa.string()), ("value", pa.float64())]
+)
 BASE_ROWS = 200_000
 
 
 def batch(start: int, n: int, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     ids = np.arange(start, start + n, dtype=np.int64)
-    return pa.table({"id": ids, "data": pa.array([f"row-{i}" for i in ids]),
-                     "value": rng.random(n)}, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {"id": ids, "data": pa.array([f"row-{i}" for i in ids]), "value": rng.random(n)},
+        schema=SCHEMA,
+    )
 
 
 def changes(i: int, n: int) -> pa.Table:
@@ -49,8 +52,10 @@ def changes(i: int, n: int) -> pa.Table:
     updates = rng.choice(BASE_ROWS, size=int(n * 0.9), replace=False).astype(np.int64)
     inserts = np.arange(BASE_ROWS + i * n, BASE_ROWS + i * n + (n - len(updates)), dtype=np.int64)
     ids = np.concatenate([updates, inserts])
-    return pa.table({"id": ids, "data": pa.array([f"v{i}-{k}" for k in ids]),
-                     "value": rng.random(len(ids))}, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {"id": ids, "data": pa.array([f"v{i}-{k}" for k in ids]), "value": rng.random(len(ids))},
+        schema=SCHEMA,
+    )
 
 
 def _committer(target: Any, root: str) -> Any:
@@ -156,9 +161,13 @@ def upsert_delta_rs(root: str, batches: int, n: int) -> list[float]:
     for i in range(batches):
         data = changes(i, n)
         t0 = time.perf_counter()
-        (DeltaTable(f"{root}/t").merge(data, predicate="t.id = s.id", source_alias="s",
-                                      target_alias="t")
-         .when_matched_update_all().when_not_matched_insert_all().execute())  # fmt: skip
+        (
+            DeltaTable(f"{root}/t")
+            .merge(data, predicate="t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
         out.append(time.perf_counter() - t0)
     return out
 
@@ -192,29 +201,39 @@ def measure(fn: Callable[..., Any], *args: Any) -> tuple[float, int, Any]:
 
 def main(batches: int, rows: int, upsert_batches: int, n: int) -> None:
     total = batches * rows
-    print(f"append: {batches} batches x {rows:,} rows, one checkpoint per batch (cpus: "
-          f"{os.cpu_count()}, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print(
+        f"append: {batches} batches x {rows:,} rows, one checkpoint per batch (cpus: "
+        f"{os.cpu_count()}, load {os.getloadavg()[0]:.1f})"
+    )
     base, base_peak, _ = measure(append_delta_rs, batches, rows)
-    for name, fn in (("deltalake.write_deltalake", append_delta_rs),
-                     ("DeltaTable.append (no sink)", append_delta_plain),
-                     ("stream_sink -> Delta", append_delta),
-                     ("stream_sink -> Iceberg", append_iceberg)):  # fmt: skip
+    for name, fn in (
+        ("deltalake.write_deltalake", append_delta_rs),
+        ("DeltaTable.append (no sink)", append_delta_plain),
+        ("stream_sink -> Delta", append_delta),
+        ("stream_sink -> Iceberg", append_iceberg),
+    ):
         if fn is append_delta_rs:
             elapsed, peak = base, base_peak
         else:
             elapsed, peak, _ = measure(fn, batches, rows)
-        print(f"  {name:28s} {total / elapsed:12,.0f} rows/s  {base / elapsed:5.2f}x  "
-              f"peak +{peak / 2**20:6.0f} MiB")  # fmt: skip
+        print(
+            f"  {name:28s} {total / elapsed:12,.0f} rows/s  {base / elapsed:5.2f}x  "
+            f"peak +{peak / 2**20:6.0f} MiB"
+        )
     print(f"upsert: {upsert_batches} batches of {n:,} changes into {BASE_ROWS:,} rows in 10 files")
     _, rs_peak, rs = measure(upsert_delta_rs, upsert_batches, n)
     _, our_peak, ours = measure(upsert_ours, upsert_batches, n)
     rs_med, our_med = statistics.median(rs), statistics.median(ours)
-    print(f"  delta-rs merge               median {rs_med * 1000:8.1f} ms  1.00x  "
-          f"peak +{rs_peak / 2**20:6.0f} MiB")  # fmt: skip
-    print(f"  stream_sink CoW MERGE+commit median {our_med * 1000:8.1f} ms  "
-          f"{rs_med / our_med:4.2f}x  peak +{our_peak / 2**20:6.0f} MiB")  # fmt: skip
+    print(
+        f"  delta-rs merge               median {rs_med * 1000:8.1f} ms  1.00x  "
+        f"peak +{rs_peak / 2**20:6.0f} MiB"
+    )
+    print(
+        f"  stream_sink CoW MERGE+commit median {our_med * 1000:8.1f} ms  "
+        f"{rs_med / our_med:4.2f}x  peak +{our_peak / 2**20:6.0f} MiB"
+    )
 
 
 if __name__ == "__main__":
     a = [int(x) for x in sys.argv[1:]]
-    main(*(a + [20, 50_000, 10, 5_000][len(a):]))
+    main(*(a + [20, 50_000, 10, 5_000][len(a) :]))

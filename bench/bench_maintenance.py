@@ -43,8 +43,13 @@ from stream_sink.maintenance.inventory import inventory
 from stream_sink.tables import IcebergTable
 from stream_sink.write.writer_factory import TaskWriterFactory
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64()),
-                    pa.field("data", pa.string())])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("v", pa.int64()),
+        pa.field("data", pa.string()),
+    ]
+)
 
 
 def peak_mib() -> float:
@@ -58,12 +63,21 @@ def bench_commits(root: Path, commits: int) -> None:
     catalog = load_catalog("bench", type="hadoop", warehouse=str(root / "wh"))
     catalog.create_namespace("db")
     table = catalog.create_table("db.t", schema=SCHEMA)
-    committer = FilesCommitter(IcebergTarget(table), StateDirectory(str(root / "state"),
-                               kind="memory", sync=False), None, job_id="job",
-                               operator_id="sink")  # fmt: skip
+    committer = FilesCommitter(
+        IcebergTarget(table),
+        StateDirectory(str(root / "state"), kind="memory", sync=False),
+        None,
+        job_id="job",
+        operator_id="sink",
+    )
     committer.restore()
-    options = MaintenanceOptions(commit_count=50, max_snapshot_age_ms=1, retain_last=10,
-                                 convert_equality_deletes=False, background=False)  # fmt: skip
+    options = MaintenanceOptions(
+        commit_count=50,
+        max_snapshot_age_ms=1,
+        retain_last=10,
+        convert_equality_deletes=False,
+        background=False,
+    )
     maintenance = SinkMaintenance(lambda: catalog.load_table("db.t"), options, "bench")
     factory = TaskWriterFactory.for_table(table)
     latencies = []
@@ -80,11 +94,13 @@ def bench_commits(root: Path, commits: int) -> None:
     committer.close()
     first, last = statistics.median(latencies[:100]), statistics.median(latencies[-100:])
     live = len(inventory(table.refresh(), table.current_snapshot()).data)
-    print(f"commits: {commits} one-file commits, in-sink compaction + expiry every 50 (keep "
-          f"10): first 100 median {first * 1e3:.1f} ms, last 100 median {last * 1e3:.1f} ms, "
-          f"ratio {last / first:.2f} (goal <= 1.3); at the end {len(table.snapshots())} "
-          f"snapshots, {live} live data files; maintenance runs {maintenance.metrics.runs}, "
-          f"failures {maintenance.metrics.failures}; peak {peak_mib():.0f} MiB")
+    print(
+        f"commits: {commits} one-file commits, in-sink compaction + expiry every 50 (keep "
+        f"10): first 100 median {first * 1e3:.1f} ms, last 100 median {last * 1e3:.1f} ms, "
+        f"ratio {last / first:.2f} (goal <= 1.3); at the end {len(table.snapshots())} "
+        f"snapshots, {live} live data files; maintenance runs {maintenance.metrics.runs}, "
+        f"failures {maintenance.metrics.failures}; peak {peak_mib():.0f} MiB"
+    )
 
 
 # --- CDC scans ------------------------------------------------------------------------------
@@ -98,8 +114,12 @@ def _cdc_table(root: Path, batches: int, rows: int) -> IcebergTable:
     keys = rows * 5
     for b in range(batches):
         ids = rng.choice(keys, size=rows, replace=False)
-        table.upsert(pa.table({"id": ids, "v": np.full(rows, b),
-                               "data": pa.array([f"row-{b}"] * rows)}, schema=SCHEMA))  # fmt: skip
+        table.upsert(
+            pa.table(
+                {"id": ids, "v": np.full(rows, b), "data": pa.array([f"row-{b}"] * rows)},
+                schema=SCHEMA,
+            )
+        )
     return table
 
 
@@ -115,6 +135,7 @@ def _timed(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
 def bench_scan(root: Path, batches: int, rows: int) -> None:
     table = _cdc_table(root, batches, rows)
     count = table.scan().to_arrow().num_rows
+
     def scan_all() -> pa.Table:
         table.refresh()
         return table.scan().to_arrow()
@@ -135,11 +156,13 @@ def bench_scan(root: Path, batches: int, rows: int) -> None:
     con = duckdb.connect()
     listing = "[" + ",".join(f"'{f}'" for f in files) + "]"
     duck = _timed(lambda: con.execute(f"SELECT * FROM read_parquet({listing})").arrow())
-    print(f"scan: CDC table of {count:,} live rows after {batches} upsert batches of {rows:,}: "
-          f"ours before maintenance {before:.3f} s, after {after:.3f} s "
-          f"(before/after {before / after:.1f}x); DuckDB read_parquet of the {len(files)} "
-          f"compacted files {duck:.3f} s (ours/DuckDB {after / duck:.2f}x); maintenance "
-          f"took {maintain:.1f} s; peak {peak_mib():.0f} MiB")
+    print(
+        f"scan: CDC table of {count:,} live rows after {batches} upsert batches of {rows:,}: "
+        f"ours before maintenance {before:.3f} s, after {after:.3f} s "
+        f"(before/after {before / after:.1f}x); DuckDB read_parquet of the {len(files)} "
+        f"compacted files {duck:.3f} s (ours/DuckDB {after / duck:.2f}x); maintenance "
+        f"took {maintain:.1f} s; peak {peak_mib():.0f} MiB"
+    )
 
 
 # --- compaction throughput ------------------------------------------------------------------
@@ -152,9 +175,12 @@ def bench_compaction(root: Path, files: int, rows: int) -> None:
     rng = random.Random(2)
     for f in range(files):
         ids = np.arange(f * rows, (f + 1) * rows)
-        table.append(pa.table({"id": ids, "v": ids * 7,
-                               "data": [f"d{rng.randrange(1000)}" for _ in range(rows)]},
-                              schema=SCHEMA))  # fmt: skip
+        table.append(
+            pa.table(
+                {"id": ids, "v": ids * 7, "data": [f"d{rng.randrange(1000)}" for _ in range(rows)]},
+                schema=SCHEMA,
+            )
+        )
     paths = [f.path for f in inventory(table, table.current_snapshot()).data]
     total_bytes = sum(Path(p).stat().st_size for p in paths)
 
@@ -167,16 +193,19 @@ def bench_compaction(root: Path, files: int, rows: int) -> None:
     result = table.maintenance.rewrite_data_files(min_input_files=2)
     ours = time.perf_counter() - started
     n = files * rows
-    print(f"compaction: {files} files, {n:,} rows, {total_bytes / 2**20:.1f} MiB -> "
-          f"{result.added_data_files} file(s): ours {ours:.2f} s ({n / ours:,.0f} rows/s), "
-          f"pyarrow.parquet read+write {base:.2f} s ({n / base:,.0f} rows/s); throughput "
-          f"ratio {base / ours:.2f}x (goal >= 0.7); peak {peak_mib():.0f} MiB")
+    print(
+        f"compaction: {files} files, {n:,} rows, {total_bytes / 2**20:.1f} MiB -> "
+        f"{result.added_data_files} file(s): ours {ours:.2f} s ({n / ours:,.0f} rows/s), "
+        f"pyarrow.parquet read+write {base:.2f} s ({n / base:,.0f} rows/s); throughput "
+        f"ratio {base / ours:.2f}x (goal >= 0.7); peak {peak_mib():.0f} MiB"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", nargs="?", default="all",
-                        choices=("commits", "scan", "compaction", "all"))  # fmt: skip
+    parser.add_argument(
+        "part", nargs="?", default="all", choices=("commits", "scan", "compaction", "all")
+    )
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--batch-rows", type=int, default=20_000)

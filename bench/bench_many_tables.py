@@ -32,11 +32,13 @@ import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session
 
 FILES_PER_TRIGGER = 2
-TABLE_SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("value", pa.float64()),
-    pa.field("note", pa.string()),
-])  # fmt: skip
+TABLE_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("value", pa.float64()),
+        pa.field("note", pa.string()),
+    ]
+)
 
 
 def names(n: int) -> list[str]:
@@ -49,12 +51,17 @@ def make_input(directory: Path, tables: int, files: int, rows: int) -> None:
     targets = np.array(names(tables), dtype=object)
     for f in range(files):
         ids = np.arange(f * rows, (f + 1) * rows, dtype=np.int64)
-        pq.write_table(pa.table({
-            "target": targets[rng.integers(0, tables, rows)],
-            "id": ids,
-            "value": rng.random(rows),
-            "note": np.char.add("note-", (ids % 977).astype(str)).astype(object),
-        }), directory / f"part-{f:05d}.parquet")  # fmt: skip
+        pq.write_table(
+            pa.table(
+                {
+                    "target": targets[rng.integers(0, tables, rows)],
+                    "id": ids,
+                    "value": rng.random(rows),
+                    "note": np.char.add("note-", (ids % 977).astype(str)).astype(object),
+                }
+            ),
+            directory / f"part-{f:05d}.parquet",
+        )
 
 
 def new_catalog(work: Path, tables: int) -> Any:
@@ -67,14 +74,20 @@ def new_catalog(work: Path, tables: int) -> Any:
 
 def stream(spark: Any, source: Path) -> Any:
     schema = spark.read.parquet(str(source)).schema
-    return (spark.readStream.schema(schema)
-            .option("maxFilesPerTrigger", FILES_PER_TRIGGER).parquet(str(source)))  # fmt: skip
+    return (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", FILES_PER_TRIGGER)
+        .parquet(str(source))
+    )
 
 
 def drive(df: Any, sink: IcebergSink) -> None:
-    q = (df.writeStream.foreachBatch(sink.foreach_batch)
-         .option("checkpointLocation", sink.spark_checkpoint_location)
-         .trigger(availableNow=True).start())  # fmt: skip
+    q = (
+        df.writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     sink.close()
 
@@ -82,8 +95,12 @@ def drive(df: Any, sink: IcebergSink) -> None:
 def run_routed(spark: Any, source: Path, work: Path, tables: int) -> float:
     catalog = new_catalog(work, tables)
     started = time.perf_counter()
-    sink = IcebergSink(catalog=catalog, table_column="target",
-                       checkpoint_location=str(work / "chk"), state_dir=str(work / "state"))
+    sink = IcebergSink(
+        catalog=catalog,
+        table_column="target",
+        checkpoint_location=str(work / "chk"),
+        state_dir=str(work / "state"),
+    )
     drive(stream(spark, source), sink)
     return time.perf_counter() - started
 
@@ -94,8 +111,12 @@ def run_separate(spark: Any, source: Path, work: Path, tables: int) -> float:
     catalog = new_catalog(work, tables)
     started = time.perf_counter()
     for name in names(tables):
-        sink = IcebergSink(catalog=catalog, table=name, checkpoint_location=str(work / name),
-                           state_dir=str(work / "state"))  # fmt: skip
+        sink = IcebergSink(
+            catalog=catalog,
+            table=name,
+            checkpoint_location=str(work / name),
+            state_dir=str(work / "state"),
+        )
         df = stream(spark, source).where(F.col("target") == name).drop("target")
         drive(df, sink)
     return time.perf_counter() - started
@@ -117,8 +138,10 @@ def main(tables: int = 20, files: int = 8, rows: int = 100_000, rounds: int = 2)
                 work = root / f"{name}-{r}"
                 elapsed = runners[name](spark, root / "input", work, tables)
                 times[name].append(elapsed)
-                print(f"round {r + 1} {name:9s} {elapsed:7.2f} s {total / elapsed:11,.0f} rows/s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"round {r + 1} {name:9s} {elapsed:7.2f} s {total / elapsed:11,.0f} rows/s",
+                    flush=True,
+                )
                 shutil.rmtree(work, ignore_errors=True)
         print(f"{tables} tables, {files} files x {rows:,} rows, {rounds} interleaved rounds:")
         for name, ts in times.items():
@@ -127,8 +150,10 @@ def main(tables: int = 20, files: int = 8, rows: int = 100_000, rounds: int = 2)
         ratio = statistics.median(times["separate"]) / statistics.median(times["routed"])
         print(f"  ratio routed / separate (rows/s): {ratio:.2f}x")
         me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"  peak RSS of the Python driver: {me:,.0f} MiB (the JVM and its Python "
-              "workers are not counted)")
+        print(
+            f"  peak RSS of the Python driver: {me:,.0f} MiB (the JVM and its Python "
+            "workers are not counted)"
+        )
         spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -172,9 +172,7 @@ def _duckdb_anti_join(location: str, where: str = "") -> Callable[[], int]:
     Equivalent here only because every delete file is newer than every data file;
     the file lists come from DuckDB's own ``iceberg_metadata``."""
     con = _duckdb_connection()
-    files = con.execute(
-        f"SELECT content, file_path FROM iceberg_metadata('{location}')"
-    ).fetchall()
+    files = con.execute(f"SELECT content, file_path FROM iceberg_metadata('{location}')").fetchall()
     data = [p for c, p in files if c != "EQUALITY_DELETES"]
     deletes = [p for c, p in files if c == "EQUALITY_DELETES"]
     sql = (
@@ -222,8 +220,13 @@ def main() -> None:
     numbers = [int(a) for a in args] + [1_000_000, 100_000, 20, 10][len(args) :]
     rows, deleted, delete_commits, appends = numbers[:4]
     expected = rows - deleted
-    fast = ["ours to_arrow", "ours to_reader", "duckdb anti-join", "ours filtered",
-            "duckdb filtered"]
+    fast = [
+        "ours to_arrow",
+        "ours to_reader",
+        "duckdb anti-join",
+        "ours filtered",
+        "duckdb filtered",
+    ]
     FILTER_BOUND[0] = rows // 20
     with tempfile.TemporaryDirectory() as root:
         start = time.perf_counter()

@@ -39,12 +39,14 @@ import pyarrow.parquet as pq
 import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session, register
 
-SCHEMA = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    pa.field("key", pa.int64(), nullable=False),
-    pa.field("category", pa.string()),
-    pa.field("value", pa.float64()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("key", pa.int64(), nullable=False),
+        pa.field("category", pa.string()),
+        pa.field("value", pa.float64()),
+    ]
+)
 KEYS = 50_000
 
 
@@ -54,8 +56,15 @@ def make_input(directory: Path, files: int, rows: int) -> None:
     cats = np.array([f"cat-{i:02d}" for i in range(20)], dtype=object)
     for f in range(files):
         ids = np.arange(f * rows, (f + 1) * rows, dtype=np.int64)
-        table = pa.table({"id": ids, "key": ids % KEYS, "category": cats[rng.integers(0, 20, rows)],
-                          "value": rng.random(rows)}, schema=SCHEMA)  # fmt: skip
+        table = pa.table(
+            {
+                "id": ids,
+                "key": ids % KEYS,
+                "category": cats[rng.integers(0, 20, rows)],
+                "value": rng.random(rows),
+            },
+            schema=SCHEMA,
+        )
         path = directory / f"part-{f:05d}.parquet"
         pq.write_table(table, path)
         stamp = time.time() - 10_000 + f  # Spark's file source orders files by mtime
@@ -70,24 +79,39 @@ def new_table(work: Path) -> Any:
 
 
 def stream(spark: Any, source: Path) -> Any:
-    return (spark.readStream.schema(spark.read.parquet(str(source)).schema)
-            .option("maxFilesPerTrigger", 1).parquet(str(source)))  # fmt: skip
+    return (
+        spark.readStream.schema(spark.read.parquet(str(source)).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(source))
+    )
 
 
 def per_batch_ms(query: Any) -> list[float]:
-    return [float(p["durationMs"]["triggerExecution"]) for p in query.recentProgress
-            if p.get("numInputRows")]  # fmt: skip
+    return [
+        float(p["durationMs"]["triggerExecution"])
+        for p in query.recentProgress
+        if p.get("numInputRows")
+    ]
 
 
 def run_foreach(spark: Any, source: Path, work: Path, mode: str) -> tuple[float, list[float]]:
     catalog = new_table(work)
     extra: dict[str, Any] = {"mode": "upsert", "order_by": "id"} if mode == "upsert" else {}
-    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(work / "chk"),
-                       state_dir=str(work / "state"), **extra)  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=str(work / "chk"),
+        state_dir=str(work / "state"),
+        **extra,
+    )
     started = time.perf_counter()
-    q = (stream(spark, source).writeStream.foreachBatch(sink.foreach_batch)
-         .option("checkpointLocation", sink.spark_checkpoint_location)
-         .trigger(availableNow=True).start())  # fmt: skip
+    q = (
+        stream(spark, source)
+        .writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     sink.close()
     return time.perf_counter() - started, per_batch_ms(q)
@@ -98,9 +122,13 @@ def run_source(spark: Any, source: Path, work: Path, mode: str) -> tuple[float, 
     df = stream(spark, source)
     if mode == "upsert":
         df = df.repartition("key")
-    w = (df.writeStream.format("stream_sink").option("catalog.warehouse", str(work / "warehouse"))
-         .option("table", "db.t").option("state-dir", str(work / "state"))
-         .option("checkpointLocation", str(work / "chk")))  # fmt: skip
+    w = (
+        df.writeStream.format("stream_sink")
+        .option("catalog.warehouse", str(work / "warehouse"))
+        .option("table", "db.t")
+        .option("state-dir", str(work / "state"))
+        .option("checkpointLocation", str(work / "chk"))
+    )
     if mode == "upsert":
         w = w.option("mode", "upsert").option("order-by", "id")
     started = time.perf_counter()
@@ -125,14 +153,16 @@ def import_cost(runs: int = 5) -> float:
     return statistics.median(times) - statistics.median(base)
 
 
-def side_by_side(title: str, spark: Any, source: Path, root: Path, mode: str,
-                 rows: int) -> None:  # fmt: skip
+def side_by_side(title: str, spark: Any, source: Path, root: Path, mode: str, rows: int) -> None:
     results = {}
     for name, fn in (("foreachBatch", run_foreach), ("format(stream_sink)", run_source)):
         elapsed, batches = fn(spark, source, root / f"{title}-{name}", mode)
         results[name] = (elapsed, batches)
-        print(f"  {name:20s} {elapsed:7.2f} s  {rows / elapsed:10,.0f} rows/s   "
-              f"per batch median {statistics.median(batches):7.0f} ms", flush=True)  # fmt: skip
+        print(
+            f"  {name:20s} {elapsed:7.2f} s  {rows / elapsed:10,.0f} rows/s   "
+            f"per batch median {statistics.median(batches):7.0f} ms",
+            flush=True,
+        )
     fb, ds = results["foreachBatch"][0], results["format(stream_sink)"][0]
     print(f"  ratio foreachBatch / format(stream_sink) time: {fb / ds:.2f}x")
 
@@ -151,12 +181,16 @@ def main(files: int = 6, rows: int = 100_000, tiny: int = 8) -> None:
             side_by_side(mode, spark, root / "input", root, mode, files * rows)
         print(f"per-batch overhead, {tiny} one-row batches (append):")
         side_by_side("tiny", spark, root / "tiny", root, "append", tiny)
-        print(f"  import of the commit worker's modules in a fresh interpreter: "
-              f"{import_cost() * 1e3:.0f} ms (beyond pyspark's own)")  # fmt: skip
+        print(
+            f"  import of the commit worker's modules in a fresh interpreter: "
+            f"{import_cost() * 1e3:.0f} ms (beyond pyspark's own)"
+        )
         spark.stop()
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS of this driver process: {own:.0f} MiB (the JVM and Python workers "
-              "are not included)")
+        print(
+            f"peak RSS of this driver process: {own:.0f} MiB (the JVM and Python workers "
+            "are not included)"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

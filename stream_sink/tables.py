@@ -120,7 +120,6 @@ class IcebergTable(Table):
             columns=columns,
         )
 
-
     @property
     def maintenance(self) -> Maintenance:
         """Compaction, delete conversion, expiry, orphan cleanup (``stream_sink.maintenance``)."""

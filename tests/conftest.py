@@ -72,8 +72,9 @@ def open_catalog(kind: str, root: Path, request: pytest.FixtureRequest, name: st
     if kind == "hadoop":
         return load_catalog(name, type="hadoop", warehouse=warehouse)
     if kind == "sqlite":
-        return load_catalog(name, type="sql", uri=f"sqlite:///{root}/catalog.db",
-                            warehouse=warehouse)
+        return load_catalog(
+            name, type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=warehouse
+        )
     if kind == "postgres":
         url = request.getfixturevalue("postgres_url")
         # a fresh catalog name isolates the test inside the shared database

@@ -26,9 +26,15 @@ def run_delta_table(args: argparse.Namespace) -> int:
         return _emit(version_rows(table), args.format)
     version = getattr(args, "snapshot_id", None)
     snapshot = table.snapshot if version is None else table.snapshot_at(version)
-    rows = [{"path": a.path, "partition": a.partition_values or "-",
-             "records": num_records(a.stats), "bytes": a.size}
-            for a in sorted(snapshot.files.values(), key=lambda a: a.path)]  # fmt: skip
+    rows = [
+        {
+            "path": a.path,
+            "partition": a.partition_values or "-",
+            "records": num_records(a.stats),
+            "bytes": a.size,
+        }
+        for a in sorted(snapshot.files.values(), key=lambda a: a.path)
+    ]
     return _emit(rows, args.format)
 
 
@@ -53,13 +59,15 @@ def version_rows(table: DeltaTable) -> list[dict[str, Any]]:
         actions = table.log.read_commit(v)
         info = next((a.values for a in actions if isinstance(a, CommitInfo)), {})
         txns = [a for a in actions if isinstance(a, Txn)]
-        rows.append({
-            "version": v,
-            "operation": info.get("operation"),
-            "added_files": sum(1 for a in actions if isinstance(a, AddFile)),
-            "removed_files": sum(1 for a in actions if isinstance(a, RemoveFile)),
-            "txn": ", ".join(f"{t.app_id}={t.version}" for t in txns) or None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "version": v,
+                "operation": info.get("operation"),
+                "added_files": sum(1 for a in actions if isinstance(a, AddFile)),
+                "removed_files": sum(1 for a in actions if isinstance(a, RemoveFile)),
+                "txn": ", ".join(f"{t.app_id}={t.version}" for t in txns) or None,
+            }
+        )
     return rows
 
 

@@ -48,34 +48,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warehouse", default="warehouse", help="warehouse dir or s3:// URI")
     parser.add_argument("--rows", type=int, default=100_000, help="change events to stream")
     parser.add_argument("--files", type=int, default=12, help="input files (one per batch)")
-    parser.add_argument("--catalog-uri", default=None,
-                        help="SQL catalog (sqlite:///x.db, postgresql+psycopg://...); "
-                             "default: a Hadoop catalog under --warehouse")  # fmt: skip
-    parser.add_argument("--checkpoint-location", default=f"checkpoints/{SINK_ID}",
-                        help="the sink's checkpoint location (Spark's and the sink's)")
-    parser.add_argument("--state-dir", default="state",
-                        help="the sink's operator state (RocksDB), local disk")
+    parser.add_argument(
+        "--catalog-uri",
+        default=None,
+        help="SQL catalog (sqlite:///x.db, postgresql+psycopg://...); "
+        "default: a Hadoop catalog under --warehouse",
+    )
+    parser.add_argument(
+        "--checkpoint-location",
+        default=f"checkpoints/{SINK_ID}",
+        help="the sink's checkpoint location (Spark's and the sink's)",
+    )
+    parser.add_argument(
+        "--state-dir", default="state", help="the sink's operator state (RocksDB), local disk"
+    )
     parser.add_argument("--input", default="demo/input", help="where the change files go")
-    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"),
-                        help="Spark master URL (default: $SPARK_MASTER, else local[2])")
+    parser.add_argument(
+        "--master",
+        default=os.environ.get("SPARK_MASTER", "local[2]"),
+        help="Spark master URL (default: $SPARK_MASTER, else local[2])",
+    )
     parser.add_argument("--no-kill", action="store_true", help="do not kill the job midway")
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated changes")
-    parser.add_argument("--catalog-prop", action="append", default=[], metavar="KEY=VALUE",
-                        help="catalog property, e.g. s3.endpoint=http://minio:9000 "
-                             "(repeatable; default: none)")
-    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="Spark setting for the job (repeatable; default: none)")
+    parser.add_argument(
+        "--catalog-prop",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="catalog property, e.g. s3.endpoint=http://minio:9000 (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark setting for the job (repeatable; default: none)",
+    )
 
 
 def run_demo_from_args(args: argparse.Namespace) -> int:
     cfg = DemoConfig(
-        warehouse=args.warehouse, catalog_uri=args.catalog_uri,
-        checkpoint_location=args.checkpoint_location, state_dir=args.state_dir,
-        input=args.input, master=args.master,
-        catalog_properties=_pairs(args.catalog_prop), spark_conf=_pairs(args.spark_conf),
-    )  # fmt: skip
-    return run_demo(args.warehouse, args.rows, config=cfg, files=args.files,
-                    kill=not args.no_kill, seed=args.seed)  # fmt: skip
+        warehouse=args.warehouse,
+        catalog_uri=args.catalog_uri,
+        checkpoint_location=args.checkpoint_location,
+        state_dir=args.state_dir,
+        input=args.input,
+        master=args.master,
+        catalog_properties=_pairs(args.catalog_prop),
+        spark_conf=_pairs(args.spark_conf),
+    )
+    return run_demo(
+        args.warehouse,
+        args.rows,
+        config=cfg,
+        files=args.files,
+        kill=not args.no_kill,
+        seed=args.seed,
+    )
 
 
 def run_demo(
@@ -115,15 +144,19 @@ def run_demo(
     return _verify(table, stream, say)
 
 
-def _run_job(cfg: DemoConfig, catalog: Catalog, batches: int, kill_after: int | None,
-             say: _Say, attempt: int) -> str:  # fmt: skip
+def _run_job(
+    cfg: DemoConfig, catalog: Catalog, batches: int, kill_after: int | None, say: _Say, attempt: int
+) -> str:
     """Run the job process; "done", "killed" (by us) or "failed"."""
     log_path = _log_path(cfg, attempt)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     say(f"starting the Spark job (run {attempt}, log: {log_path})")
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "stream_sink.demo.job", cfg.to_json()],
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stream_sink.demo.job", cfg.to_json()],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         seen = _committed(catalog)
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
@@ -144,12 +177,14 @@ def _committed(catalog: Catalog) -> list[Snapshot]:
 
 def _report(catalog: Catalog, seen: list[Snapshot], batches: int, say: _Say) -> list[Snapshot]:
     now = _committed(catalog)
-    for snap in now[len(seen):]:
+    for snap in now[len(seen) :]:
         s = snap.summary
-        say(f"batch {int(s.get(WATERMARK, '-1')):>3} of 0..{batches - 1} committed: "
+        say(
+            f"batch {int(s.get(WATERMARK, '-1')):>3} of 0..{batches - 1} committed: "
             f"{s.get('operation', '?')}, +{s.get('added-data-files', '0')} data files, "
             f"+{s.get('added-delete-files', '0')} delete files, "
-            f"{int(s.get('total-records', '0')):,} records in data files")  # fmt: skip
+            f"{int(s.get('total-records', '0')):,} records in data files"
+        )
     return now
 
 
@@ -160,14 +195,18 @@ def _resume_message(cfg: DemoConfig, catalog: Catalog) -> str:
     mark = status.watermark if status.watermark is not None else -1
     held = (*status.staged, *status.pending)
     acked = status.acknowledged[-1] if status.acknowledged else -1
-    parts = [f"restarting the job from {cfg.checkpoint_location}: the table's watermark is "
-             f"batch {mark}"]  # fmt: skip
+    parts = [
+        f"restarting the job from {cfg.checkpoint_location}: the table's watermark is batch {mark}"
+    ]
     if held:
-        parts.append(f"batches {', '.join(map(str, held))} are durable in the sink's state "
-                     "and are committed first")  # fmt: skip
-    parts.append(f"Spark resumes with batch {acked + 1}" + (
-        " again: it had started it before the kill"
-        if acked + 1 in status.in_flight else ""))  # fmt: skip
+        parts.append(
+            f"batches {', '.join(map(str, held))} are durable in the sink's state "
+            "and are committed first"
+        )
+    parts.append(
+        f"Spark resumes with batch {acked + 1}"
+        + (" again: it had started it before the kill" if acked + 1 in status.in_flight else "")
+    )
     return "; ".join(parts)
 
 
@@ -180,11 +219,16 @@ def _summary(table: IcebergTable) -> str:
     rows = []
     for snap in table.snapshots():
         s = snap.summary
-        rows.append([
-            str(snap.snapshot_id), int(s.get(WATERMARK, "-1")), s.get("operation", "?"),
-            int(s.get("added-data-files", "0")), int(s.get("added-delete-files", "0")),
-            int(s.get("total-records", "0")),
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(snap.snapshot_id),
+                int(s.get(WATERMARK, "-1")),
+                s.get("operation", "?"),
+                int(s.get("added-data-files", "0")),
+                int(s.get("added-delete-files", "0")),
+                int(s.get("total-records", "0")),
+            ]
+        )
     snapshots = format_table(
         ["snapshot", "batch", "operation", "+data files", "+delete files", "records in files"],
         rows,
@@ -192,14 +236,17 @@ def _summary(table: IcebergTable) -> str:
     last = table.current_snapshot()
     totals = last.summary if last is not None else {}
     live = table.scan().to_arrow().num_rows
-    overview = format_table(["", "value"], [
-        ["snapshots", len(rows)],
-        ["live rows (deletes applied)", live],
-        ["data files", int(totals.get("total-data-files", "0"))],
-        ["delete files", int(totals.get("total-delete-files", "0"))],
-        ["equality deletes", int(totals.get("total-equality-deletes", "0"))],
-        ["position deletes", int(totals.get("total-position-deletes", "0"))],
-    ])  # fmt: skip
+    overview = format_table(
+        ["", "value"],
+        [
+            ["snapshots", len(rows)],
+            ["live rows (deletes applied)", live],
+            ["data files", int(totals.get("total-data-files", "0"))],
+            ["delete files", int(totals.get("total-delete-files", "0"))],
+            ["equality deletes", int(totals.get("total-equality-deletes", "0"))],
+            ["position deletes", int(totals.get("total-position-deletes", "0"))],
+        ],
+    )
     return f"\nSnapshots of {table.name}\n{snapshots}\n\nTable {table.name}\n{overview}\n"
 
 
@@ -207,13 +254,17 @@ def _verify(table: IcebergTable, stream: ChangeStream, say: _Say) -> int:
     got = table_rows(table.scan().to_arrow())
     expected = list(stream.expected)
     if got == expected:
-        say(f"check passed: {TABLE} equals the expected final state "
-            f"({len(expected):,} orders, every change exactly once)")  # fmt: skip
+        say(
+            f"check passed: {TABLE} equals the expected final state "
+            f"({len(expected):,} orders, every change exactly once)"
+        )
         return 0
     missing = [r for r in expected if r not in got][:3]
     extra = [r for r in got if r not in expected][:3]
-    say(f"CHECK FAILED: {len(got):,} rows, expected {len(expected):,}; "
-        f"e.g. missing {missing}, unexpected {extra}")  # fmt: skip
+    say(
+        f"CHECK FAILED: {len(got):,} rows, expected {len(expected):,}; "
+        f"e.g. missing {missing}, unexpected {extra}"
+    )
     return 1
 
 
@@ -251,5 +302,3 @@ class _Say:
 
 def _printer(out: TextIO, started: float) -> _Say:
     return _Say(out, started)
-
-

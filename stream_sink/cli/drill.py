@@ -14,8 +14,17 @@ from stream_sink.ops.drill_mistakes import mistake_names
 from stream_sink.ops.drill_report import DrillReport
 from stream_sink.ops.drill_scenarios import failpoint_specs
 
-HEADERS = ["scenario", "kill moment", "restarts", "expected", "found", "duplicated", "missing",
-           "unexpected", "verdict"]  # fmt: skip
+HEADERS = [
+    "scenario",
+    "kill moment",
+    "restarts",
+    "expected",
+    "found",
+    "duplicated",
+    "missing",
+    "unexpected",
+    "verdict",
+]
 
 
 def drill_epilog() -> str:
@@ -23,43 +32,85 @@ def drill_epilog() -> str:
     from stream_sink.commit.failpoints import FAILPOINTS
 
     names = "\n".join(f"  {name}" for name in FAILPOINTS)
-    return (f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
-            "NAME@N kills at the N-th time the step is reached (default: the first).")
+    return (
+        f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
+        "NAME@N kills at the N-th time the step is reached (default: the first)."
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--failpoints", default="all",
-                        help="all, none, or NAME[@N],... (the names are listed below)")
-    parser.add_argument("--random-kills", type=int, default=0, metavar="N",
-                        help="scenarios killed once at a random moment, per mode")
-    parser.add_argument("--seed", type=int, default=7,
-                        help="seed of the generated input and the random kills")
-    parser.add_argument("--mode", default="upsert",
-                        help="append, changelog or upsert (or several, comma-separated)")
-    parser.add_argument("--soak", type=float, default=0.0, metavar="MINUTES",
-                        help="after the planned scenarios, keep killing at random this long")
-    parser.add_argument("--json", default=None, metavar="REPORT",
-                        help="also write the report as JSON here (default: none)")
-    parser.add_argument("--job", default=None, metavar="MODULE:FUNCTION",
-                        help="your streaming job (default: the built-in demo pipeline)")
-    parser.add_argument("--table", default=None,
-                        help="the table --job writes (default: the demo's demo.orders)")
-    parser.add_argument("--expected", default=None, metavar="MODULE:FUNCTION",
-                        help="returns the expected final table (pyarrow.Table; default: "
-                             "the demo's expected rows)")
-    parser.add_argument("--work-dir", default=None,
-                        help="where scenarios run (default: a new temporary directory)")
+    parser.add_argument(
+        "--failpoints",
+        default="all",
+        help="all, none, or NAME[@N],... (the names are listed below)",
+    )
+    parser.add_argument(
+        "--random-kills",
+        type=int,
+        default=0,
+        metavar="N",
+        help="scenarios killed once at a random moment, per mode",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=7, help="seed of the generated input and the random kills"
+    )
+    parser.add_argument(
+        "--mode", default="upsert", help="append, changelog or upsert (or several, comma-separated)"
+    )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="after the planned scenarios, keep killing at random this long",
+    )
+    parser.add_argument(
+        "--json",
+        default=None,
+        metavar="REPORT",
+        help="also write the report as JSON here (default: none)",
+    )
+    parser.add_argument(
+        "--job",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="your streaming job (default: the built-in demo pipeline)",
+    )
+    parser.add_argument(
+        "--table", default=None, help="the table --job writes (default: the demo's demo.orders)"
+    )
+    parser.add_argument(
+        "--expected",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="returns the expected final table (pyarrow.Table; default: the demo's expected rows)",
+    )
+    parser.add_argument(
+        "--work-dir", default=None, help="where scenarios run (default: a new temporary directory)"
+    )
     parser.add_argument("--rows", type=int, default=1600, help="input size (change events)")
     parser.add_argument("--files", type=int, default=4, help="input files (one per batch)")
-    parser.add_argument("--checkpoint-interval-batches", type=int, default=2,
-                        help="the sink checkpoints (and commits) every N batches")
-    parser.add_argument("--max-kill-delay", type=float, default=8.0, metavar="SECONDS",
-                        help="random kills land up to this long after a run's first batch")
-    parser.add_argument("--mistakes", default="none", metavar="all|none|NAME,...",
-                        help="operator mistakes to drill: stale-state-copy, "
-                        "reused-checkpoint-location, deleted-staged-file")  # fmt: skip
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="driver processes running at once")  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-interval-batches",
+        type=int,
+        default=2,
+        help="the sink checkpoints (and commits) every N batches",
+    )
+    parser.add_argument(
+        "--max-kill-delay",
+        type=float,
+        default=8.0,
+        metavar="SECONDS",
+        help="random kills land up to this long after a run's first batch",
+    )
+    parser.add_argument(
+        "--mistakes",
+        default="none",
+        metavar="all|none|NAME,...",
+        help="operator mistakes to drill: stale-state-copy, "
+        "reused-checkpoint-location, deleted-staged-file",
+    )
+    parser.add_argument("--parallel", type=int, default=1, help="driver processes running at once")
 
 
 def options_from_args(args: argparse.Namespace) -> DrillOptions:
@@ -72,13 +123,20 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
         raise InvalidOptionError("--job, --table and --expected go together")
     job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo()
     return DrillOptions(
-        job=job, modes=modes, failpoints=failpoint_specs(args.failpoints),
-        random_kills=args.random_kills, seed=args.seed, soak_minutes=args.soak,
-        work_dir=args.work_dir, rows=args.rows, files=args.files,
+        job=job,
+        modes=modes,
+        failpoints=failpoint_specs(args.failpoints),
+        random_kills=args.random_kills,
+        seed=args.seed,
+        soak_minutes=args.soak,
+        work_dir=args.work_dir,
+        rows=args.rows,
+        files=args.files,
         checkpoint_interval_batches=args.checkpoint_interval_batches,
-        max_kill_delay_s=args.max_kill_delay, parallel=args.parallel,
+        max_kill_delay_s=args.max_kill_delay,
+        parallel=args.parallel,
         mistakes=mistake_names(args.mistakes),
-    )  # fmt: skip
+    )
 
 
 def run_drill_from_args(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -100,11 +158,22 @@ def render(report: DrillReport) -> str:
         if not s.reached:
             moment += " (not reached)"
         verdict = "ok" if s.verdict == "ok" else "FAIL: " + ", ".join(s.problems)
-        rows.append([s.id.split("/", 1)[0], moment, s.restarts, s.expected_rows,
-                     p.rows if p else "-", p.duplicated if p else "-", p.missing if p else "-",
-                     p.unexpected if p else "-", verdict])  # fmt: skip
+        rows.append(
+            [
+                s.id.split("/", 1)[0],
+                moment,
+                s.restarts,
+                s.expected_rows,
+                p.rows if p else "-",
+                p.duplicated if p else "-",
+                p.missing if p else "-",
+                p.unexpected if p else "-",
+                verdict,
+            ]
+        )
     headers = ["mode", *HEADERS[1:]]
     failed = sum(1 for s in report.scenarios if s.verdict != "ok")
-    summary = (f"{len(report.scenarios)} scenarios in {report.duration_s:.0f}s: "
-               + ("every row exactly once" if report.ok else f"{failed} FAILED"))  # fmt: skip
+    summary = f"{len(report.scenarios)} scenarios in {report.duration_s:.0f}s: " + (
+        "every row exactly once" if report.ok else f"{failed} FAILED"
+    )
     return f"{format_table(headers, rows)}\n\n{summary}"

@@ -24,8 +24,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (default is None or default is False or default == argparse.SUPPRESS
-                or "default" in text or not action.option_strings):  # fmt: skip
+        if (
+            default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or "default" in text
+            or not action.option_strings
+        ):
             return text
         if isinstance(default, list):
             return f"{text} (default: {', '.join(default) or 'none'})"
@@ -38,11 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exactly-once streaming writes from Spark into Apache Iceberg tables.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"stream-sink {__version__}",
-                        help="print the version and exit")  # fmt: skip
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"stream-sink {__version__}",
+        help="print the version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="run the main job on the embedded default",
-                          formatter_class=HelpFormatter)  # fmt: skip
+    demo = sub.add_parser(
+        "demo", help="run the main job on the embedded default", formatter_class=HelpFormatter
+    )
     from stream_sink.cli.demo import add_arguments as add_demo_arguments
 
     add_demo_arguments(demo)
@@ -50,16 +60,24 @@ def build_parser() -> argparse.ArgumentParser:
     from stream_sink.cli.drill import add_arguments as add_drill_arguments
     from stream_sink.cli.drill import drill_epilog
 
-    drill = sub.add_parser("drill", help="restart/recovery drill: kill, restart, verify",
-                           formatter_class=HelpFormatter, epilog=drill_epilog())  # fmt: skip
+    drill = sub.add_parser(
+        "drill",
+        help="restart/recovery drill: kill, restart, verify",
+        formatter_class=HelpFormatter,
+        epilog=drill_epilog(),
+    )
     add_drill_arguments(drill)
     from stream_sink.cli.status import add_arguments as add_status_arguments
 
-    status = sub.add_parser("status", help="a sink's progress: watermark, pending and "
-                            "staged batches, Spark's offsets", formatter_class=HelpFormatter)
+    status = sub.add_parser(
+        "status",
+        help="a sink's progress: watermark, pending and staged batches, Spark's offsets",
+        formatter_class=HelpFormatter,
+    )
     add_status_arguments(status)
     maintain = sub.add_parser(
-        "maintain", help="compact, convert deletes, expire snapshots, remove orphan files",
+        "maintain",
+        help="compact, convert deletes, expire snapshots, remove orphan files",
         formatter_class=HelpFormatter,
     )
     from stream_sink.cli.maintain import add_arguments as add_maintain_arguments

@@ -49,30 +49,66 @@ def parse_duration_ms(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", help="the table to maintain, e.g. db.events")
-    p.add_argument("--rewrite-data-files", action="store_true",
-                   help="compact small files and files with deletes (then drop dangling "
-                        "delete files)")  # fmt: skip
-    p.add_argument("--convert-equality-deletes", action="store_true",
-                   help="replace equality deletes by position deletes (pyiceberg can then "
-                        "read the table)")  # fmt: skip
-    p.add_argument("--expire-snapshots", action="store_true",
-                   help="expire old snapshots and delete the files only they used")
-    p.add_argument("--older-than", default=None, metavar="DURATION",
-                   help="expire snapshots older than this, e.g. 0s, 90s, 15m, 6h, 3d (default: "
-                        "the table's history.expire.max-snapshot-age-ms, 5 days)")  # fmt: skip
-    p.add_argument("--retain-last", type=int, default=1, metavar="N",
-                   help="snapshots of each branch always kept by --expire-snapshots")
-    p.add_argument("--remove-orphan-files", action="store_true",
-                   help="delete files under the table location that no metadata reaches")
-    p.add_argument("--orphan-older-than", default="3d", metavar="DURATION",
-                   help="only orphans older than this are deleted")
-    p.add_argument("--rewrite-manifests", action="store_true",
-                   help="cluster the data manifests of the current snapshot")
+    p.add_argument(
+        "--rewrite-data-files",
+        action="store_true",
+        help="compact small files and files with deletes (then drop dangling delete files)",
+    )
+    p.add_argument(
+        "--convert-equality-deletes",
+        action="store_true",
+        help="replace equality deletes by position deletes (pyiceberg can then read the table)",
+    )
+    p.add_argument(
+        "--expire-snapshots",
+        action="store_true",
+        help="expire old snapshots and delete the files only they used",
+    )
+    p.add_argument(
+        "--older-than",
+        default=None,
+        metavar="DURATION",
+        help="expire snapshots older than this, e.g. 0s, 90s, 15m, 6h, 3d (default: "
+        "the table's history.expire.max-snapshot-age-ms, 5 days)",
+    )
+    p.add_argument(
+        "--retain-last",
+        type=int,
+        default=1,
+        metavar="N",
+        help="snapshots of each branch always kept by --expire-snapshots",
+    )
+    p.add_argument(
+        "--remove-orphan-files",
+        action="store_true",
+        help="delete files under the table location that no metadata reaches",
+    )
+    p.add_argument(
+        "--orphan-older-than",
+        default="3d",
+        metavar="DURATION",
+        help="only orphans older than this are deleted",
+    )
+    p.add_argument(
+        "--rewrite-manifests",
+        action="store_true",
+        help="cluster the data manifests of the current snapshot",
+    )
     p.add_argument("--all", action="store_true", help="every action above, in order")
-    p.add_argument("--target-file-size", type=int, default=None, metavar="BYTES",
-                   help="compacted file size (default: write.target-file-size-bytes)")
-    p.add_argument("--min-input-files", type=int, default=5, metavar="N",
-                   help="a partition's small files are compacted once it has this many")
+    p.add_argument(
+        "--target-file-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="compacted file size (default: write.target-file-size-bytes)",
+    )
+    p.add_argument(
+        "--min-input-files",
+        type=int,
+        default=5,
+        metavar="N",
+        help="a partition's small files are compacted once it has this many",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     add_catalog_options(p)
@@ -81,8 +117,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_maintain(args: argparse.Namespace) -> int:
     chosen = [a for a in ACTIONS if args.all or getattr(args, a)]
     if not chosen:
-        print("stream-sink maintain: gave up: no action chosen (use --all or e.g. "
-              "--rewrite-data-files)", file=sys.stderr)  # fmt: skip
+        print(
+            "stream-sink maintain: gave up: no action chosen (use --all or e.g. "
+            "--rewrite-data-files)",
+            file=sys.stderr,
+        )
         return 1
     try:
         expire_ms = parse_duration_ms(args.older_than) if args.older_than else None
@@ -92,17 +131,24 @@ def run_maintain(args: argparse.Namespace) -> int:
         m = Maintenance(table)
         before = table_stats(table)
         if args.dry_run:
-            report = {"table": table.name, "dry_run": True, "before": before,
-                      "plan": _plan(m, chosen, args, now, orphan_ms)}  # fmt: skip
+            report = {
+                "table": table.name,
+                "dry_run": True,
+                "before": before,
+                "plan": _plan(m, chosen, args, now, orphan_ms),
+            }
         else:
             started = time.perf_counter()
             with m.lock("cli"):
                 results = _run(m, chosen, args, now, expire_ms, orphan_ms)
             report = {
-                "table": table.name, "dry_run": False, "before": before,
-                "after": table_stats(table.refresh()), "results": results,
+                "table": table.name,
+                "dry_run": False,
+                "before": before,
+                "after": table_stats(table.refresh()),
+                "results": results,
                 "duration_s": round(time.perf_counter() - started, 3),
-            }  # fmt: skip
+            }
     except StreamSinkError as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"stream-sink maintain: gave up: {type(e).__name__}: {reason}", file=sys.stderr)
@@ -129,8 +175,7 @@ def _run(
     quiet = args.json
     if "rewrite_data_files" in chosen:
         with _progress("rewriting data files", quiet) as progress:
-            r = m.rewrite_data_files(args.target_file_size, args.min_input_files,
-                                     progress=progress)  # fmt: skip
+            r = m.rewrite_data_files(args.target_file_size, args.min_input_files, progress=progress)
         out.append(r.to_dict())
         out.append(m.remove_dangling_deletes().to_dict())
     if "convert_equality_deletes" in chosen:
@@ -174,8 +219,11 @@ def _plan(
         plan["rewrite_manifests"] = {"manifests": len(manifests)}
     if "remove_orphan_files" in chosen:
         r = m.remove_orphan_files(now - orphan_ms, dry_run=True)
-        plan["remove_orphan_files"] = {"orphans": list(r.orphans), "bytes": r.orphan_bytes,
-                                       "protected": r.protected}  # fmt: skip
+        plan["remove_orphan_files"] = {
+            "orphans": list(r.orphans),
+            "bytes": r.orphan_bytes,
+            "protected": r.protected,
+        }
     return plan
 
 
@@ -190,9 +238,13 @@ def _progress(what: str, quiet: bool) -> Iterator[Callable[[int, int], None] | N
         yield None
         return
     with Progress(
-        f"[bold]{what}", BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
-        console=console, transient=True,
-    ) as bar:  # fmt: skip
+        f"[bold]{what}",
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(what, total=None)
 
         def update(done: int, total: int) -> None:
@@ -229,8 +281,7 @@ def _human(report: dict[str, Any]) -> str:
     rows = [[k, before[k], after[k]] for k in before]
     lines.append(format_table(["", "before", "after"], rows))
     for r in report["results"]:
-        details = ", ".join(f"{k}={v}" for k, v in r.items()
-                            if k not in ("action", "duration_ms"))  # fmt: skip
+        details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("action", "duration_ms"))
         lines.append(f"{r['action']}: {details} ({r.get('duration_ms', 0) / 1000:.2f} s)")
     lines.append(f"done in {report['duration_s']:.2f} s")
     return "\n".join(lines)

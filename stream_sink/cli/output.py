@@ -31,12 +31,14 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
     for i, header in enumerate(headers):
         numeric = bool(rows) and all(_is_number(r[i]) or r[i] is None for r in rows)
-        table.add_column(str(header), justify="right" if numeric else "left",
-                         no_wrap=True, overflow="ignore")  # fmt: skip
+        table.add_column(
+            str(header), justify="right" if numeric else "left", no_wrap=True, overflow="ignore"
+        )
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
-    console = Console(width=_UNLIMITED_WIDTH, color_system=None, highlight=False,
-                      emoji=False, markup=False)  # fmt: skip
+    console = Console(
+        width=_UNLIMITED_WIDTH, color_system=None, highlight=False, emoji=False, markup=False
+    )
     with console.capture() as captured:
         console.print(table)
     return "\n".join(line.rstrip() for line in captured.get().splitlines() if line.strip())
@@ -48,8 +50,12 @@ def progress(items: Iterable[T], total: int, description: str) -> Iterator[T]:
     if not console.is_terminal or total <= 1:
         yield from items
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())  # fmt: skip
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(description, total=total)
         for item in items:

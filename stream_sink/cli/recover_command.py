@@ -21,14 +21,20 @@ def add_recover_parser(
     tsub: Any, formatter: type[argparse.HelpFormatter] = argparse.HelpFormatter
 ) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = tsub.add_parser(
-        "recover", formatter_class=formatter,
+        "recover",
+        formatter_class=formatter,
         help="list metadata versions; point the catalog back to a readable one",
-    )  # fmt: skip
+    )
     p.add_argument("table", help="table name such as db.events")
-    p.add_argument("--to-version", type=int, default=None,
-                   help="metadata version to go back to (default: only list the versions)")
-    p.add_argument("--yes", action="store_true",
-                   help="do it (default: only show what would be lost)")
+    p.add_argument(
+        "--to-version",
+        type=int,
+        default=None,
+        help="metadata version to go back to (default: only list the versions)",
+    )
+    p.add_argument(
+        "--yes", action="store_true", help="do it (default: only show what would be lost)"
+    )
     return p
 
 
@@ -39,8 +45,10 @@ def run_recover(catalog: Catalog, args: argparse.Namespace) -> int:
     target = plan.target.metadata
     assert target is not None
     head = target.current_snapshot()
-    print(f"table {plan.table}: point the catalog back to metadata version "
-          f"{plan.target.version} ({plan.target.location})")  # fmt: skip
+    print(
+        f"table {plan.table}: point the catalog back to metadata version "
+        f"{plan.target.version} ({plan.target.location})"
+    )
     rows = head.summary.get("total-records") if head else "0"
     print(f"  current snapshot afterwards: {head.snapshot_id if head else None} ({rows} rows)")
     for v in plan.dropped:
@@ -49,13 +57,20 @@ def run_recover(catalog: Catalog, args: argparse.Namespace) -> int:
     if plan.lost_snapshots:
         print(f"  snapshots lost ({len(plan.lost_snapshots)}):")
         lines = [
-            [s.snapshot_id, s.operation, s.summary.get("added-records"),
-             s.summary.get(OPERATOR_ID), s.summary.get(MAX_COMMITTED_CHECKPOINT_ID)]
+            [
+                s.snapshot_id,
+                s.operation,
+                s.summary.get("added-records"),
+                s.summary.get(OPERATOR_ID),
+                s.summary.get(MAX_COMMITTED_CHECKPOINT_ID),
+            ]
             for s in plan.lost_snapshots
-        ]  # fmt: skip
+        ]
         print(format_table(["snapshot_id", "operation", "added_records", "sink", "batch"], lines))
-        print("  batches a sink committed in these snapshots are not sent again: replay them "
-              "from the source")  # fmt: skip
+        print(
+            "  batches a sink committed in these snapshots are not sent again: replay them "
+            "from the source"
+        )
     if plan.unreadable_dropped:
         print("  unreadable versions may have added snapshots that cannot be listed")
     if not args.yes:
@@ -71,10 +86,16 @@ def _list_versions(catalog: Catalog, table: str) -> int:
     for v in metadata_versions(catalog, table):
         meta = v.metadata
         head = meta.current_snapshot() if meta is not None else None
-        rows.append([v.version, "yes" if v.readable else "NO",
-                     len(meta.snapshots) if meta is not None else None,
-                     head.snapshot_id if head else None,
-                     v.location if v.readable else v.error])  # fmt: skip
-    print(format_table(["version", "readable", "snapshots", "current_snapshot", "file / error"],
-                       rows))  # fmt: skip
+        rows.append(
+            [
+                v.version,
+                "yes" if v.readable else "NO",
+                len(meta.snapshots) if meta is not None else None,
+                head.snapshot_id if head else None,
+                v.location if v.readable else v.error,
+            ]
+        )
+    print(
+        format_table(["version", "readable", "snapshots", "current_snapshot", "file / error"], rows)
+    )
     return 0

@@ -21,8 +21,11 @@ def markdown() -> str:
     out = []
     for name, parser in _commands(build_parser(), "stream-sink"):
         formatter = HelpFormatter(name)
-        rows = [_row(formatter, a) for a in parser._actions
-                if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+        rows = [
+            _row(formatter, a)
+            for a in parser._actions
+            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
+        ]
         out.append(f"### `{name}`\n")
         if parser.description:
             out.append(parser.description + "\n")
@@ -45,8 +48,9 @@ def rewrite(path: str) -> bool:
     return new != text
 
 
-def _commands(parser: argparse.ArgumentParser, name: str
-              ) -> Iterator[tuple[str, argparse.ArgumentParser]]:  # fmt: skip
+def _commands(
+    parser: argparse.ArgumentParser, name: str
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subs or name == "stream-sink":
         yield name, parser

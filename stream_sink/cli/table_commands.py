@@ -38,21 +38,31 @@ from stream_sink.table.table import Table
 
 
 def add_catalog_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", default=None,
-                   help="Hadoop catalog warehouse directory or URI; with --catalog-uri, the "
-                        "SQL catalog's warehouse (default: warehouse)")  # fmt: skip
-    p.add_argument("--catalog-uri", default=None,
-                   help="SQL catalog database URI (sqlite:///catalog.db, postgresql://...) "
-                        "(default: none, a Hadoop catalog under --warehouse)")  # fmt: skip
-    p.add_argument("--catalog-name", default="local",
-                   help="catalog name (the SQL catalog's catalog_name column)")
+    p.add_argument(
+        "--warehouse",
+        default=None,
+        help="Hadoop catalog warehouse directory or URI; with --catalog-uri, the "
+        "SQL catalog's warehouse (default: warehouse)",
+    )
+    p.add_argument(
+        "--catalog-uri",
+        default=None,
+        help="SQL catalog database URI (sqlite:///catalog.db, postgresql://...) "
+        "(default: none, a Hadoop catalog under --warehouse)",
+    )
+    p.add_argument(
+        "--catalog-name",
+        default="local",
+        help="catalog name (the SQL catalog's catalog_name column)",
+    )
 
 
 def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     table = sub.add_parser("table", help="inspect tables", formatter_class=formatter)
     tsub = table.add_subparsers(dest="table_command", required=True, metavar="COMMAND")
-    lst = tsub.add_parser("list", help="tables of a namespace (all namespaces by default)",
-                          formatter_class=formatter)  # fmt: skip
+    lst = tsub.add_parser(
+        "list", help="tables of a namespace (all namespaces by default)", formatter_class=formatter
+    )
     lst.add_argument("namespace", nargs="?", help="namespace such as db (default: all)")
     for name, text in (
         ("show", "schema, partitioning, properties, current snapshot, sink watermarks"),
@@ -62,31 +72,47 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
         p = tsub.add_parser(name, help=text, formatter_class=formatter)
         p.add_argument("table", help="table name such as db.events, or the path of a Delta table")
         if name == "files":
-            p.add_argument("--snapshot-id", type=int, default=None,
-                           help="snapshot to list (default: the current one)")
+            p.add_argument(
+                "--snapshot-id",
+                type=int,
+                default=None,
+                help="snapshot to list (default: the current one)",
+            )
     for p in tsub.choices.values():
         add_catalog_options(p)
-        p.add_argument("--format", choices=("table", "jsonl"), default="table",
-                       help="a table for people, or one JSON object per line")
+        p.add_argument(
+            "--format",
+            choices=("table", "jsonl"),
+            default="table",
+            help="a table for people, or one JSON object per line",
+        )
     add_catalog_options(add_recover_parser(tsub, formatter))
 
-    read = sub.add_parser("read", help="print a table's rows (deletes applied)",
-                          formatter_class=formatter)  # fmt: skip
+    read = sub.add_parser(
+        "read", help="print a table's rows (deletes applied)", formatter_class=formatter
+    )
     read.add_argument("table", help="table name such as db.events, or the path of a Delta table")
-    read.add_argument("--snapshot-id", type=int, default=None,
-                      help="read this snapshot (default: the current one)")
+    read.add_argument(
+        "--snapshot-id",
+        type=int,
+        default=None,
+        help="read this snapshot (default: the current one)",
+    )
     read.add_argument("--ref", default=None, help="read this branch or tag (default: main)")
     read.add_argument(
-        "--filter", default=None,
-        help="row filter, e.g. \"id = 5 and ts >= '2024-01-01'\" (default: every row)"
-    )  # fmt: skip
-    read.add_argument("--columns", default=None,
-                      help="comma-separated columns (default: all)")  # fmt: skip
+        "--filter",
+        default=None,
+        help="row filter, e.g. \"id = 5 and ts >= '2024-01-01'\" (default: every row)",
+    )
+    read.add_argument("--columns", default=None, help="comma-separated columns (default: all)")
     read.add_argument("--limit", type=int, default=20, help="rows to print (0: all)")
-    read.add_argument("--format", choices=("table", "jsonl", "parquet"), default="table",
-                      help="a table for people, JSON lines, or a Parquet file")  # fmt: skip
-    read.add_argument("--output", default=None,
-                      help="file for --format parquet (default: stdout)")  # fmt: skip
+    read.add_argument(
+        "--format",
+        choices=("table", "jsonl", "parquet"),
+        default="table",
+        help="a table for people, JSON lines, or a Parquet file",
+    )
+    read.add_argument("--output", default=None, help="file for --format parquet (default: stdout)")
     add_catalog_options(read)
 
 
@@ -106,14 +132,22 @@ def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
     if catalog_uri:
         url = engine_url(catalog_uri)
         database = url.database or ""
-        if (url.get_backend_name() == "sqlite" and database not in ("", ":memory:")
-                and not database.startswith("file:") and not os.path.exists(database)):
-            raise NotFoundError(f"SQL catalog database {database!r} (from --catalog-uri "
-                                f"{catalog_uri}) does not exist; check the path")
+        if (
+            url.get_backend_name() == "sqlite"
+            and database not in ("", ":memory:")
+            and not database.startswith("file:")
+            and not os.path.exists(database)
+        ):
+            raise NotFoundError(
+                f"SQL catalog database {database!r} (from --catalog-uri "
+                f"{catalog_uri}) does not exist; check the path"
+            )
         return
     if not FileIO.for_location(warehouse).exists(warehouse):
-        raise NotFoundError(f"warehouse {warehouse!r} does not exist; check --warehouse "
-                            "(the Hadoop catalog's root directory or URI)")
+        raise NotFoundError(
+            f"warehouse {warehouse!r} does not exist; check --warehouse "
+            "(the Hadoop catalog's root directory or URI)"
+        )
 
 
 def run_table(args: argparse.Namespace) -> int:
@@ -173,10 +207,15 @@ def sink_watermarks(table: Table) -> list[dict[str, Any]]:
         mark = _int(snap.summary.get(MAX_COMMITTED_CHECKPOINT_ID))
         if sink is None or mark is None or sink in seen:
             continue
-        seen[sink] = {"sink": sink, "job": snap.summary.get(JOB_ID), "watermark": mark,
-                      "snapshot_id": snap.snapshot_id, "committed_at": _time(snap.timestamp_ms)}
+        seen[sink] = {
+            "sink": sink,
+            "job": snap.summary.get(JOB_ID),
+            "watermark": mark,
+            "snapshot_id": snap.snapshot_id,
+            "committed_at": _time(snap.timestamp_ms),
+        }
     for key in meta.properties:
-        sink = key[len(WATERMARK_PROPERTY_PREFIX):]
+        sink = key[len(WATERMARK_PROPERTY_PREFIX) :]
         if not key.startswith(WATERMARK_PROPERTY_PREFIX) or "@" in sink:
             continue  # "@<branch>": another branch's record
         record = recorded_watermark(meta, sink)
@@ -184,8 +223,13 @@ def sink_watermarks(table: Table) -> list[dict[str, Any]]:
             continue
         row = seen.get(sink)
         if row is None or (row["job"] == record.job_id and row["watermark"] < record.checkpoint_id):
-            seen[sink] = {"sink": sink, "job": record.job_id, "watermark": record.checkpoint_id,
-                          "snapshot_id": record.snapshot_id, "committed_at": None}
+            seen[sink] = {
+                "sink": sink,
+                "job": record.job_id,
+                "watermark": record.checkpoint_id,
+                "snapshot_id": record.snapshot_id,
+                "committed_at": None,
+            }
     return [seen[k] for k in sorted(seen)]
 
 

@@ -193,8 +193,7 @@ class FilesCommitter:
                 f"sink {self.operator_id}: batch {batch_id} arrives after batch {highest} was "
                 "recorded; batch ids must increase"
             )
-        with self._step(f"batch {batch_id}: recording it in the operator state",
-                        NOT_ACKNOWLEDGED):  # fmt: skip
+        with self._step(f"batch {batch_id}: recording it in the operator state", NOT_ACKNOWLEDGED):
             state.put(committer_state.pending_key(batch_id), result.to_bytes())
         self._pending.append(batch_id)
         failpoint(AFTER_PENDING_WRITE)
@@ -214,8 +213,9 @@ class FilesCommitter:
 
     def _drop_replay(self, batch_id: int, result: BatchFiles) -> None:
         keep = self._stored_paths(batch_id)
-        log.info("sink %s: batch %d is a replay; deleting its new files", self.operator_id,
-                 batch_id)  # fmt: skip
+        log.info(
+            "sink %s: batch %d is a replay; deleting its new files", self.operator_id, batch_id
+        )
         for path in result.all_paths():
             if path not in keep:
                 try:
@@ -263,8 +263,9 @@ class FilesCommitter:
             if known is not None:
                 known.append(batch)
         failpoint(AFTER_STAGING_MANIFESTS)
-        write = StateWriteBatch().put(committer_state.staged_key(checkpoint_id),
-                                      committer_state.encode_staged(staged))  # fmt: skip
+        write = StateWriteBatch().put(
+            committer_state.staged_key(checkpoint_id), committer_state.encode_staged(staged)
+        )
         for batch_id in batch_ids:
             write.delete(committer_state.pending_key(batch_id))
         state.write(write)
@@ -300,8 +301,9 @@ class FilesCommitter:
             created_ms=int(self._clock() * 1000),
             table=self._identity,
         )
-        with self._step(f"checkpoint {checkpoint_id}: writing it under {self._storage.location}",
-                        STILL_STAGED):  # fmt: skip
+        with self._step(
+            f"checkpoint {checkpoint_id}: writing it under {self._storage.location}", STILL_STAGED
+        ):
             self._storage.complete(checkpoint_id, metadata, self.state)
         failpoint(AFTER_CHECKPOINT_METADATA)
 
@@ -326,8 +328,9 @@ class FilesCommitter:
         for ckpt in checkpoint_ids:
             batches.extend(self._read_staged(ckpt, committed_up_to=table_mark))
         live = [b for b in batches if b.batch_id > table_mark]
-        require_files(self.target, self.operator_id,
-                      [b for b in live if b.checkpoint_id in restored])  # fmt: skip
+        require_files(
+            self.target, self.operator_id, [b for b in live if b.checkpoint_id in restored]
+        )
         stale = [b for b in batches if b.batch_id <= table_mark]
         if stale:
             self._discard(stale, job_id)
@@ -381,8 +384,11 @@ class FilesCommitter:
         log.warning(
             "sink %s: batches %s were already committed for job %s; deleted %d of their "
             "files that the table does not reference",
-            self.operator_id, [b.batch_id for b in batches], job_id, len(deleted),
-        )  # fmt: skip
+            self.operator_id,
+            [b.batch_id for b in batches],
+            job_id,
+            len(deleted),
+        )
 
     def _forget_checkpoints(
         self, checkpoint_ids: list[int], batches: list[StagedBatch], covered: bytes
@@ -448,8 +454,12 @@ class FilesCommitter:
         if acknowledged_batch_ids is not None:
             acked = sorted({int(b) for b in acknowledged_batch_ids})
         if self._storage is not None and self._identity is not None:
-            refuse_other_table(self._storage.recorded_table(), self._identity,
-                               sink_id=self.operator_id, where=self._storage.location)  # fmt: skip
+            refuse_other_table(
+                self._storage.recorded_table(),
+                self._identity,
+                sink_id=self.operator_id,
+                where=self._storage.location,
+            )
 
         def check(location: str, checkpoint: CompletedCheckpoint | None) -> None:
             self._check_lost(location, checkpoint, acked)
@@ -474,8 +484,9 @@ class FilesCommitter:
         """Intact state: of this table, and holding every acknowledged batch it must."""
         if self._identity is not None:
             where = f"the operator state at {state.location}"
-            refuse_other_table(stored_identity(state), self._identity,
-                               sink_id=self.operator_id, where=where)  # fmt: skip
+            refuse_other_table(
+                stored_identity(state), self._identity, sink_id=self.operator_id, where=where
+            )
         if acked is not None:
             check_stale_state(self._accounting(state), state.location, acked)
 
@@ -486,8 +497,12 @@ class FilesCommitter:
         table, and acknowledged batches nothing accounts for (see :mod:`.loss_check`)."""
         identity, storage = self._identity, self._storage
         if checkpoint is not None and identity is not None:
-            refuse_other_table(checkpoint.metadata.table, identity,
-                               sink_id=self.operator_id, where=checkpoint.location)  # fmt: skip
+            refuse_other_table(
+                checkpoint.metadata.table,
+                identity,
+                sink_id=self.operator_id,
+                where=checkpoint.location,
+            )
         if acked is None:
             return
         try:
@@ -497,8 +512,9 @@ class FilesCommitter:
             if storage is not None and identity is not None and checkpoint is None and unknown:
                 base = storage.location.rsplit("/", 1)[0]
                 others = storage.other_sinks_tables()
-                refuse_location_of_other_tables(others, identity, sink_id=self.operator_id,
-                                                where=base)  # fmt: skip
+                refuse_location_of_other_tables(
+                    others, identity, sink_id=self.operator_id, where=base
+                )
             raise
 
     def _accounting(self, state: OperatorStateBackend | None) -> Accounting:
@@ -527,8 +543,7 @@ class FilesCommitter:
         if old_job != self.job_id or stored is None:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
         self._watermark = self.target.watermark(self.job_id, self.operator_id)
-        self.target.sweep(self._namer, self._staged_payloads(),
-                          where=f"sink {self.operator_id}")  # fmt: skip
+        self.target.sweep(self._namer, self._staged_payloads(), where=f"sink {self.operator_id}")
 
     @staticmethod
     def _instance_token(opened: OpenedState) -> str:
@@ -550,8 +565,10 @@ class FilesCommitter:
 
     def _load_index(self) -> None:
         state = self.state
-        self._pending = [committer_state.id_of(k, committer_state.PENDING_PREFIX)
-                         for k, _ in state.scan(committer_state.PENDING_PREFIX)]  # fmt: skip
+        self._pending = [
+            committer_state.id_of(k, committer_state.PENDING_PREFIX)
+            for k, _ in state.scan(committer_state.PENDING_PREFIX)
+        ]
         self._staged = {}
         for key, raw in state.scan(committer_state.STAGED_PREFIX):
             ckpt = committer_state.id_of(key, committer_state.STAGED_PREFIX)

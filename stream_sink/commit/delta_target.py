@@ -70,8 +70,9 @@ class DeltaTarget(CommitTarget):
     def empty(self) -> DeltaBatch:
         return DeltaBatch()
 
-    def stage(self, namer: StagingNamer, checkpoint_id: int, batch_id: int,
-              files: BatchFiles) -> bytes:  # fmt: skip
+    def stage(
+        self, namer: StagingNamer, checkpoint_id: int, batch_id: int, files: BatchFiles
+    ) -> bytes:
         return files.to_bytes()
 
     def unstage(self, payload: bytes, *, where: str, committed: bool) -> DeltaBatch:
@@ -87,8 +88,9 @@ class DeltaTarget(CommitTarget):
         version = self.table.refresh().snapshot.txn_version(app_id(job_id, operator_id))
         return INITIAL_WATERMARK if version is None else version
 
-    def commit(self, group: CommitGroup, job_id: str, operator_id: str,
-               metrics: CommitterMetrics) -> int | None:  # fmt: skip
+    def commit(
+        self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
+    ) -> int | None:
         app = app_id(job_id, operator_id)
         seen: list[int] = []
 
@@ -123,8 +125,14 @@ class DeltaTarget(CommitTarget):
             log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
             return seen[-1]
         metrics.committed((time.perf_counter() - started) * 1000, cast(Any, _counted(batch)))
-        log.info("committed %s of batches %s..%s to %s as version %d", group.shape.value,
-                 group.lowest, group.stamp, self.table.location, version)  # fmt: skip
+        log.info(
+            "committed %s of batches %s..%s to %s as version %d",
+            group.shape.value,
+            group.lowest,
+            group.stamp,
+            self.table.location,
+            version,
+        )
         return None
 
     def _replace_partitions(self, txn: Any, adds: Sequence[AddFile]) -> None:
@@ -141,8 +149,9 @@ class DeltaTarget(CommitTarget):
         txn.read_files(a.path for a in old)
         txn.add_all(a.remove(now) for a in old)
 
-    def delete_unreferenced(self, files: Sequence[BatchFiles], job_id: str,
-                            operator_id: str, from_batch: int) -> list[str]:  # fmt: skip
+    def delete_unreferenced(
+        self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
+    ) -> list[str]:
         snapshot = self.table.refresh().snapshot
         keep = set(snapshot.files) | set(snapshot.tombstones)
         deleted = []
@@ -165,5 +174,3 @@ def _counted(batch: DeltaBatch) -> list[_Counted]:
     out = [_Counted(False, num_records(a.stats) or 0, a.size) for a in batch.adds]
     out.extend(_Counted(True, 0, r.size or 0) for r in batch.removes)
     return out
-
-

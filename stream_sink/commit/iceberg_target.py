@@ -40,12 +40,16 @@ log = logging.getLogger(__name__)
 class IcebergTarget(CommitTarget):
     """An Iceberg table (one branch) as the sink's target."""
 
-    def __init__(self, table: Table, *, branch: str = MAIN_BRANCH,
-                 snapshot_properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        table: Table,
+        *,
+        branch: str = MAIN_BRANCH,
+        snapshot_properties: Mapping[str, str] | None = None,
+    ) -> None:
         self.table = table
         self.branch = branch
-        self.snapshot_properties = {str(k): str(v)
-                                    for k, v in (snapshot_properties or {}).items()}  # fmt: skip
+        self.snapshot_properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
 
     @property
     def name(self) -> str:
@@ -61,8 +65,9 @@ class IcebergTarget(CommitTarget):
     def empty(self) -> WriteResult:
         return WriteResult()
 
-    def stage(self, namer: StagingNamer, checkpoint_id: int, batch_id: int,
-              files: BatchFiles) -> bytes:  # fmt: skip
+    def stage(
+        self, namer: StagingNamer, checkpoint_id: int, batch_id: int, files: BatchFiles
+    ) -> bytes:
         assert isinstance(files, WriteResult)
         if files.is_empty:
             return b""
@@ -95,25 +100,27 @@ class IcebergTarget(CommitTarget):
         sweep_unreferenced(self.table, manifests, paths)
 
     def watermark(self, job_id: str, operator_id: str) -> int:
-        return committed_watermark(self.table.refresh().metadata, job_id, operator_id,
-                                   self.branch)  # fmt: skip
+        return committed_watermark(self.table.refresh().metadata, job_id, operator_id, self.branch)
 
-    def commit(self, group: CommitGroup, job_id: str, operator_id: str,
-               metrics: CommitterMetrics) -> int | None:  # fmt: skip
+    def commit(
+        self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
+    ) -> int | None:
         who = SinkIdentity(job_id, operator_id, self.branch, self.snapshot_properties)
         return commit_group(self.table, group, who, metrics)
 
-    def delete_unreferenced(self, files: Sequence[BatchFiles], job_id: str,
-                            operator_id: str, from_batch: int) -> list[str]:  # fmt: skip
+    def delete_unreferenced(
+        self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
+    ) -> list[str]:
         data: list[DataFile] = []
         for f in files:
             assert isinstance(f, WriteResult)
             data.extend(f.data_files)
             data.extend(f.delete_files)
         return delete_unreferenced(
-            self.table, data,
+            self.table,
+            data,
             lambda: committed_paths(self.table, job_id, operator_id, self.branch, from_batch),
-        )  # fmt: skip
+        )
 
     def delete_file(self, path: str) -> None:
         self.table.io.delete(path)

@@ -37,8 +37,13 @@ def refuse_other_table(
         return
     if recorded.same_table(current):
         if recorded.table != current.table or recorded.catalog != current.catalog:
-            log.info("sink %s: %s records %s, now known as %s", sink_id, where,
-                     recorded.describe(), current.describe())  # fmt: skip
+            log.info(
+                "sink %s: %s records %s, now known as %s",
+                sink_id,
+                where,
+                recorded.describe(),
+                current.describe(),
+            )
         return
     raise TableMismatchError(
         f"sink {sink_id}: the checkpoint location belongs to another table: {where} "

@@ -63,9 +63,7 @@ class CommitGroup:
         return min((b.batch_id for b in self.batches), default=self.stamp)
 
 
-def plan_commits(
-    batches: Sequence[StagedBatch], mode: CommitMode, stamp: int
-) -> list[CommitGroup]:
+def plan_commits(batches: Sequence[StagedBatch], mode: CommitMode, stamp: int) -> list[CommitGroup]:
     """The snapshots for ``batches`` (ascending batch ids), empty when no batch has files."""
     with_files = tuple(b for b in batches if not b.files.is_empty)
     if not with_files:

@@ -123,10 +123,18 @@ def write_staging_manifests(
     """
     written: list[ManifestFile] = []
     try:
-        data = _write_grouped(table, namer, checkpoint_id, batch_id, files.data_files,
-                              ManifestContent.DATA, written)  # fmt: skip
-        deletes = _write_grouped(table, namer, checkpoint_id, batch_id, files.delete_files,
-                                 ManifestContent.DELETES, written)  # fmt: skip
+        data = _write_grouped(
+            table, namer, checkpoint_id, batch_id, files.data_files, ManifestContent.DATA, written
+        )
+        deletes = _write_grouped(
+            table,
+            namer,
+            checkpoint_id,
+            batch_id,
+            files.delete_files,
+            ManifestContent.DELETES,
+            written,
+        )
     except BaseException:
         delete_manifests(table.io, written)
         raise
@@ -158,9 +166,14 @@ def _write_grouped(
         path = f"{base}/{namer.name(checkpoint_id, batch_id, len(written) + 1)}"
         with io_failure("writing staging manifest", path):
             writer = ManifestWriter.for_spec(
-                table.io, path, spec, meta.schema, PLACEHOLDER_SNAPSHOT_ID, content,
+                table.io,
+                path,
+                spec,
+                meta.schema,
+                PLACEHOLDER_SNAPSHOT_ID,
+                content,
                 meta.format_version,
-            )  # fmt: skip
+            )
             for f in by_spec[spec_id]:
                 writer.add(f)
             manifest = writer.close()
@@ -195,9 +208,10 @@ def sweep_unreferenced(table: Table, namer: ManifestNamer, referenced: set[str])
     )
     base = staging_location(table)
     stale = [
-        loc for loc in table.io.list_dir(base)
+        loc
+        for loc in table.io.list_dir(base)
         if pattern.match(loc.rsplit("/", 1)[-1]) and loc not in referenced
-    ]  # fmt: skip
+    ]
     for loc in stale:
         try:
             table.io.delete(loc)

@@ -113,8 +113,9 @@ def commit_group(
     return None
 
 
-def _log_commit(table: Table, group: CommitGroup, who: SinkIdentity, files: list[DataFile],
-                duration_ms: float) -> None:  # fmt: skip
+def _log_commit(
+    table: Table, group: CommitGroup, who: SinkIdentity, files: list[DataFile], duration_ms: float
+) -> None:
     """The one INFO line per table commit (logger ``stream_sink.commit.table_commit``)."""
     if not log.isEnabledFor(logging.INFO):
         return
@@ -123,11 +124,20 @@ def _log_commit(table: Table, group: CommitGroup, who: SinkIdentity, files: list
     log.info(
         "sink %s: committed batches %d..%d to %s: %d batches, %d rows, %d data files, "
         "%d delete files (%d deletes), watermark %d, %s on branch %s, %.0f ms",
-        who.operator_id, group.lowest, group.stamp, table.name, len(group.batches),
-        sum(f.record_count for f in data), len(data), len(deletes),
-        sum(f.record_count for f in deletes), group.stamp, group.shape.value, who.branch,
+        who.operator_id,
+        group.lowest,
+        group.stamp,
+        table.name,
+        len(group.batches),
+        sum(f.record_count for f in data),
+        len(data),
+        len(deletes),
+        sum(f.record_count for f in deletes),
+        group.stamp,
+        group.shape.value,
+        who.branch,
         duration_ms,
-    )  # fmt: skip
+    )
 
 
 _OPERATIONS: dict[Shape, Operation] = {
@@ -140,8 +150,9 @@ _OPERATIONS: dict[Shape, Operation] = {
 
 def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
     files = _files(group)
-    result = WriteResult(tuple(f for f in files if not f.is_delete),
-                         tuple(f for f in files if f.is_delete))  # fmt: skip
+    result = WriteResult(
+        tuple(f for f in files if not f.is_delete), tuple(f for f in files if f.is_delete)
+    )
     # No data-file validation for the streaming row delta: the sink's position deletes
     # only point at rows its own task wrote earlier in the same batch (stream_sink.write
     # .delta: an older row is deleted by an equality delete), so every referenced data
@@ -151,9 +162,12 @@ def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer
     # compaction that rewrites files meanwhile validates against the sink's deletes; the
     # sink never validates against compaction.
     return snapshot_producer(
-        table, result, branch=branch, operation=_OPERATIONS[group.shape],
+        table,
+        result,
+        branch=branch,
+        operation=_OPERATIONS[group.shape],
         validate_referenced=False,
-    )  # fmt: skip
+    )
 
 
 def _files(group: CommitGroup) -> list[DataFile]:
@@ -213,8 +227,9 @@ def delete_unreferenced(
     if keep is None:
         log.warning(
             "not deleting %d uncommitted files of table %s: its history is incomplete",
-            len(candidates), table.name,
-        )  # fmt: skip
+            len(candidates),
+            table.name,
+        )
         return []
     deleted = []
     for path in candidates:

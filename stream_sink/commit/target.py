@@ -93,8 +93,9 @@ class CommitTarget(ABC):
         """The files of a batch that wrote nothing."""
 
     @abstractmethod
-    def stage(self, namer: StagingNamer, checkpoint_id: int, batch_id: int,
-              files: BatchFiles) -> bytes:  # fmt: skip
+    def stage(
+        self, namer: StagingNamer, checkpoint_id: int, batch_id: int, files: BatchFiles
+    ) -> bytes:
         """Stage ``files`` durably; the payload for state (empty bytes: nothing staged)."""
 
     @abstractmethod
@@ -115,15 +116,17 @@ class CommitTarget(ABC):
         """The committed watermark of (job, operator) on the refreshed table; -1 if none."""
 
     @abstractmethod
-    def commit(self, group: CommitGroup, job_id: str, operator_id: str,
-               metrics: CommitterMetrics) -> int | None:  # fmt: skip
+    def commit(
+        self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
+    ) -> int | None:
         """Commit ``group`` (its batches ascending) as one table version of its shape,
         stamped ``group.stamp``. None when committed; the refusing watermark when (job,
         operator) had already committed at or above ``group.lowest`` (nothing written)."""
 
     @abstractmethod
-    def delete_unreferenced(self, files: Sequence[BatchFiles], job_id: str,
-                            operator_id: str, from_batch: int) -> list[str]:  # fmt: skip
+    def delete_unreferenced(
+        self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
+    ) -> list[str]:
         """Delete the paths of ``files`` the table does not reference; returns them."""
 
     @abstractmethod

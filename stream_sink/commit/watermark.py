@@ -51,10 +51,13 @@ class WatermarkRecord:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"job-id": self.job_id, "checkpoint-id": self.checkpoint_id,
-             "snapshot-id": self.snapshot_id},
+            {
+                "job-id": self.job_id,
+                "checkpoint-id": self.checkpoint_id,
+                "snapshot-id": self.snapshot_id,
+            },
             separators=(",", ":"),
-        )  # fmt: skip
+        )
 
     @staticmethod
     def from_json(text: str) -> WatermarkRecord | None:

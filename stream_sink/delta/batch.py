@@ -50,8 +50,10 @@ class DeltaBatch:
         return DeltaBatch(tuple(adds), tuple(removes.values()))
 
     def to_bytes(self) -> bytes:
-        doc = {"add": [a.to_json() for a in self.adds],
-               "remove": [r.to_json() for r in self.removes]}  # fmt: skip
+        doc = {
+            "add": [a.to_json() for a in self.adds],
+            "remove": [r.to_json() for r in self.removes],
+        }
         return ENVELOPE.wrap(json.dumps(doc, separators=(",", ":")).encode())
 
     @staticmethod

@@ -55,8 +55,9 @@ def net_changes(
         kinds = changes.column(row_kind_column)
         bad = pc.invert(pc.is_in(kinds, pa.array(ROW_KINDS)))
         if pc.any(pc.fill_null(bad, True)).as_py():
-            raise UnknownRowKindError(f"column {row_kind_column!r} holds row kinds other "
-                                      f"than {ROW_KINDS}")  # fmt: skip
+            raise UnknownRowKindError(
+                f"column {row_kind_column!r} holds row kinds other than {ROW_KINDS}"
+            )
         if mode == "upsert":
             changes = changes.filter(pc.not_equal(kinds, "-U"))
     changes = changes.append_column(_POS, pa.array(range(changes.num_rows), pa.int64()))
@@ -121,12 +122,16 @@ def copy_on_write(
         if kept.num_rows == rows.num_rows:
             continue
         removes.append(add.remove(now))
-        adds.extend(write_data_files(snapshot.location, conform(kept, schema), schema,
-                                     snapshot.partition_columns, io=io))  # fmt: skip
+        adds.extend(
+            write_data_files(
+                snapshot.location, conform(kept, schema), schema, snapshot.partition_columns, io=io
+            )
+        )
     extra = [c for c in final.column_names if c not in schema.names]
     inserted = conform(final.drop_columns(extra), schema)
-    adds.extend(write_data_files(snapshot.location, inserted, schema, snapshot.partition_columns,
-                                 io=io))  # fmt: skip
+    adds.extend(
+        write_data_files(snapshot.location, inserted, schema, snapshot.partition_columns, io=io)
+    )
     return DeltaBatch(tuple(adds), tuple(removes))
 
 

@@ -61,9 +61,12 @@ class Maintenance:
     ) -> RewritePlan:
         """A compaction plan bound to the table's current snapshot; ``plan.execute()``."""
         options = RewriteOptions(
-            target_file_size_bytes, min_input_files, delete_file_threshold,
-            use_starting_sequence_number, row_filter,
-        )  # fmt: skip
+            target_file_size_bytes,
+            min_input_files,
+            delete_file_threshold,
+            use_starting_sequence_number,
+            row_filter,
+        )
         return plan_rewrite(self.table, options)
 
     def rewrite_data_files(
@@ -83,9 +86,12 @@ class Maintenance:
             raise InvalidOptionError(f"max_attempts must be >= 1, got {max_attempts}")
         for attempt in range(1, max_attempts + 1):
             plan = self.plan_rewrite_data_files(
-                target_file_size_bytes, min_input_files, delete_file_threshold,
-                use_starting_sequence_number, row_filter,
-            )  # fmt: skip
+                target_file_size_bytes,
+                min_input_files,
+                delete_file_threshold,
+                use_starting_sequence_number,
+                row_filter,
+            )
             try:
                 result = plan.execute(progress)
             except CommitValidationError as e:

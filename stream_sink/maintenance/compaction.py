@@ -144,9 +144,10 @@ class RewritePlan:
 def plan_rewrite(table: Table, options: RewriteOptions) -> RewritePlan:
     table.refresh()
     snapshot = table.current_snapshot()
-    target = options.target_file_size_bytes or WriteConfig.from_properties(
-        table.properties
-    ).target_file_bytes
+    target = (
+        options.target_file_size_bytes
+        or WriteConfig.from_properties(table.properties).target_file_bytes
+    )
     plan = RewritePlan(
         table,
         snapshot.snapshot_id if snapshot else None,
@@ -169,9 +170,14 @@ def plan_rewrite(table: Table, options: RewriteOptions) -> RewritePlan:
             if _qualifies(bin_, target, options):
                 groups.append(FileGroup(spec_id, partition, tuple(bin_)))
     return RewritePlan(
-        plan.table, plan.snapshot_id, plan.sequence_number, plan.schema, options, target,
+        plan.table,
+        plan.snapshot_id,
+        plan.sequence_number,
+        plan.schema,
+        options,
+        target,
         tuple(groups),
-    )  # fmt: skip
+    )
 
 
 def _too_many_deletes(task: FileScanTask, options: RewriteOptions) -> bool:

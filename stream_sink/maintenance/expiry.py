@@ -21,9 +21,12 @@ def expire_snapshots(table: Table, older_than_ms: int, retain_last: int) -> Expi
     outcome = op.commit()
     after = len(table.refresh().metadata.snapshots)
     return ExpireSnapshotsResult(
-        before, after, outcome.snapshots_expired, outcome.files_deleted,
+        before,
+        after,
+        outcome.snapshots_expired,
+        outcome.files_deleted,
         (time.perf_counter() - started) * 1000,
-    )  # fmt: skip
+    )
 
 
 def rewrite_manifests(table: Table) -> RewriteManifestsResult:

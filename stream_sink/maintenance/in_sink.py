@@ -92,9 +92,11 @@ class SinkMaintenance:
             return False
         if self.options.background:
             self._thread = threading.Thread(
-                target=self.run_once, args=(protected,), name=f"maintenance-{self._owner}",
+                target=self.run_once,
+                args=(protected,),
+                name=f"maintenance-{self._owner}",
                 daemon=True,
-            )  # fmt: skip
+            )
             self._thread.start()
         else:
             self.run_once(protected)
@@ -112,11 +114,13 @@ class SinkMaintenance:
         started = time.perf_counter()
         try:
             table = self._load_table()
-            lock = MaintenanceLock.for_table(table, self._owner, self.options.lock_lease_ms,
-                                             owner=self._owner)  # fmt: skip
+            lock = MaintenanceLock.for_table(
+                table, self._owner, self.options.lock_lease_ms, owner=self._owner
+            )
             if not lock.try_acquire():
-                log.info("table %s: maintenance skipped, lock held by %s", table.name,
-                         lock.holder())  # fmt: skip
+                log.info(
+                    "table %s: maintenance skipped, lock held by %s", table.name, lock.holder()
+                )
                 self._bump(skipped_locked=1)
                 return
             try:
@@ -126,18 +130,23 @@ class SinkMaintenance:
             self._record(duration_ms=(time.perf_counter() - started) * 1000)
         except CommitValidationError as e:
             log.info("maintenance yielded to a concurrent commit: %s", e)
-            self._record(conflict=True, error=str(e),
-                         duration_ms=(time.perf_counter() - started) * 1000)  # fmt: skip
+            self._record(
+                conflict=True, error=str(e), duration_ms=(time.perf_counter() - started) * 1000
+            )
         except Exception as e:
             log.warning("maintenance failed (the stream goes on): %s", e, exc_info=True)
-            self._record(failed=True, error=f"{type(e).__name__}: {e}",
-                         duration_ms=(time.perf_counter() - started) * 1000)  # fmt: skip
+            self._record(
+                failed=True,
+                error=f"{type(e).__name__}: {e}",
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
 
     def _actions(self, m: Maintenance, lock: MaintenanceLock, protected: frozenset[str]) -> None:
         o = self.options
         if o.rewrite_data_files:
-            r = m.rewrite_data_files(o.target_file_size_bytes, o.min_input_files,
-                                     o.delete_file_threshold, max_attempts=1)  # fmt: skip
+            r = m.rewrite_data_files(
+                o.target_file_size_bytes, o.min_input_files, o.delete_file_threshold, max_attempts=1
+            )
             self._bump(rewritten_data_files=r.rewritten_data_files)
             lock.renew()
             m.remove_dangling_deletes()

@@ -168,8 +168,9 @@ class FileMaintenanceLock(MaintenanceLock):
             os.unlink(aside)
             return False
         os.unlink(aside)
-        log.info("table %s: broke an expired maintenance lock of %s", self.table.name,
-                 seen.get("owner"))  # fmt: skip
+        log.info(
+            "table %s: broke an expired maintenance lock of %s", self.table.name, seen.get("owner")
+        )
         return True
 
     def renew(self) -> bool:
@@ -242,8 +243,10 @@ class SqlMaintenanceLock(MaintenanceLock):
         with self._engine.begin() as conn:
             taken = conn.execute(
                 update(self._rows)
-                .where(self._where()
-                       & ((self._rows.c.expires_ms <= now) | (self._rows.c.owner == self.owner)))
+                .where(
+                    self._where()
+                    & ((self._rows.c.expires_ms <= now) | (self._rows.c.owner == self.owner))
+                )
                 .values(**values)
             ).rowcount
         self.held = taken == 1

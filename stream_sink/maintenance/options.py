@@ -44,9 +44,12 @@ class MaintenanceOptions:
 
     def __post_init__(self) -> None:
         triggers = (
-            self.commit_count, self.data_file_count, self.equality_delete_file_count,
-            self.equality_delete_record_count, self.interval_ms,
-        )  # fmt: skip
+            self.commit_count,
+            self.data_file_count,
+            self.equality_delete_file_count,
+            self.equality_delete_record_count,
+            self.interval_ms,
+        )
         if all(t is None for t in triggers):
             raise InvalidOptionError("MaintenanceOptions: set at least one trigger")
         for name, value in (

@@ -76,8 +76,12 @@ def staging_manifest_files(table: Table, listed: Iterable[ListedFile]) -> set[st
             contents = avro.read_avro_file(table.io, f.location)
             out.update(str(r["data_file"]["file_path"]) for r in contents.records)
         except (MissingFileError, CorruptMetadataError, KeyError, TypeError) as e:
-            log.warning("table %s: cannot read staging manifest %s (%s); keeping it",
-                        table.name, f.location, e)  # fmt: skip
+            log.warning(
+                "table %s: cannot read staging manifest %s (%s); keeping it",
+                table.name,
+                f.location,
+                e,
+            )
     return out
 
 
@@ -104,8 +108,11 @@ def remove_orphan_files(
         if where in reachable:
             continue
         name = where.rsplit("/", 1)[-1]
-        if where in keep or f.mtime_ms >= cutoff or name in KEPT_NAMES or name.endswith(
-            KEPT_SUFFIXES
+        if (
+            where in keep
+            or f.mtime_ms >= cutoff
+            or name in KEPT_NAMES
+            or name.endswith(KEPT_SUFFIXES)
         ):
             protected_count += 1
             continue

@@ -74,57 +74,134 @@ def _m(attr: str) -> Getter:
 
 
 METRICS: tuple[MetricDef, ...] = (
-    MetricDef("lastCheckpointDurationMs", "gauge", "Duration of the last checkpoint (ms).",
-              _c("last_checkpoint_duration_ms")),
-    MetricDef("lastCommitDurationMs", "gauge", "Duration of the last table commit (ms).",
-              _c("last_commit_duration_ms")),
-    MetricDef("elapsedSecondsSinceLastSuccessfulCommit", "gauge",
-              "Seconds since the last successful table commit.",
-              _c("seconds_since_last_successful_commit")),
-    MetricDef("committedDataFilesCount", "counter", "Data files committed.",
-              _c("committed_data_files")),
-    MetricDef("committedDataFilesRecordCount", "counter", "Rows in committed data files.",
-              _c("committed_records")),
-    MetricDef("committedDataFilesByteCount", "counter", "Bytes of committed data files.",
-              _c("committed_data_bytes")),
-    MetricDef("committedDeleteFilesCount", "counter", "Delete files committed.",
-              _c("committed_delete_files")),
-    MetricDef("committedDeleteFilesRecordCount", "counter", "Deletes in committed delete files.",
-              _c("committed_delete_records")),
-    MetricDef("committedDeleteFilesByteCount", "counter", "Bytes of committed delete files.",
-              _c("committed_delete_bytes")),
-    MetricDef("flushedDataFiles", "counter", "Data files written by the writers.",
-              _w("flushed_data_files")),
-    MetricDef("flushedDeleteFiles", "counter", "Delete files written by the writers.",
-              _w("flushed_delete_files")),
-    MetricDef("flushedReferencedDataFiles", "counter",
-              "Data files referenced by the position deletes written.",
-              _w("flushed_referenced_data_files")),
-    MetricDef("flushedDataFilesRecordCount", "counter", "Rows in the data files written.",
-              _w("flushed_data_records")),
-    MetricDef("flushedDataFilesByteCount", "counter", "Bytes of the data files written.",
-              _w("flushed_data_bytes")),
-    MetricDef("flushedDeleteFilesRecordCount", "counter", "Deletes in the delete files written.",
-              _w("flushed_delete_records")),
-    MetricDef("flushedDeleteFilesByteCount", "counter", "Bytes of the delete files written.",
-              _w("flushed_delete_bytes")),
-    MetricDef("lastFlushDurationMs", "gauge", "Duration of the last micro-batch's writes (ms).",
-              _w("last_flush_duration_ms")),
-    MetricDef("cdcOrderTies", "counter",
-              "CDC changes whose key and order value equal the previous change's.",
-              _w("cdc_order_ties")),
-    MetricDef("maintenanceRuns", "counter", "In-job maintenance runs finished.",
-              _m("runs")),
-    MetricDef("maintenanceFailures", "counter", "In-job maintenance runs that failed.",
-              _m("failures")),
-    MetricDef("maintenanceConflicts", "counter",
-              "In-job maintenance commits refused by a concurrent change.", _m("conflicts")),
-    MetricDef("maintenanceSkippedLocked", "counter",
-              "In-job maintenance runs skipped: another maintainer held the table's lock.",
-              _m("skipped_locked")),
-    MetricDef("lastMaintenanceDurationMs", "gauge", "Duration of the last maintenance run (ms).",
-              _m("last_duration_ms")),
-)  # fmt: skip
+    MetricDef(
+        "lastCheckpointDurationMs",
+        "gauge",
+        "Duration of the last checkpoint (ms).",
+        _c("last_checkpoint_duration_ms"),
+    ),
+    MetricDef(
+        "lastCommitDurationMs",
+        "gauge",
+        "Duration of the last table commit (ms).",
+        _c("last_commit_duration_ms"),
+    ),
+    MetricDef(
+        "elapsedSecondsSinceLastSuccessfulCommit",
+        "gauge",
+        "Seconds since the last successful table commit.",
+        _c("seconds_since_last_successful_commit"),
+    ),
+    MetricDef(
+        "committedDataFilesCount", "counter", "Data files committed.", _c("committed_data_files")
+    ),
+    MetricDef(
+        "committedDataFilesRecordCount",
+        "counter",
+        "Rows in committed data files.",
+        _c("committed_records"),
+    ),
+    MetricDef(
+        "committedDataFilesByteCount",
+        "counter",
+        "Bytes of committed data files.",
+        _c("committed_data_bytes"),
+    ),
+    MetricDef(
+        "committedDeleteFilesCount",
+        "counter",
+        "Delete files committed.",
+        _c("committed_delete_files"),
+    ),
+    MetricDef(
+        "committedDeleteFilesRecordCount",
+        "counter",
+        "Deletes in committed delete files.",
+        _c("committed_delete_records"),
+    ),
+    MetricDef(
+        "committedDeleteFilesByteCount",
+        "counter",
+        "Bytes of committed delete files.",
+        _c("committed_delete_bytes"),
+    ),
+    MetricDef(
+        "flushedDataFiles",
+        "counter",
+        "Data files written by the writers.",
+        _w("flushed_data_files"),
+    ),
+    MetricDef(
+        "flushedDeleteFiles",
+        "counter",
+        "Delete files written by the writers.",
+        _w("flushed_delete_files"),
+    ),
+    MetricDef(
+        "flushedReferencedDataFiles",
+        "counter",
+        "Data files referenced by the position deletes written.",
+        _w("flushed_referenced_data_files"),
+    ),
+    MetricDef(
+        "flushedDataFilesRecordCount",
+        "counter",
+        "Rows in the data files written.",
+        _w("flushed_data_records"),
+    ),
+    MetricDef(
+        "flushedDataFilesByteCount",
+        "counter",
+        "Bytes of the data files written.",
+        _w("flushed_data_bytes"),
+    ),
+    MetricDef(
+        "flushedDeleteFilesRecordCount",
+        "counter",
+        "Deletes in the delete files written.",
+        _w("flushed_delete_records"),
+    ),
+    MetricDef(
+        "flushedDeleteFilesByteCount",
+        "counter",
+        "Bytes of the delete files written.",
+        _w("flushed_delete_bytes"),
+    ),
+    MetricDef(
+        "lastFlushDurationMs",
+        "gauge",
+        "Duration of the last micro-batch's writes (ms).",
+        _w("last_flush_duration_ms"),
+    ),
+    MetricDef(
+        "cdcOrderTies",
+        "counter",
+        "CDC changes whose key and order value equal the previous change's.",
+        _w("cdc_order_ties"),
+    ),
+    MetricDef("maintenanceRuns", "counter", "In-job maintenance runs finished.", _m("runs")),
+    MetricDef(
+        "maintenanceFailures", "counter", "In-job maintenance runs that failed.", _m("failures")
+    ),
+    MetricDef(
+        "maintenanceConflicts",
+        "counter",
+        "In-job maintenance commits refused by a concurrent change.",
+        _m("conflicts"),
+    ),
+    MetricDef(
+        "maintenanceSkippedLocked",
+        "counter",
+        "In-job maintenance runs skipped: another maintainer held the table's lock.",
+        _m("skipped_locked"),
+    ),
+    MetricDef(
+        "lastMaintenanceDurationMs",
+        "gauge",
+        "Duration of the last maintenance run (ms).",
+        _m("last_duration_ms"),
+    ),
+)
 
 
 class MetricsSource(Protocol):
@@ -201,10 +278,12 @@ class MetricsServer:
 
     def __init__(self, host: str, port: int, registry: MetricsRegistry) -> None:
         app = _metrics_path_only(make_wsgi_app(registry.collector_registry))
-        self._server = make_server(host, port, app, ThreadingWSGIServer,
-                                   handler_class=_QuietHandler)  # fmt: skip
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name=f"stream-sink-metrics-{self.port}", daemon=True)
+        self._server = make_server(
+            host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"stream-sink-metrics-{self.port}", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -230,8 +309,9 @@ _servers: dict[tuple[str, int], MetricsServer] = {}
 _servers_lock = threading.Lock()
 
 
-def serve(port: int = 0, host: str = "127.0.0.1",
-          registry: MetricsRegistry = REGISTRY) -> MetricsServer:  # fmt: skip
+def serve(
+    port: int = 0, host: str = "127.0.0.1", registry: MetricsRegistry = REGISTRY
+) -> MetricsServer:
     """Serve ``registry`` on ``host:port`` (0: a free port); the same server when this
     process already serves that address."""
     with _servers_lock:

@@ -89,19 +89,24 @@ def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillRep
     work = options.work_dir or tempfile.mkdtemp(prefix="stream-sink-drill-")
     os.makedirs(work, exist_ok=True)
     rng = random.Random(options.seed)
-    planned = plan_scenarios(options.modes, options.failpoints, options.random_kills, rng,
-                             options.max_kill_delay_s)  # fmt: skip
+    planned = plan_scenarios(
+        options.modes, options.failpoints, options.random_kills, rng, options.max_kill_delay_s
+    )
     soak_s = max(0.0, options.soak_minutes * 60)
     source = ScenarioSource(planned, options.modes, rng, options.max_kill_delay_s, soak_s)
     say = _Progress(progress or sys.stderr, started)
     soak = f" then a {options.soak_minutes:g}-minute soak" if soak_s else ""
-    say(f"drill of {options.job.job} into {options.job.table}: {len(planned)} scenarios"
-        f"{soak}; work dir {work}")  # fmt: skip
+    say(
+        f"drill of {options.job.job} into {options.job.table}: {len(planned)} scenarios"
+        f"{soak}; work dir {work}"
+    )
     results: list[ScenarioResult] = []
-    chains = [_Chain(i, options, work, source, say, results)
-              for i in range(max(1, options.parallel))]  # fmt: skip
-    threads = [threading.Thread(target=c.run, name=f"drill-chain-{c.index}", daemon=True)
-               for c in chains]  # fmt: skip
+    chains = [
+        _Chain(i, options, work, source, say, results) for i in range(max(1, options.parallel))
+    ]
+    threads = [
+        threading.Thread(target=c.run, name=f"drill-chain-{c.index}", daemon=True) for c in chains
+    ]
     for t in threads:
         t.start()
     try:
@@ -117,12 +122,20 @@ def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillRep
     if mistakes:  # each in its own directory: ``parallel`` of them at once
         with ThreadPoolExecutor(max(1, options.parallel), "drill-mistake") as pool:
             results.extend(pool.map(lambda m: _mistake(options, work, m[0], m[1], say), mistakes))
-    return DrillReport(options.job.job, options.job.table, options.seed, work, started_wall,
-                       time.monotonic() - started, tuple(results))  # fmt: skip
+    return DrillReport(
+        options.job.job,
+        options.job.table,
+        options.seed,
+        work,
+        started_wall,
+        time.monotonic() - started,
+        tuple(results),
+    )
 
 
-def _mistake(options: DrillOptions, work: str, mode: str, name: str,
-             say: _Progress) -> ScenarioResult:  # fmt: skip
+def _mistake(
+    options: DrillOptions, work: str, mode: str, name: str, say: _Progress
+) -> ScenarioResult:
     """One operator-mistake scenario (:mod:`.drill_mistakes`), verified like the others."""
     scenario = Scenario(f"{mode}/{name}", mode, "mistake")
     context = scenario_context(options, work, scenario)
@@ -137,15 +150,25 @@ def _mistake(options: DrillOptions, work: str, mode: str, name: str,
     readers: dict[str, RowCounts | None] = {}
     expected_rows = 0
     try:
-        expected_rows, readers = verify(options.job, context, resolve(options.job.expected,
-                                                                      "--expected"))  # fmt: skip
+        expected_rows, readers = verify(
+            options.job, context, resolve(options.job.expected, "--expected")
+        )
     except Exception as e:
         error = error or f"reading or comparing the table failed: {type(e).__name__}: {e}"
     result = ScenarioResult(
-        id=scenario.id, mode=mode, kind="mistake", failpoint=None, kill_delays_s=(),
-        kills=m.kills, restarts=max(0, m.runs - 1), expected_rows=expected_rows,
-        readers=readers, error=error, duration_s=took, logs=tuple(m.logs),
-    )  # fmt: skip
+        id=scenario.id,
+        mode=mode,
+        kind="mistake",
+        failpoint=None,
+        kill_delays_s=(),
+        kills=m.kills,
+        restarts=max(0, m.runs - 1),
+        expected_rows=expected_rows,
+        readers=readers,
+        error=error,
+        duration_s=took,
+        logs=tuple(m.logs),
+    )
     say(f"{scenario.id}: {describe(result)}")
     return result
 
@@ -154,12 +177,17 @@ def scenario_context(options: DrillOptions, work: str, scenario: Scenario) -> di
     """The keyword arguments the job's entry points get (see :mod:`.drill_jobs`)."""
     root = os.path.join(work, scenario.id.replace("/", "_").replace("@", "-"))
     return {
-        "work_dir": root, "warehouse": os.path.join(root, "warehouse"),
+        "work_dir": root,
+        "warehouse": os.path.join(root, "warehouse"),
         "checkpoint_location": os.path.join(root, "checkpoints"),
-        "state_dir": os.path.join(root, "state"), "input_dir": os.path.join(work, "input"),
-        "mode": scenario.mode, "seed": options.seed, "rows": options.rows,
-        "files": options.files, "checkpoint_interval_batches": options.checkpoint_interval_batches,
-    }  # fmt: skip
+        "state_dir": os.path.join(root, "state"),
+        "input_dir": os.path.join(work, "input"),
+        "mode": scenario.mode,
+        "seed": options.seed,
+        "rows": options.rows,
+        "files": options.files,
+        "checkpoint_interval_batches": options.checkpoint_interval_batches,
+    }
 
 
 @dataclass
@@ -175,8 +203,11 @@ class _Tracked:
     error: str | None = None
 
     def next_step(self, step: int) -> dict[str, Any]:
-        return {"step": step, "context": self.context,
-                "failpoint": self.scenario.armed_failpoint(self.runs)}  # fmt: skip
+        return {
+            "step": step,
+            "context": self.context,
+            "failpoint": self.scenario.armed_failpoint(self.runs),
+        }
 
     @property
     def stuck(self) -> bool:
@@ -198,8 +229,15 @@ class _Outcome:
 class _Chain:
     """Runs scenarios one after another through a sequence of driver processes."""
 
-    def __init__(self, index: int, options: DrillOptions, work: str, source: ScenarioSource,
-                 say: _Progress, results: list[ScenarioResult]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: int,
+        options: DrillOptions,
+        work: str,
+        source: ScenarioSource,
+        say: _Progress,
+        results: list[ScenarioResult],
+    ) -> None:
         self.index, self.options, self.work = index, options, work
         self.source, self.say, self.results = source, say, results
         self.processes = 0
@@ -240,7 +278,7 @@ class _Chain:
         outcome = self._run_process(pending, log)
         for i in outcome.done:
             self._finish(pending[i])
-        rest = pending[len(outcome.done):]
+        rest = pending[len(outcome.done) :]
         if not rest or (outcome.current is None and outcome.returncode == 0):
             return rest
         tracked = rest[0]
@@ -273,7 +311,10 @@ class _Chain:
         with open(log, "w") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "stream_sink.ops.drill_child", plan_path, status_path],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
             self.live = proc
             try:
@@ -282,8 +323,9 @@ class _Chain:
                 _kill_group(proc)
                 self.live = None
 
-    def _watch(self, proc: subprocess.Popen[bytes], pending: list[_Tracked], status: str,
-               log: str) -> _Outcome:  # fmt: skip
+    def _watch(
+        self, proc: subprocess.Popen[bytes], pending: list[_Tracked], status: str, log: str
+    ) -> _Outcome:
         outcome = _Outcome()
         delay: float | None = None  # the current run's kill delay, until its first batch
         deadline: float | None = None
@@ -332,17 +374,26 @@ class _Chain:
             error = error or f"reading or comparing the table failed: {type(e).__name__}: {e}"
         s = tracked.scenario
         result = ScenarioResult(
-            id=s.id, mode=s.mode, kind=s.kind, failpoint=s.failpoint,
-            kill_delays_s=s.kill_delays, kills=tracked.kills, restarts=max(0, tracked.runs - 1),
-            expected_rows=expected_rows, readers=readers, error=error,
-            duration_s=time.monotonic() - tracked.started, logs=tuple(dict.fromkeys(tracked.logs)),
-        )  # fmt: skip
+            id=s.id,
+            mode=s.mode,
+            kind=s.kind,
+            failpoint=s.failpoint,
+            kill_delays_s=s.kill_delays,
+            kills=tracked.kills,
+            restarts=max(0, tracked.runs - 1),
+            expected_rows=expected_rows,
+            readers=readers,
+            error=error,
+            duration_s=time.monotonic() - tracked.started,
+            logs=tuple(dict.fromkeys(tracked.logs)),
+        )
         self.results.append(result)
         self.say(f"{s.id}: {describe(result)}")
 
 
-def verify(job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any]
-           ) -> tuple[int, dict[str, RowCounts | None]]:  # fmt: skip
+def verify(
+    job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any]
+) -> tuple[int, dict[str, RowCounts | None]]:
     """(expected row count, counts per reader) for the scenario's table."""
     expected = expected_fn(**context)
     if job.table.startswith(DELTA_PREFIX):
@@ -362,11 +413,12 @@ def verify(job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any
     return expected.num_rows, readers
 
 
-def _verify_delta(job: JobSpec, context: dict[str, Any], expected: pa.Table
-                  ) -> dict[str, RowCounts | None]:  # fmt: skip
+def _verify_delta(
+    job: JobSpec, context: dict[str, Any], expected: pa.Table
+) -> dict[str, RowCounts | None]:
     """A Delta table at ``delta:<path>`` (relative to the scenario's work dir) read by us
     and by DuckDB's delta extension."""
-    location = os.path.join(context["work_dir"], job.table[len(DELTA_PREFIX):])
+    location = os.path.join(context["work_dir"], job.table[len(DELTA_PREFIX) :])
     found = DeltaTable.load(location).to_arrow()
     readers: dict[str, RowCounts | None] = {PRIMARY_READER: compare(expected, found)}
     readers["duckdb"] = None
@@ -379,9 +431,12 @@ def _verify_delta(job: JobSpec, context: dict[str, Any], expected: pa.Table
 def describe(result: ScenarioResult) -> str:
     """One line: verdict, counts and restarts."""
     p = result.primary
-    counts = (f"{result.expected_rows} rows expected, {p.rows} found, {p.duplicated} "
-              f"duplicated, {p.missing} missing, {p.unexpected} unexpected"
-              if p else "table not read")  # fmt: skip
+    counts = (
+        f"{result.expected_rows} rows expected, {p.rows} found, {p.duplicated} "
+        f"duplicated, {p.missing} missing, {p.unexpected} unexpected"
+        if p
+        else "table not read"
+    )
     runs = f"{result.kills} kill(s), {result.restarts} restart(s)"
     reached = "" if result.reached else "; never killed (the run ended first)"
     verdict = result.verdict if result.verdict == "ok" else "FAIL: " + ", ".join(result.problems)
@@ -395,7 +450,7 @@ def _read_status(path: str, outcome: _Outcome) -> list[tuple[str, int]]:
     with open(path) as f:
         text = f.read()
     complete = text[: text.rfind("\n") + 1].splitlines()
-    lines = [line.split() for line in complete[outcome.lines_read:]]
+    lines = [line.split() for line in complete[outcome.lines_read :]]
     outcome.lines_read = len(complete)
     events = [(w[0], int(w[1])) for w in lines if len(w) >= 2]
     for event, step in events:
@@ -421,8 +476,7 @@ class _Progress:
 
     def __call__(self, message: str) -> None:
         with self._lock:
-            print(f"[{time.monotonic() - self.started:7.1f}s] {message}", file=self.out,
-                  flush=True)  # fmt: skip
+            print(f"[{time.monotonic() - self.started:7.1f}s] {message}", file=self.out, flush=True)
 
 
 def modes_of(text: str | Sequence[str]) -> tuple[str, ...]:

@@ -69,8 +69,13 @@ class MistakeRun:
         plan, status, log = base + ".plan.json", base + ".status", base + ".log"
         context = {**self.context, **overrides}
         with open(plan, "w") as f:
-            json.dump({"job": self.job, "steps": [
-                {"step": 0, "context": context, "failpoint": failpoint}]}, f)  # fmt: skip
+            json.dump(
+                {
+                    "job": self.job,
+                    "steps": [{"step": 0, "context": context, "failpoint": failpoint}],
+                },
+                f,
+            )
         open(status, "w").close()
         env = dict(os.environ)
         env.pop("STREAM_SINK_FAILPOINT", None)
@@ -78,8 +83,11 @@ class MistakeRun:
         with open(log, "w") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "stream_sink.ops.drill_child", plan, status],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
             try:
                 code = proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
@@ -128,8 +136,10 @@ def reused_checkpoint_location(m: MistakeRun) -> str | None:
 
 def deleted_staged_file(m: MistakeRun) -> str | None:
     m.run("after-checkpoint-metadata@1")  # checkpoint 1 staged and complete, not committed
-    data = sorted(glob.glob(os.path.join(m.context["warehouse"], "**", "*.parquet"),
-                            recursive=True), key=os.path.getmtime)  # fmt: skip
+    data = sorted(
+        glob.glob(os.path.join(m.context["warehouse"], "**", "*.parquet"), recursive=True),
+        key=os.path.getmtime,
+    )
     if not data:
         return "no staged data file found to take away"
     aside = data[0] + ".aside"

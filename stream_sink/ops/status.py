@@ -68,8 +68,11 @@ class SinkStatus:
     @property
     def in_flight(self) -> tuple[int, ...]:
         done = set(self.acknowledged)
-        return tuple(b for b in self.planned if b not in done
-                     and (self.watermark is None or b > self.watermark))  # fmt: skip
+        return tuple(
+            b
+            for b in self.planned
+            if b not in done and (self.watermark is None or b > self.watermark)
+        )
 
 
 def sink_status(
@@ -85,30 +88,44 @@ def sink_status(
     io = FileIO.for_location(root)
     spark_dir = f"{root}/{SPARK_CHECKPOINT_DIR}"
     if not io.exists(root):
-        raise NotFoundError(f"checkpoint location {root!r} does not exist; check "
-                            "--checkpoint-location (IcebergSink's checkpoint_location)")
+        raise NotFoundError(
+            f"checkpoint location {root!r} does not exist; check "
+            "--checkpoint-location (IcebergSink's checkpoint_location)"
+        )
     try:
         query_id = query.read_query_id(spark_dir, io)
     except CheckpointError:
-        raise CheckpointError(f"no streaming query has checkpointed at {spark_dir}: is "
-                              f"{root!r} a sink's checkpoint_location?") from None
+        raise CheckpointError(
+            f"no streaming query has checkpointed at {spark_dir}: is "
+            f"{root!r} a sink's checkpoint_location?"
+        ) from None
     sink = sink_id or _only_sink(root, io)
     checkpoints = CheckpointStorage(root, sink, io).list_completed()
     table_name = table or sink
     watermark, error, last = _table_watermark(catalog, table_name, query_id, sink, branch)
     acknowledged = tuple(query.acknowledged_batch_ids(spark_dir, io))
     floor = watermark if watermark is not None else -1
-    covered = {b for c in checkpoints if c.checkpoint_id > floor
-               for b in range(c.metadata.first_batch_id, c.checkpoint_id + 1)}  # fmt: skip
+    covered = {
+        b
+        for c in checkpoints
+        if c.checkpoint_id > floor
+        for b in range(c.metadata.first_batch_id, c.checkpoint_id + 1)
+    }
     unseen = [b for b in acknowledged if b > floor]
     return SinkStatus(
-        checkpoint_location=root, sink_id=sink, table=table_name, query_id=query_id,
-        watermark=watermark, table_error=error, last_commit=last,
+        checkpoint_location=root,
+        sink_id=sink,
+        table=table_name,
+        query_id=query_id,
+        watermark=watermark,
+        table_error=error,
+        last_commit=last,
         last_checkpoint_id=checkpoints[-1].checkpoint_id if checkpoints else None,
-        acknowledged=acknowledged, planned=tuple(query.planned_batch_ids(spark_dir, io)),
+        acknowledged=acknowledged,
+        planned=tuple(query.planned_batch_ids(spark_dir, io)),
         staged=tuple(b for b in unseen if b in covered),
         pending=tuple(b for b in unseen if b not in covered),
-    )  # fmt: skip
+    )
 
 
 def _only_sink(root: str, io: FileIO) -> str:
@@ -119,10 +136,13 @@ def _only_sink(root: str, io: FileIO) -> str:
     if len(sinks) == 1:
         return sinks[0]
     if not sinks:
-        raise NotFoundError(f"no sink has completed a checkpoint under {root!r} yet; pass "
-                            "--sink-id (default: the table name) to read its table anyway")
-    raise InvalidOptionError(f"several sinks checkpoint under {root!r}: {', '.join(sinks)}; "
-                             "pass --sink-id")
+        raise NotFoundError(
+            f"no sink has completed a checkpoint under {root!r} yet; pass "
+            "--sink-id (default: the table name) to read its table anyway"
+        )
+    raise InvalidOptionError(
+        f"several sinks checkpoint under {root!r}: {', '.join(sinks)}; pass --sink-id"
+    )
 
 
 def _table_watermark(

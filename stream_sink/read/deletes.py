@@ -247,9 +247,7 @@ def _group_positions(table: pa.Table) -> dict[str, np.ndarray]:
     codes, pos = codes[order], pos[order]
     names = paths.dictionary.to_pylist()
     bounds = np.searchsorted(codes, np.arange(len(names) + 1))
-    return {
-        name: _sorted_distinct(pos[bounds[i] : bounds[i + 1]]) for i, name in enumerate(names)
-    }
+    return {name: _sorted_distinct(pos[bounds[i] : bounds[i + 1]]) for i, name in enumerate(names)}
 
 
 def position_mask(positions: np.ndarray, start: int, n: int) -> np.ndarray | None:

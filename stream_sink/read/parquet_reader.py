@@ -62,9 +62,7 @@ class FileProjection:
         """The file's top-level Arrow field of each target field it holds, by field id."""
         return {fid: self._file_schema.field(i) for fid, i in self._index.items()}
 
-    def conform(
-        self, raw: pa.Table, constants: Mapping[int, Any] | None = None
-    ) -> pa.Table:
+    def conform(self, raw: pa.Table, constants: Mapping[int, Any] | None = None) -> pa.Table:
         """``raw`` (the file's ``columns``, read from it) in the target schema."""
         n = raw.num_rows
         if not self.fields:

@@ -206,4 +206,3 @@ def partition_type(metadata: TableMetadata, spec: PartitionSpec) -> StructType:
 
 def _seq(e: ManifestEntry) -> int:
     return e.sequence_number if e.sequence_number is not None else 0
-

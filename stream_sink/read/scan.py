@@ -108,13 +108,15 @@ class TableScan(_Scan):
         row_filter: RowFilter = None,
         columns: Iterable[str] | None = None,
     ) -> None:
-        given = [n for n, v in (("snapshot_id", snapshot_id), ("ref", ref), ("as_of_ms", as_of_ms))
-                 if v is not None]
+        given = [
+            n
+            for n, v in (("snapshot_id", snapshot_id), ("ref", ref), ("as_of_ms", as_of_ms))
+            if v is not None
+        ]
         if len(given) > 1:
             raise ValidationError(f"scan of table {table.name}: give only one of {given}")
         self.snapshot = _choose_snapshot(table, snapshot_id, ref, as_of_ms)
-        schema = (_scan_schema(table, self.snapshot, ref) if given
-                  else table.metadata.schema)  # fmt: skip
+        schema = _scan_schema(table, self.snapshot, ref) if given else table.metadata.schema
         super().__init__(table, schema, row_filter, columns)
 
     def plan_files(self) -> list[FileScanTask]:

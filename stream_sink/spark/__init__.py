@@ -36,9 +36,16 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "ORDER_COLUMN", "ROW_KIND_COLUMN", "DeltaSink", "IcebergSink", "from_debezium", "local_session",
-    "read_table", "register", "check_executors",
-]  # fmt: skip
+    "ORDER_COLUMN",
+    "ROW_KIND_COLUMN",
+    "DeltaSink",
+    "IcebergSink",
+    "from_debezium",
+    "local_session",
+    "read_table",
+    "register",
+    "check_executors",
+]
 
 
 def __getattr__(name: str) -> Any:

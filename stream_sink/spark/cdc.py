@@ -90,8 +90,9 @@ def from_debezium(
     """
     from pyspark.sql import functions as F
 
-    rows = union_schema(row_schema) if isinstance(row_schema, Mapping) else to_spark_schema(
-        row_schema)
+    rows = (
+        union_schema(row_schema) if isinstance(row_schema, Mapping) else to_spark_schema(row_schema)
+    )
     orders = (order_by,) if isinstance(order_by, str) else tuple(order_by)
     if not orders:
         raise MissingColumnError("from_debezium: order_by must name at least one position field")
@@ -110,8 +111,7 @@ def from_debezium(
         if KAFKA_KEY_COLUMN not in df.columns or table_column:
             df = df.where(F.col(value_column).isNotNull())
         raw = F.col(value_column).cast("string")
-        env = _parse(raw, rows, envelope_paths,
-                     [SOURCE_DB, SOURCE_TABLE] if table_column else [])  # fmt: skip
+        env = _parse(raw, rows, envelope_paths, [SOURCE_DB, SOURCE_TABLE] if table_column else [])
     keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
     tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
     # a typed null without a key column: pyspark 3.5 cannot extract fields from NULL
@@ -121,8 +121,9 @@ def from_debezium(
         for p in envelope_paths
     ]
     extra = _source_columns(env, table_column, key_column)
-    changes = F.when(tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, raw))
-                     ).otherwise(_changes(env, raw))  # fmt: skip
+    changes = F.when(
+        tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, raw))
+    ).otherwise(_changes(env, raw))
     exploded = df.select(
         F.explode(changes).alias("c"),
         *(p.alias(f"_pos{i}") for i, p in enumerate(position)),
@@ -180,7 +181,8 @@ def _parse_key(key: Column, rows: StructType) -> Column:
     parsed = F.from_json(key.cast("string"), wrapper, {"mode": "PERMISSIVE"})
     payload = parsed.getField("payload")
     return F.when(payload.isNotNull(), payload).otherwise(
-        F.struct(*(parsed.getField(f.name).alias(f.name) for f in rows.fields)))  # fmt: skip
+        F.struct(*(parsed.getField(f.name).alias(f.name) for f in rows.fields))
+    )
 
 
 def _key_row(key: Column, rows: StructType) -> Column:
@@ -188,7 +190,8 @@ def _key_row(key: Column, rows: StructType) -> Column:
     from pyspark.sql import functions as F
 
     return F.when(key.isNull(), F.lit(None)).otherwise(
-        F.struct(*(key.getField(f.name).alias(f.name) for f in rows.fields)))  # fmt: skip
+        F.struct(*(key.getField(f.name).alias(f.name) for f in rows.fields))
+    )
 
 
 def _changes(env: Column, raw: Column) -> Column:
@@ -228,8 +231,11 @@ def _parse(
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    fields = [StructField("op", StringType()), StructField("before", rows),
-              StructField("after", rows)]
+    fields = [
+        StructField("op", StringType()),
+        StructField("before", rows),
+        StructField("after", rows),
+    ]
     typed: dict[str, DataType] = {p: LongType() for p in paths}
     typed.update({p: StringType() for p in text_paths})
     fields += _position_fields(typed)
@@ -258,8 +264,7 @@ def _position_fields(paths: Mapping[str, DataType]) -> list[StructField]:
         out = []
         for name, child in node.items():
             here = (*at, name)
-            out.append(StructField(name, StructType(build(child, here)) if child
-                                   else leaves[here]))  # fmt: skip
+            out.append(StructField(name, StructType(build(child, here)) if child else leaves[here]))
         return out
 
     return [f for f in build(tree, ()) if f.name not in ("op", "before", "after")]
@@ -295,8 +300,9 @@ def _source_columns(
     out: list[tuple[str, Column]] = []
     if table_column:
         source = env.getField("source")
-        out.append((table_column, F.concat_ws(".", source.getField("db"),
-                                              source.getField("table"))))  # fmt: skip
+        out.append(
+            (table_column, F.concat_ws(".", source.getField("db"), source.getField("table")))
+        )
     if key_column:
         key = F.col(key_column).cast("string")
         payload = F.get_json_object(key, "$.payload")

@@ -36,8 +36,9 @@ def _outputs(messages: list[Any]) -> list[TaskOutput | None]:
     return [m.output if isinstance(m, SinkCommitMessage) else None for m in messages]
 
 
-def _arrow_batches(prepared: PreparedWrite, rows: Iterator[Any], arrow: bool
-                   ) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def _arrow_batches(
+    prepared: PreparedWrite, rows: Iterator[Any], arrow: bool
+) -> Iterator[pa.RecordBatch]:
     """The task's input as Arrow batches (rows are converted when Spark sends rows)."""
     if arrow:
         yield from rows
@@ -110,11 +111,13 @@ class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
     def writer(self, schema: Any, overwrite: bool) -> SinkBatchWriter:
         from stream_sink.spark.source_commit import prepare_write
 
-        return SinkBatchWriter(prepare_write(dict(self.options), schema, streaming=False,
-                                             overwrite=overwrite))  # fmt: skip
+        return SinkBatchWriter(
+            prepare_write(dict(self.options), schema, streaming=False, overwrite=overwrite)
+        )
 
     def streamWriter(self, schema: Any, overwrite: bool) -> SinkStreamWriter:
         from stream_sink.spark.source_commit import prepare_write
 
-        return SinkStreamWriter(prepare_write(dict(self.options), schema, streaming=True,
-                                              overwrite=overwrite))  # fmt: skip
+        return SinkStreamWriter(
+            prepare_write(dict(self.options), schema, streaming=True, overwrite=overwrite)
+        )

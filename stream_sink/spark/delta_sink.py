@@ -114,8 +114,10 @@ class DeltaSink:
             if not self.keys:
                 raise InvalidOptionError(f"{where}: mode={self.mode!r} needs equality_fields=")
             if not self.order_by:
-                raise InvalidOptionError(f"{where}: mode={self.mode!r} needs order_by= (the "
-                                         "column(s) giving source order)")  # fmt: skip
+                raise InvalidOptionError(
+                    f"{where}: mode={self.mode!r} needs order_by= (the "
+                    "column(s) giving source order)"
+                )
             if self.mode == "changelog" and not self.row_kind_column:
                 raise InvalidOptionError(f"{where}: mode='changelog' needs row_kind_column=")
         elif self.row_kind_column:
@@ -180,8 +182,13 @@ class DeltaSink:
         schema = to_arrow_schema(df.schema)
         drop = [self.row_kind_column] if self.row_kind_column else []
         schema = pa.schema([f for f in schema if f.name not in drop])
-        return DeltaTable.create(self.path, schema, partition_by=self.partition_by,
-                                 configuration=self.configuration, exist_ok=True)  # fmt: skip
+        return DeltaTable.create(
+            self.path,
+            schema,
+            partition_by=self.partition_by,
+            configuration=self.configuration,
+            exist_ok=True,
+        )
 
     def _write(self, df: DataFrame, table: DeltaTable, batch_id: int) -> DeltaBatch:
         shape = TableShape.of(table.snapshot)
@@ -214,14 +221,23 @@ class DeltaSink:
         if files:
             rows = [(json.dumps(a.to_json()),) for a in files]
             todo = spark.createDataFrame(rows, f"{PATH_COLUMN} string").repartition(
-                min(len(rows), spark.sparkContext.defaultParallelism))
+                min(len(rows), spark.sparkContext.defaultParallelism)
+            )
             task = DeltaRewriteTask(shape, self.keys, touched, int(time.time() * 1000))
             parts.append(_collect(todo.mapInArrow(task, RESULT_DDL)))
         cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
-        changes = (df.select(*cols, *[c for c in self.order_by if c not in cols])
-                   .repartition(*self.keys).sortWithinPartitions(*self.keys, *self.order_by))
-        insert = DeltaInsertTask(shape, self.keys, "changelog" if self.mode == "changelog"
-                                 else "upsert", self.row_kind_column, self.order_by)  # fmt: skip
+        changes = (
+            df.select(*cols, *[c for c in self.order_by if c not in cols])
+            .repartition(*self.keys)
+            .sortWithinPartitions(*self.keys, *self.order_by)
+        )
+        insert = DeltaInsertTask(
+            shape,
+            self.keys,
+            "changelog" if self.mode == "changelog" else "upsert",
+            self.row_kind_column,
+            self.order_by,
+        )
         parts.append(_collect(changes.mapInArrow(insert, RESULT_DDL)))
         return DeltaBatch.merge(parts)
 

@@ -49,13 +49,15 @@ class TableShape:
 
     @staticmethod
     def of(snapshot: DeltaSnapshot) -> TableShape:
-        return TableShape(snapshot.location, snapshot.metadata.schema_string,
-                           snapshot.partition_columns)  # fmt: skip
+        return TableShape(
+            snapshot.location, snapshot.metadata.schema_string, snapshot.partition_columns
+        )
 
 
 def _result(batch: DeltaBatch) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([batch.to_bytes()], pa.binary())],
-                                      schema=RESULT_SCHEMA)  # fmt: skip
+    return pa.RecordBatch.from_arrays(
+        [pa.array([batch.to_bytes()], pa.binary())], schema=RESULT_SCHEMA
+    )
 
 
 def _abort(io: FileIO, location: str, adds: Iterable[AddFile]) -> None:
@@ -81,8 +83,13 @@ class DeltaAppendTask:
         try:
             data = _table_of(batches)
             if data.num_rows:
-                adds = write_data_files(self.table.location, data, self.table.schema,
-                                        self.table.partition_columns, io=io)  # fmt: skip
+                adds = write_data_files(
+                    self.table.location,
+                    data,
+                    self.table.schema,
+                    self.table.partition_columns,
+                    io=io,
+                )
         except BaseException:
             _abort(io, self.table.location, adds)
             raise
@@ -110,15 +117,17 @@ class DeltaRewriteTask:
                     add = parse_action({"add": json.loads(raw)}, where="a touched file")
                     assert isinstance(add, AddFile)
                     rows = read_file(snapshot, io, add, schema)
-                    kept = rows.join(self.touched, keys=list(self.keys), join_type="left anti",
-                                     use_threads=False)  # fmt: skip
+                    kept = rows.join(
+                        self.touched, keys=list(self.keys), join_type="left anti", use_threads=False
+                    )
                     if kept.num_rows == rows.num_rows:
                         continue
                     removes.append(add.remove(self.timestamp_ms))
                     written.extend(
-                        write_data_files(self.table.location, kept, schema,
-                                         self.table.partition_columns, io=io)
-                    )  # fmt: skip
+                        write_data_files(
+                            self.table.location, kept, schema, self.table.partition_columns, io=io
+                        )
+                    )
         except BaseException:
             _abort(io, self.table.location, written)
             raise
@@ -139,12 +148,14 @@ class DeltaInsertTask:
         try:
             changes = _table_of(batches)
             if changes.num_rows:
-                final, _ = net_changes(changes, self.keys, self.mode, self.row_kind_column,
-                                       self.order_by)  # fmt: skip
+                final, _ = net_changes(
+                    changes, self.keys, self.mode, self.row_kind_column, self.order_by
+                )
                 schema = self.table.schema
                 final = final.select([n for n in final.column_names if n in schema.names])
-                adds = write_data_files(self.table.location, final, schema,
-                                        self.table.partition_columns, io=io)  # fmt: skip
+                adds = write_data_files(
+                    self.table.location, final, schema, self.table.partition_columns, io=io
+                )
         except BaseException:
             _abort(io, self.table.location, adds)
             raise

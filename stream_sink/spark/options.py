@@ -140,12 +140,11 @@ def parse_options(
         state_dir=resolve_location(state_dir),
         checkpoint_interval_batches=checkpoint_interval_batches,
         checkpoint_interval_ms=checkpoint_interval_ms,
-        snapshot_properties=tuple(sorted((str(k), str(v))
-                                         for k, v in (snapshot_properties or {}).items())),
+        snapshot_properties=tuple(
+            sorted((str(k), str(v)) for k, v in (snapshot_properties or {}).items())
+        ),
         branch=_non_empty("branch", branch),
-        schema_evolution=_choice(
-            "schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS
-        ),  # type: ignore[arg-type]
+        schema_evolution=_choice("schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS),  # type: ignore[arg-type]
         table_column=table_column,
     )
 
@@ -162,7 +161,7 @@ def resolve_location(location: str) -> str:
 def to_spark_uri(location: str) -> str:
     """The same location as Hadoop's filesystems name it: ``s3://`` is ``s3a://``."""
     if location.startswith("s3://"):
-        return "s3a://" + location[len("s3://"):]
+        return "s3a://" + location[len("s3://") :]
     return location
 
 

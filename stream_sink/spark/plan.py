@@ -75,8 +75,7 @@ class BatchPlan:
             )
         if self.columns == self.data_columns and not opts.is_cdc:
             return spread
-        return spread.select(*(distribution.column(c) for c in (*self.columns,
-                                                                 *self.drop_columns)))  # fmt: skip
+        return spread.select(*(distribution.column(c) for c in (*self.columns, *self.drop_columns)))
 
     @property
     def tie_columns(self) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from stream_sink.exceptions import ExecutorEnvironmentError
 
 PROBE_MODULE = "stream_sink_preflight_probe"
-_PROBE_SOURCE = '''
+_PROBE_SOURCE = """
 def probe(_):
     import sys
     try:
@@ -23,7 +23,7 @@ def probe(_):
     except Exception as e:
         return f"{sys.executable}: {type(e).__name__}: {e}"
     return ""
-'''
+"""
 HOW_TO_FIX = (
     "set PYSPARK_PYTHON (spark.pyspark.python) to a Python that has stream_sink installed, "
     "or ship it with --py-files / spark.submit.pyFiles (a wheel or zip of the package)"

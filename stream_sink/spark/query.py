@@ -61,7 +61,7 @@ def parse_query_id(raw: bytes, where: str) -> str:
         if isinstance(query_id, str) and query_id:
             return query_id
         break
-    raise CorruptStateError(f"{where}: no query id (expected a line like {{\"id\":\"<uuid>\"}})")
+    raise CorruptStateError(f'{where}: no query id (expected a line like {{"id":"<uuid>"}})')
 
 
 def acknowledged_batch_ids(spark_checkpoint_location: str, io: FileIO | None = None) -> list[int]:

@@ -119,14 +119,18 @@ class RoutedWriteTask:
         try:
             for batch in batches:
                 for value, part in _split(batch, self.table_column):
-                    name = value if value in self.factories and value != self.dead_letter else (
-                        self.dead_letter)
+                    name = (
+                        value
+                        if value in self.factories and value != self.dead_letter
+                        else (self.dead_letter)
+                    )
                     if name is None:
                         continue  # the driver refused such values before writing
                     writer = writers.get(name)
                     if writer is None:
-                        writer = self.factories[name].create(ids.partition_id, ids.task_id,
-                                                             ids.attempt_id)  # fmt: skip
+                        writer = self.factories[name].create(
+                            ids.partition_id, ids.task_id, ids.attempt_id
+                        )
                         writers[name] = writer
                     rows = part.select(list(self.columns[name]))
                     if self.insert_kind_column is not None and name in self.insert_kind_tables:
@@ -138,9 +142,12 @@ class RoutedWriteTask:
                 w.abort()
             raise
         yield pa.RecordBatch.from_arrays(
-            [pa.array([n for n, _ in results], pa.string()),
-             pa.array([r for _, r in results], pa.binary())], schema=_ROUTED_SCHEMA,
-        )  # fmt: skip
+            [
+                pa.array([n for n, _ in results], pa.string()),
+                pa.array([r for _, r in results], pa.binary()),
+            ],
+            schema=_ROUTED_SCHEMA,
+        )
 
 
 def _split(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str | None, pa.RecordBatch]]:
@@ -172,11 +179,13 @@ class TableTemplate:
                 "properties, identifier_fields, schemas"
             )
         ids = raw.get("identifier_fields") or ()
-        ids = ({k: tuple(v) for k, v in ids.items()} if isinstance(ids, Mapping)
-               else tuple(ids))  # fmt: skip
-        return TableTemplate(tuple(raw.get("partition_spec") or ()),
-                             {str(k): str(v) for k, v in (raw.get("properties") or {}).items()},
-                             ids, dict(raw.get("schemas") or {}))  # fmt: skip
+        ids = {k: tuple(v) for k, v in ids.items()} if isinstance(ids, Mapping) else tuple(ids)
+        return TableTemplate(
+            tuple(raw.get("partition_spec") or ()),
+            {str(k): str(v) for k, v in (raw.get("properties") or {}).items()},
+            ids,
+            dict(raw.get("schemas") or {}),
+        )
 
     def keys_for(self, name: str, from_data: Sequence[str]) -> tuple[str, ...]:
         if isinstance(self.identifier_fields, Mapping):
@@ -215,8 +224,14 @@ class BatchTables:
 class Router:
     """The routed half of IcebergSink (see module docstring)."""
 
-    def __init__(self, catalog: Catalog, options: SinkOptions, template: TableTemplate,
-                 create_tables: bool, dead_letter_table: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        catalog: Catalog,
+        options: SinkOptions,
+        template: TableTemplate,
+        create_tables: bool,
+        dead_letter_table: str | None = None,
+    ) -> None:
         self.catalog = catalog
         self.dead_letter = dead_letter_table
         self.options = options
@@ -239,8 +254,10 @@ class Router:
         df = df.persist()
         try:
             found = self.discover(df)
-            plans = {name: self._prepare_table(runtime, name, df.schema, found)
-                     for name in sorted(found.columns)}  # fmt: skip
+            plans = {
+                name: self._prepare_table(runtime, name, df.schema, found)
+                for name in sorted(found.columns)
+            }
             dead = self._prepare_dead_letter(runtime, df.schema) if found.dead else None
             results = self._write(df, plans, runtime, batch_id, dead) if plans or dead else {}
         finally:
@@ -291,8 +308,9 @@ class Router:
 
     def _routing_problem(self, name: Any) -> str | None:
         """Why rows routed by ``name`` cannot be written (None: they can)."""
-        where = f"sink {self.options.sink_id}: routing value {name!r} in column " \
-                f"{self.table_column!r}"  # fmt: skip
+        where = (
+            f"sink {self.options.sink_id}: routing value {name!r} in column {self.table_column!r}"
+        )
         hint = "; or pass dead_letter_table= to keep such rows aside"
         try:
             if name is None or name == self.dead_letter:
@@ -302,8 +320,10 @@ class Router:
             return f"{where} is not a table name such as 'db.table'{hint}"
         known = self.runtime is not None and name in self.runtime.tables
         if not known and not self.create_tables and not self.catalog.table_exists(name):
-            return (f"{where} names no table of catalog {self.catalog.name!r}; create it, or "
-                    f"pass create_tables=True{hint}")  # fmt: skip
+            return (
+                f"{where} names no table of catalog {self.catalog.name!r}; create it, or "
+                f"pass create_tables=True{hint}"
+            )
         return None
 
     def _prepare_table(
@@ -314,8 +334,9 @@ class Router:
         sink = runtime.tables.get(name) or self._open_table(runtime, name, spark_schema, found)
         table, opts = sink.table, sink.options
         table.refresh()
-        wanted = found.columns[name] | set(self._control_columns() - {self.table_column,
-                                                                      KEY_FIELDS_COLUMN})
+        wanted = found.columns[name] | set(
+            self._control_columns() - {self.table_column, KEY_FIELDS_COLUMN}
+        )
         sub = _sub_schema(spark_schema, wanted)
         evolve_for_batch(sub, table, opts)
         missing = sorted(c for c in found.columns[name] if not table.schema().has_field(c))
@@ -355,8 +376,9 @@ class Router:
             with contextlib.suppress(AlreadyExistsError):
                 self.catalog.create_namespace(namespace)
         try:
-            self.catalog.create_table(name, schema, spec or None,
-                                      properties=self.template.properties)  # fmt: skip
+            self.catalog.create_table(
+                name, schema, spec or None, properties=self.template.properties
+            )
             log.info("sink %s: created table %s (key %s)", self.options.sink_id, name, keys)
         except AlreadyExistsError:
             pass
@@ -389,26 +411,42 @@ class Router:
         return tuple(arrow.names)
 
     def _write(
-        self, df: DataFrame, plans: Mapping[str, BatchPlan], runtime: RoutedRuntime,
-        batch_id: int, dead: tuple[str, ...] | None = None,
-    ) -> dict[str, WriteResult]:  # fmt: skip
+        self,
+        df: DataFrame,
+        plans: Mapping[str, BatchPlan],
+        runtime: RoutedRuntime,
+        batch_id: int,
+        dead: tuple[str, ...] | None = None,
+    ) -> dict[str, WriteResult]:
         opts = self.options
         op = f"{runtime.job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}"
         factories = {
             name: TaskWriterFactory.for_table(
-                runtime.tables[name].table, equality_fields=p.equality_fields,
-                upsert=opts.mode == "upsert", operation_id=op, delta_options=p.delta_options,
-            ) for name, p in plans.items()
-        }  # fmt: skip
+                runtime.tables[name].table,
+                equality_fields=p.equality_fields,
+                upsert=opts.mode == "upsert",
+                operation_id=op,
+                delta_options=p.delta_options,
+            )
+            for name, p in plans.items()
+        }
         insert_kind = next(iter(plans.values())).insert_kind_column if plans else None
-        columns = {name: tuple(c for c in p.columns if c != insert_kind)
-                   for name, p in plans.items()}  # fmt: skip
+        columns = {
+            name: tuple(c for c in p.columns if c != insert_kind) for name, p in plans.items()
+        }
         if dead is not None and self.dead_letter is not None:
             factories[self.dead_letter] = TaskWriterFactory.for_table(
-                runtime.tables[self.dead_letter].table, operation_id=op)
+                runtime.tables[self.dead_letter].table, operation_id=op
+            )
             columns[self.dead_letter] = dead
-        task = RoutedWriteTask(self.table_column, factories, columns, insert_kind,
-                               frozenset(plans), self.dead_letter if dead else None)  # fmt: skip
+        task = RoutedWriteTask(
+            self.table_column,
+            factories,
+            columns,
+            insert_kind,
+            frozenset(plans),
+            self.dead_letter if dead else None,
+        )
         spread = df
         if opts.is_cdc:
             keys = sorted({k for p in plans.values() for k in p.equality_fields})
@@ -449,13 +487,15 @@ class Router:
         table = self.catalog.load_table(name)
         io = self.catalog.io_for(opts.checkpoint_location)
         committer = FilesCommitter(
-            IcebergTarget(table, branch=opts.branch,
-                          snapshot_properties=opts.snapshot_property_map),
+            IcebergTarget(
+                table, branch=opts.branch, snapshot_properties=opts.snapshot_property_map
+            ),
             StateDirectory(state_dir_for(opts.state_dir, operator_id)),
             CheckpointStorage(opts.checkpoint_location, operator_id, io),
-            job_id=job_id, operator_id=operator_id,
+            job_id=job_id,
+            operator_id=operator_id,
             mode="overwrite" if opts.mode == "overwrite" else "append",
-        )  # fmt: skip
+        )
         try:
             committer.restore()
         except BaseException:
@@ -488,8 +528,7 @@ class Router:
             try:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error
-                log.warning("sink %s: closing operator state failed: %s",
-                            self.options.sink_id, e)  # fmt: skip
+                log.warning("sink %s: closing operator state failed: %s", self.options.sink_id, e)
 
 
 def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructType:

@@ -120,11 +120,13 @@ def check_upsert_partitioning(
     spec: PartitionSpec, table_schema: Schema, keys: Sequence[str], where: str
 ) -> None:
     """Every partition source column of an upsert table must be an equality field."""
-    missing = sorted({
-        table_schema.find_column_name(f.source_id)
-        for f in spec.fields
-        if table_schema.find_column_name(f.source_id) not in keys
-    })
+    missing = sorted(
+        {
+            table_schema.find_column_name(f.source_id)
+            for f in spec.fields
+            if table_schema.find_column_name(f.source_id) not in keys
+        }
+    )
     if missing:
         raise InvalidOptionError(
             f"{where}: upsert into a table partitioned by {missing} needs those source "

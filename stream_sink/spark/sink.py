@@ -145,8 +145,13 @@ class IcebergSink:
         )
         self._router: Router | None = None
         if self.options.table_column is not None:
-            self._router = Router(catalog, self.options, TableTemplate.parse(table_template),
-                                  create_tables, dead_letter_table)  # fmt: skip
+            self._router = Router(
+                catalog,
+                self.options,
+                TableTemplate.parse(table_template),
+                create_tables,
+                dead_letter_table,
+            )
         elif create_tables or table_template or dead_letter_table:
             raise InvalidOptionError(
                 "create_tables=, table_template= and dead_letter_table= need table_column="
@@ -259,8 +264,12 @@ class IcebergSink:
         try:
             runtime = self._open()
         except Exception as e:
-            log.warning("sink %s: batch %d aborted; its files are kept (state unavailable: "
-                        "%s)", self.sink_id, batch_id, e)  # fmt: skip
+            log.warning(
+                "sink %s: batch %d aborted; its files are kept (state unavailable: %s)",
+                self.sink_id,
+                batch_id,
+                e,
+            )
             self._abandon()
             return
         if runtime.committer.holds(batch_id):
@@ -326,9 +335,13 @@ class IcebergSink:
         when the sink is closed)."""
         runtime = self._runtime
         committer = runtime.committer.metrics.snapshot() if runtime else self._committer_metrics
-        return SinkMetricsSnapshot(self.sink_id, self.options.table,
-                                   self._writer_metrics.snapshot(), committer,
-                                   self.maintenance_metrics)  # fmt: skip
+        return SinkMetricsSnapshot(
+            self.sink_id,
+            self.options.table,
+            self._writer_metrics.snapshot(),
+            committer,
+            self.maintenance_metrics,
+        )
 
     def progress_listener(
         self, on_progress: Callable[[int, SinkMetricsSnapshot], None] | None = None
@@ -350,8 +363,9 @@ class IcebergSink:
                 if runtime is not None and str(event.progress.id) != runtime.job_id:
                     return  # another query of the session
                 snapshot = sink.metrics_snapshot()
-                log.info("sink %s: batch %s metrics %s", sink.sink_id, event.progress.batchId,
-                         snapshot)  # fmt: skip
+                log.info(
+                    "sink %s: batch %s metrics %s", sink.sink_id, event.progress.batchId, snapshot
+                )
                 if on_progress is not None:
                     on_progress(int(event.progress.batchId), snapshot)
 
@@ -386,14 +400,15 @@ class IcebergSink:
         table = self.catalog.load_table(opts.table)
         storage = CheckpointStorage(opts.checkpoint_location, opts.sink_id, io)
         committer = FilesCommitter(
-            IcebergTarget(table, branch=opts.branch,
-                          snapshot_properties=opts.snapshot_property_map),
+            IcebergTarget(
+                table, branch=opts.branch, snapshot_properties=opts.snapshot_property_map
+            ),
             StateDirectory(opts.sink_state_dir),
             storage,
             job_id=job_id,
             operator_id=opts.sink_id,
             mode="overwrite" if opts.mode == "overwrite" else "append",
-        )  # fmt: skip
+        )
         try:
             acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
             committer.restore(acknowledged_batch_ids=acknowledged)
@@ -401,8 +416,12 @@ class IcebergSink:
             committer.close()
             raise
         config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
-        log.info("sink %s: restored for query %s (watermark %d)", opts.sink_id, job_id,
-                 committer.watermark)  # fmt: skip
+        log.info(
+            "sink %s: restored for query %s (watermark %d)",
+            opts.sink_id,
+            job_id,
+            committer.watermark,
+        )
         self._runtime = _Runtime(job_id, table, committer, CheckpointCoordinator(config))
         self._start_maintenance(committer)
         return self._runtime
@@ -447,8 +466,9 @@ class IcebergSink:
             delta_options=plan.delta_options,
         )
         ties = df.sparkSession.sparkContext.accumulator(0) if plan.tie_columns else None
-        task = WriteTask(factory, plan.insert_kind_column, plan.tie_columns,
-                         plan.drop_columns, ties)  # fmt: skip
+        task = WriteTask(
+            factory, plan.insert_kind_column, plan.tie_columns, plan.drop_columns, ties
+        )
         prepared = plan.prepare(df, batch_id)
         try:
             rows = prepared.mapInArrow(task, RESULT_DDL).collect()
@@ -477,5 +497,6 @@ class IcebergSink:
             try:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error
-                log.warning("sink %s: closing the operator state failed: %s",
-                            self.options.sink_id, e)  # fmt: skip
+                log.warning(
+                    "sink %s: closing the operator state failed: %s", self.options.sink_id, e
+                )

@@ -101,8 +101,9 @@ def _merged(
     return merge_results([o.result for o in present])
 
 
-def commit_stream(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None],
-                  batch_id: int) -> None:  # fmt: skip
+def commit_stream(
+    prepared: PreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
+) -> None:
     """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
     started = time.perf_counter()
     result = _merged(prepared, outputs, f"batch {batch_id}")
@@ -115,13 +116,22 @@ def commit_stream(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None],
         catalog.close()
     rows = sum(f.record_count for f in result.data_files)
     ms = (time.perf_counter() - started) * 1e3
-    log.info("sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
-             "watermark %d) in %.0f ms", sink.sink_id, batch_id, rows, len(result.data_files),
-             len(result.delete_files), watermark, ms)  # fmt: skip
+    log.info(
+        "sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
+        "watermark %d) in %.0f ms",
+        sink.sink_id,
+        batch_id,
+        rows,
+        len(result.data_files),
+        len(result.delete_files),
+        watermark,
+        ms,
+    )
 
 
-def abort_stream(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None],
-                 batch_id: int) -> None:  # fmt: skip
+def abort_stream(
+    prepared: PreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
+) -> None:
     """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
     result = merge_results([o.result for o in outputs if o is not None])
     catalog = prepared.options.open_catalog()
@@ -146,8 +156,9 @@ def commit_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) 
                 op.add_file(f)
             op.commit()
         else:
-            commit_write_result(table, result, snapshot_properties=opts.snapshot_property_map,
-                                branch=opts.branch)  # fmt: skip
+            commit_write_result(
+                table, result, snapshot_properties=opts.snapshot_property_map, branch=opts.branch
+            )
     finally:
         catalog.close()
 

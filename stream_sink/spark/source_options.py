@@ -52,9 +52,17 @@ SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path"})
 """Options Spark itself sets or uses; accepted and not passed on."""
 
 SINK_OPTIONS = (
-    "table", "mode", "equality-fields", "row-kind-column", "order-by", "sink-id",
-    "state-dir", "checkpoint-location", "checkpoint-interval-batches", "branch",
-)  # fmt: skip
+    "table",
+    "mode",
+    "equality-fields",
+    "row-kind-column",
+    "order-by",
+    "sink-id",
+    "state-dir",
+    "checkpoint-location",
+    "checkpoint-interval-batches",
+    "branch",
+)
 NOT_ON_THIS_ROUTE = {
     "distribution": "the route cannot repartition the query: call "
     ".repartition(<key columns>) on the DataFrame before writeStream",
@@ -91,7 +99,7 @@ def normalize_key(key: str) -> str:
         return low
     for prefix in (SNAPSHOT_PREFIX, SNAPSHOT_PREFIX.replace("-", "_")):
         if low.startswith(prefix):
-            return SNAPSHOT_PREFIX + low[len(prefix):]
+            return SNAPSHOT_PREFIX + low[len(prefix) :]
     return low.replace("_", "-")
 
 
@@ -108,9 +116,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         elif key in SPARK_OWN:
             continue
         elif key.startswith(CATALOG_PREFIX):
-            catalog[key[len(CATALOG_PREFIX):]] = str(value)
+            catalog[key[len(CATALOG_PREFIX) :]] = str(value)
         elif key.startswith(SNAPSHOT_PREFIX):
-            props[key[len(SNAPSHOT_PREFIX):]] = str(value)
+            props[key[len(SNAPSHOT_PREFIX) :]] = str(value)
         elif key in NOT_ON_THIS_ROUTE:
             raise InvalidOptionError(
                 f"format('stream_sink'): option {raw_key!r} is not available on this route: "
@@ -170,7 +178,7 @@ def _catalog_args(catalog: dict[str, str]) -> dict[str, str]:
         if args.get(key) and "://" not in args[key]:
             args[key] = resolve_location(args[key])
     if args.get("uri", "").startswith("sqlite:///"):
-        path = args["uri"][len("sqlite:///"):]
+        path = args["uri"][len("sqlite:///") :]
         args["uri"] = "sqlite:///" + resolve_location(path)
     return args
 
@@ -178,6 +186,7 @@ def _catalog_args(catalog: dict[str, str]) -> dict[str, str]:
 def _split(value: str) -> list[str]:
     items = [v.strip() for v in value.split(",")]
     if any(not v for v in items):
-        raise InvalidOptionError(f"format('stream_sink'): {value!r} is not a comma-separated "
-                                 "list of column names")  # fmt: skip
+        raise InvalidOptionError(
+            f"format('stream_sink'): {value!r} is not a comma-separated list of column names"
+        )
     return items

@@ -105,8 +105,9 @@ def key_hashes(data: pa.Table, keys: tuple[str, ...]) -> bytes:
     return np.unique(hashed).astype(HASH_DTYPE).tobytes()
 
 
-def check_keys_disjoint(outputs: list[TaskOutput], where: str, keys: tuple[str, ...],
-                        batch: str) -> None:  # fmt: skip
+def check_keys_disjoint(
+    outputs: list[TaskOutput], where: str, keys: tuple[str, ...], batch: str
+) -> None:
     """Raise ValidationError when two tasks of ``batch`` wrote the same key."""
     arrays = [np.frombuffer(o.key_hashes, dtype=HASH_DTYPE) for o in outputs if o.key_hashes]
     if len(arrays) < 2:

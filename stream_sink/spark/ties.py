@@ -28,8 +28,12 @@ def leaves(batch: pa.RecordBatch, columns: Sequence[str]) -> list[pa.Array]:
     return out
 
 
-def count_ties(batches: Iterator[pa.RecordBatch], columns: Sequence[str], drop: Sequence[str],
-               counter: list[int]) -> Iterator[pa.RecordBatch]:  # fmt: skip
+def count_ties(
+    batches: Iterator[pa.RecordBatch],
+    columns: Sequence[str],
+    drop: Sequence[str],
+    counter: list[int],
+) -> Iterator[pa.RecordBatch]:
     """``batches`` without the ``drop`` columns; ties on ``columns`` added to counter[0]."""
     previous: list[pa.Array] = []
     for batch in batches:

@@ -142,8 +142,9 @@ class RocksDBStateBackend(OperatorStateBackend):
         try:
             self._db.close()
         except Exception as e:  # after a failed write (disk full) RocksDB refuses to flush
-            log.warning("closing operator state at %s: %s (what was written is durable)",
-                        self._location, e)  # fmt: skip
+            log.warning(
+                "closing operator state at %s: %s (what was written is durable)", self._location, e
+            )
         del self._db  # drops the handle, and with it the directory's lock
 
 

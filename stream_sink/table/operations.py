@@ -153,8 +153,9 @@ class SnapshotProducer(ABC):
     def _write(self, base: TableMetadata, parent: Snapshot | None, attempt: int) -> _Attempt:
         written: list[str] = []
         try:
-            with io_failure(f"table {self._table.name}: writing manifests under",
-                            self._table.metadata_dir):  # fmt: skip
+            with io_failure(
+                f"table {self._table.name}: writing manifests under", self._table.metadata_dir
+            ):
                 return self._write_files(base, parent, attempt, written)
         except BaseException:
             _delete_quietly(self._table, written)

@@ -236,16 +236,19 @@ def _fresh_ids(t: IcebergType, b: _Build) -> IcebergType:
     """``t`` with every nested field given a new id (the spec: ids are assigned by the table)."""
     if isinstance(t, StructType):
         ids = [b.next_id() for _ in t.fields]
-        return StructType(*(
-            replace(f, field_id=i, field_type=_fresh_ids(f.field_type, b))
-            for f, i in zip(t.fields, ids, strict=True)
-        ))  # fmt: skip
+        return StructType(
+            *(
+                replace(f, field_id=i, field_type=_fresh_ids(f.field_type, b))
+                for f, i in zip(t.fields, ids, strict=True)
+            )
+        )
     if isinstance(t, ListType):
         return ListType(b.next_id(), _fresh_ids(t.element_type, b), t.element_required)
     if isinstance(t, MapType):
         kid, vid = b.next_id(), b.next_id()
-        return MapType(kid, _fresh_ids(t.key_type, b), vid, _fresh_ids(t.value_type, b),
-                       t.value_required)  # fmt: skip
+        return MapType(
+            kid, _fresh_ids(t.key_type, b), vid, _fresh_ids(t.value_type, b), t.value_required
+        )
     return t
 
 
@@ -280,8 +283,9 @@ def _find(fields: tuple[NestedField, ...], path: Path) -> NestedField:
     for i, part in enumerate(path):
         found = next((f for f in current or () if f.name == part), None)
         if found is None:
-            raise ValidationError(f"cannot change column {_name(path)!r}: "
-                                  f"{_name(path[: i + 1])!r} does not exist")  # fmt: skip
+            raise ValidationError(
+                f"cannot change column {_name(path)!r}: {_name(path[: i + 1])!r} does not exist"
+            )
         current = _children(found.field_type)
     assert found is not None
     return found
@@ -302,8 +306,9 @@ def _edit_siblings(
             kids = _children(f.field_type)
             if kids is None:
                 raise ValidationError(f"column {head!r} is a {f.field_type}, not a struct")
-            f = replace(f, field_type=_with_children(f.field_type,
-                                                     _edit_siblings(kids, rest, edit)))  # fmt: skip
+            f = replace(
+                f, field_type=_with_children(f.field_type, _edit_siblings(kids, rest, edit))
+            )
         out.append(f)
     return tuple(out)
 
@@ -325,8 +330,9 @@ def _add(b: _Build, path: Path, t: IcebergType, doc: str | None, required: bool)
     if parent:
         ptype = _find(b.fields, parent).field_type
         if not isinstance(ptype, StructType):
-            raise ValidationError(f"cannot add {_name(path)!r}: {_name(parent)!r} is a {ptype}, "
-                                  "not a struct")  # fmt: skip
+            raise ValidationError(
+                f"cannot add {_name(path)!r}: {_name(parent)!r} is a {ptype}, not a struct"
+            )
     siblings = _children(_find(b.fields, parent).field_type) if parent else b.fields
     if any(f.name == path[-1] for f in siblings or ()):
         raise ValidationError(f"cannot add column {_name(path)!r}: it already exists")
@@ -393,8 +399,10 @@ def _move(b: _Build, path: Path, other: Path | None, where: str) -> None:
     if other is not None:
         _find(b.fields, other)
         if other[:-1] != path[:-1]:
-            raise ValidationError(f"cannot move {_name(path)!r} {where} {_name(other)!r}: "
-                                  "they are in different structs")  # fmt: skip
+            raise ValidationError(
+                f"cannot move {_name(path)!r} {where} {_name(other)!r}: "
+                "they are in different structs"
+            )
         if other == path:
             raise ValidationError(f"cannot move {_name(path)!r} {where} itself")
 

@@ -61,8 +61,9 @@ class UpdateSpec:
         def rename(meta: TableMetadata, fields: list[PartitionField]) -> list[PartitionField]:
             _field(fields, name)
             if any(f.name == new_name for f in fields):
-                raise ValidationError(f"cannot rename partition field {name!r} to {new_name!r}: "
-                                      "that name exists")  # fmt: skip
+                raise ValidationError(
+                    f"cannot rename partition field {name!r} to {new_name!r}: that name exists"
+                )
             return [replace(f, name=new_name) if f.name == name else f for f in fields]
 
         return self._record(rename)
@@ -118,8 +119,9 @@ def _add(
     candidate = build_partition_spec(schema, [args]).fields[0]
     for f in fields:
         if f.source_id == candidate.source_id and str(f.transform) == str(transform):
-            raise ValidationError(f"partition field {f.name!r} already partitions {column!r} "
-                                  f"by {transform}")  # fmt: skip
+            raise ValidationError(
+                f"partition field {f.name!r} already partitions {column!r} by {transform}"
+            )
         if f.name == candidate.name:
             raise ValidationError(f"partition field name {f.name!r} is already used")
     field_id = _recycled_id(meta, candidate) or _next_id(meta, fields)

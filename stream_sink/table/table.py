@@ -124,8 +124,11 @@ class Table:
         (see ``stream_sink.table.schema_update``)."""
         from stream_sink.table.schema_update import UpdateSchema
 
-        return UpdateSchema(self, allow_incompatible_changes=allow_incompatible_changes,
-                            make_optional_from_data=make_optional_from_data)  # fmt: skip
+        return UpdateSchema(
+            self,
+            allow_incompatible_changes=allow_incompatible_changes,
+            make_optional_from_data=make_optional_from_data,
+        )
 
     def update_spec(self) -> UpdateSpec:
         """Partition evolution: ``with table.update_spec() as u: u.add_field("ts", "day")``."""

@@ -140,9 +140,7 @@ class PositionDeletes:
         return table, tuple(self._paths[i] for i in np.unique(files).tolist())
 
 
-def _with_path_bounds(
-    f: DataFile, paths: pa.ChunkedArray, segments: Sequence[Segment]
-) -> DataFile:
+def _with_path_bounds(f: DataFile, paths: pa.ChunkedArray, segments: Sequence[Segment]) -> DataFile:
     """``f`` with exact ``file_path`` bounds and, when it names one data file, that file."""
     mine = [s for s in segments if s.file_path == f.file_path]
     first = min(s.offset_in_input for s in mine)

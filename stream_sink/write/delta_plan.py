@@ -53,8 +53,11 @@ def decode_row_kinds(column: pa.ChunkedArray | pa.Array, name: str, where: str) 
     values = column
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
-            or pa.types.is_string_view(values.type)):
+    if not (
+        pa.types.is_string(values.type)
+        or pa.types.is_large_string(values.type)
+        or pa.types.is_string_view(values.type)
+    ):
         raise UnknownRowKindError(
             f"{where}: row kind column {name!r} must hold strings {ROW_KINDS}, "
             f"got type {column.type}"
@@ -180,9 +183,7 @@ class ChangePlan:
     dropped_rows: np.ndarray
 
 
-def plan_changes(
-    ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bool
-) -> ChangePlan:
+def plan_changes(ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bool) -> ChangePlan:
     """The plan for rows whose ops are OP_INSERT or OP_DELETE (no OP_SKIP).
 
     ``known[i]`` is the position of the live row of row i's key from before the batch

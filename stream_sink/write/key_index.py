@@ -255,9 +255,7 @@ def _insert(run: _Run, new: _Run, exact: bool | None) -> _Run:
 
 
 def _integer_like(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_integer(t) or pa.types.is_temporal(t)
-    ) and not pa.types.is_interval(t)
+    return bool(pa.types.is_integer(t) or pa.types.is_temporal(t)) and not pa.types.is_interval(t)
 
 
 def _as_int64(column: Column) -> np.ndarray:

@@ -93,8 +93,7 @@ class BaseTaskWriter(TaskWriter):
     def conform(self, batch: pa.RecordBatch | pa.Table) -> pa.Table:
         """``batch`` in the table's Arrow form; SchemaMismatchError names the column."""
         f = self.factory
-        return conform_to_schema(batch, f.schema, f.table_name,
-                                 invalid_utf8=f.config.invalid_utf8)  # fmt: skip
+        return conform_to_schema(batch, f.schema, f.table_name, invalid_utf8=f.config.invalid_utf8)
 
     def new_rolling_writer(
         self,

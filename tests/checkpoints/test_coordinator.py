@@ -24,8 +24,7 @@ def test_every_third_batch_checkpoints_with_the_last_batch_id() -> None:
 
 
 def test_time_interval_checkpoints_once_enough_time_has_passed() -> None:
-    c = CheckpointCoordinator(CheckpointConfig(interval_batches=None, interval_ms=5000),
-                              start_ms=0)
+    c = CheckpointCoordinator(CheckpointConfig(interval_batches=None, interval_ms=5000), start_ms=0)
     assert not c.on_batch(0, now_ms=1000)
     assert not c.on_batch(1, now_ms=4999)
     assert c.on_batch(2, now_ms=5000)
@@ -43,8 +42,7 @@ def test_batches_or_time_whichever_comes_first() -> None:
 
 
 def test_is_due_lets_a_timer_notice_an_overdue_checkpoint() -> None:
-    c = CheckpointCoordinator(CheckpointConfig(interval_batches=100, interval_ms=1000),
-                              start_ms=0)
+    c = CheckpointCoordinator(CheckpointConfig(interval_batches=100, interval_ms=1000), start_ms=0)
     assert not c.is_due(5000)  # nothing pending
     c.on_batch(7, now_ms=10)
     assert not c.is_due(999)

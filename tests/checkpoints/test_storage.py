@@ -25,10 +25,10 @@ SINK = "db.events"
 
 
 @pytest.fixture(params=["rocksdb", "memory"])
-def backend(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterator[
-        OperatorStateBackend]:
-    b = open_state_backend(request.param, os.path.join(str(tmp_path), "state", SINK),
-                           sink_id=SINK)
+def backend(
+    request: pytest.FixtureRequest, tmp_path: os.PathLike[str]
+) -> Iterator[OperatorStateBackend]:
+    b = open_state_backend(request.param, os.path.join(str(tmp_path), "state", SINK), sink_id=SINK)
     b.put_meta(META_JOB_ID, b"query-1")
     yield b
     b.close()
@@ -41,7 +41,9 @@ def base(tmp_path: os.PathLike[str]) -> str:
 
 def _meta(checkpoint_id: int, batches: tuple[int, ...] | None = None) -> CheckpointMetadata:
     return CheckpointMetadata.for_batches(
-        job_id="query-1", sink_id=SINK, batch_ids=batches or (checkpoint_id,),
+        job_id="query-1",
+        sink_id=SINK,
+        batch_ids=batches or (checkpoint_id,),
         created_ms=1_700_000_000_000 + checkpoint_id,
     )
 
@@ -51,8 +53,9 @@ def _complete(storage: CheckpointStorage, backend: OperatorStateBackend, cid: in
     storage.complete(cid, _meta(cid), backend)
 
 
-def test_complete_writes_state_and_metadata_under_the_sink(base: str,
-                                                          backend: OperatorStateBackend) -> None:
+def test_complete_writes_state_and_metadata_under_the_sink(
+    base: str, backend: OperatorStateBackend
+) -> None:
     storage = CheckpointStorage(base, SINK, retain=3)
     backend.put(b"pending/4", b"files")
     done = storage.complete(5, _meta(5, (4, 5)), backend)
@@ -80,8 +83,9 @@ def test_checkpoint_without_metadata_is_ignored(base: str, backend: OperatorStat
         storage.read(2)
 
 
-def test_failed_snapshot_leaves_no_complete_checkpoint(base: str,
-                                                       backend: OperatorStateBackend) -> None:
+def test_failed_snapshot_leaves_no_complete_checkpoint(
+    base: str, backend: OperatorStateBackend
+) -> None:
     storage = CheckpointStorage(base, SINK)
     backend.close()
     with pytest.raises(StreamSinkError, match="closed"):
@@ -183,8 +187,7 @@ def test_corrupt_metadata_names_the_file(base: str, backend: OperatorStateBacken
         storage.read(1)
 
 
-def test_metadata_from_a_newer_format_is_refused(base: str,
-                                                  backend: OperatorStateBackend) -> None:
+def test_metadata_from_a_newer_format_is_refused(base: str, backend: OperatorStateBackend) -> None:
     storage = CheckpointStorage(base, SINK)
     _complete(storage, backend, 1)
     path = os.path.join(base, SINK, "chk-1", "_metadata")
@@ -197,13 +200,13 @@ def test_metadata_from_a_newer_format_is_refused(base: str,
         storage.read(1)
 
 
-def test_metadata_must_belong_to_the_checkpoint_and_sink(base: str,
-                                                         backend: OperatorStateBackend) -> None:
+def test_metadata_must_belong_to_the_checkpoint_and_sink(
+    base: str, backend: OperatorStateBackend
+) -> None:
     storage = CheckpointStorage(base, SINK)
     with pytest.raises(CheckpointError, match="metadata is for checkpoint 6"):
         storage.complete(5, _meta(6), backend)
-    other = CheckpointMetadata.for_batches(job_id="q", sink_id="other", batch_ids=[5],
-                                           created_ms=0)
+    other = CheckpointMetadata.for_batches(job_id="q", sink_id="other", batch_ids=[5], created_ms=0)
     with pytest.raises(CheckpointError, match="'other'"):
         storage.complete(5, other, backend)
 

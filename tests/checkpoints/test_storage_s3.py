@@ -16,19 +16,22 @@ def s3_io(s3_props: dict[str, str]) -> FileIO:
     return FileIO.for_location("s3://ckpt", s3_props)
 
 
-def test_checkpoints_on_s3_complete_retain_and_restore(s3_io: FileIO,
-                                                       tmp_path: os.PathLike[str]) -> None:
+def test_checkpoints_on_s3_complete_retain_and_restore(
+    s3_io: FileIO, tmp_path: os.PathLike[str]
+) -> None:
     base = str(tmp_path)
     storage = CheckpointStorage("s3://ckpt/checkpoints", "db.t", s3_io, retain=2)
     with open_state_backend("rocksdb", f"{base}/state", sink_id="db.t") as b:
         for cid in (1, 2, 3):
             b.put(b"staged/%d" % cid, b"m%d" % cid)
-            meta = CheckpointMetadata.for_batches(job_id="q", sink_id="db.t", batch_ids=[cid],
-                                                  created_ms=cid)
+            meta = CheckpointMetadata.for_batches(
+                job_id="q", sink_id="db.t", batch_ids=[cid], created_ms=cid
+            )
             storage.complete(cid, meta, b)
         expected = list(b.scan())
     assert s3_io.list_dir("s3://ckpt/checkpoints/db.t") == [
-        "s3://ckpt/checkpoints/db.t/chk-2", "s3://ckpt/checkpoints/db.t/chk-3"
+        "s3://ckpt/checkpoints/db.t/chk-2",
+        "s3://ckpt/checkpoints/db.t/chk-3",
     ]
     latest = CheckpointStorage("s3://ckpt/checkpoints", "db.t", s3_io).latest()
     assert latest is not None and latest.checkpoint_id == 3

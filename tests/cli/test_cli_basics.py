@@ -19,8 +19,9 @@ from stream_sink.commit.failpoints import FAILPOINTS
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _parsers(parser: argparse.ArgumentParser, name: str = "stream-sink") -> Iterator[
-        tuple[str, argparse.ArgumentParser]]:  # fmt: skip
+def _parsers(
+    parser: argparse.ArgumentParser, name: str = "stream-sink"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     yield name, parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -49,8 +50,13 @@ def test_every_option_says_what_it_does_and_its_default() -> None:
 
 
 def test_drill_help_lists_every_failpoint() -> None:
-    out = subprocess.run([sys.executable, "-m", "stream_sink.cli.main", "drill", "--help"],
-                         capture_output=True, text=True, check=True, env=_env()).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "stream_sink.cli.main", "drill", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+    ).stdout
     assert all(f"  {name}\n" in out for name in FAILPOINTS)
 
 
@@ -62,10 +68,16 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     for _ in range(40):  # enough output to fill the pipe after `head` has gone
         table.append(pa.table({"id": list(range(10))}))
     proc = subprocess.run(
-        ["bash", "-c", f"set -o pipefail; {sys.executable} -m stream_sink.cli.main "
-         f"table files db.t --warehouse {wh} | head -n 1"],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            "bash",
+            "-c",
+            f"set -o pipefail; {sys.executable} -m stream_sink.cli.main "
+            f"table files db.t --warehouse {wh} | head -n 1",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.startswith("content")
 

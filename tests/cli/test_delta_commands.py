@@ -21,8 +21,9 @@ def test_table_commands_and_read_accept_a_delta_table_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     loc = str(tmp_path / "orders")
-    table = DeltaTable.create(loc, pa.schema([("id", pa.int64()), ("p", pa.string())]),
-                              partition_by=["p"])  # fmt: skip
+    table = DeltaTable.create(
+        loc, pa.schema([("id", pa.int64()), ("p", pa.string())]), partition_by=["p"]
+    )
     table.append(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"]}))
     txn = table.new_transaction().add(Txn("stream-sink:q:orders", 7))
     txn.commit()

@@ -75,13 +75,31 @@ def test_read_prints_rows_and_honours_filter_limit_and_formats(
     assert code == 0
     assert "(2 of 6 rows shown; --limit 0 shows all)" in out
     code, out, _ = run(
-        capsys, "read", "db.events", "--warehouse", warehouse, "--format", "jsonl", "--limit", "0",
-        "--columns", "id",
-    )  # fmt: skip
+        capsys,
+        "read",
+        "db.events",
+        "--warehouse",
+        warehouse,
+        "--format",
+        "jsonl",
+        "--limit",
+        "0",
+        "--columns",
+        "id",
+    )
     assert sorted(json.loads(line)["id"] for line in out.splitlines()) == [*range(30), 100]
     target = tmp_path / "out.parquet"
-    run(capsys, "read", "db.events", "--warehouse", warehouse, "--format", "parquet",
-        "--output", str(target))  # fmt: skip
+    run(
+        capsys,
+        "read",
+        "db.events",
+        "--warehouse",
+        warehouse,
+        "--format",
+        "parquet",
+        "--output",
+        str(target),
+    )
     assert pq.read_table(target).num_rows == 31
 
 
@@ -99,8 +117,9 @@ def test_errors_name_what_is_wrong(warehouse: str, capsys: pytest.CaptureFixture
 def test_snapshots_show_live_rows_and_watermark_column(
     warehouse: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "table", "snapshots", "db.events", "--warehouse", warehouse,
-                       "--format", "jsonl")  # fmt: skip
+    code, out, _ = run(
+        capsys, "table", "snapshots", "db.events", "--warehouse", warehouse, "--format", "jsonl"
+    )
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [r["live_rows"] for r in rows] == [30, 31]
     assert all("watermark" in r and "checkpoint" not in r for r in rows)
@@ -115,7 +134,8 @@ def test_a_missing_warehouse_is_an_error_naming_it_and_is_not_created(
     for args in (["table", "list"], ["table", "show", "db.events"], ["read", "db.events"]):
         code, _, err = run(capsys, *args, "--warehouse", str(missing))
         assert code == 1 and str(missing) in err and "does not exist" in err, (args, err)
-    code, _, err = run(capsys, "table", "list", "--catalog-uri",
-                         f"sqlite:///{tmp_path / 'nope.db'}")  # fmt: skip
+    code, _, err = run(
+        capsys, "table", "list", "--catalog-uri", f"sqlite:///{tmp_path / 'nope.db'}"
+    )
     assert code == 1 and "nope.db" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -36,10 +36,12 @@ def write_changes(table: Table, changes: list[Change]) -> WriteResult:
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"])
     writer = factory.create(0, 0)
     writer.write(
-        pa.table({
-            "id": pa.array([c[1] for c in changes], pa.int64()),
-            "data": [c[2] for c in changes],
-            "_row_kind": [c[0] for c in changes],
-        })
-    )  # fmt: skip
+        pa.table(
+            {
+                "id": pa.array([c[1] for c in changes], pa.int64()),
+                "data": [c[2] for c in changes],
+                "_row_kind": [c[0] for c in changes],
+            }
+        )
+    )
     return writer.complete()

@@ -34,11 +34,13 @@ def changes(batch_id: int) -> pa.Table:
 
 
 def as_changes(rows: list[tuple[str, int, str]]) -> pa.Table:
-    return pa.table({
-        "id": pa.array([c[1] for c in rows], pa.int64()),
-        "data": [c[2] for c in rows],
-        "_row_kind": [c[0] for c in rows],
-    })  # fmt: skip
+    return pa.table(
+        {
+            "id": pa.array([c[1] for c in rows], pa.int64()),
+            "data": [c[2] for c in rows],
+            "_row_kind": [c[0] for c in rows],
+        }
+    )
 
 
 PAIR = [[("+U", 1, "a1"), ("+I", 3, "c")], [("-D", 2, "b"), ("+I", 4, "d")]]
@@ -51,16 +53,24 @@ def pair(root: str) -> None:
     MERGE versions, one per batch); a restart finishes whatever the kill left."""
     table = DeltaTable.load(os.path.join(root, "lake"))
     committer = FilesCommitter(
-        DeltaTarget(table), StateDirectory(os.path.join(root, "state", SINK), kind="memory"),
-        CheckpointStorage(os.path.join(root, "checkpoints"), SINK), job_id=JOB_ID,
+        DeltaTarget(table),
+        StateDirectory(os.path.join(root, "state", SINK), kind="memory"),
+        CheckpointStorage(os.path.join(root, "checkpoints"), SINK),
+        job_id=JOB_ID,
         operator_id=SINK,
-    )  # fmt: skip
+    )
     committer.restore()
     if committer.watermark < 0 and not committer.staged_checkpoints:
         snapshot = table.refresh().snapshot
         for batch_id, rows in enumerate(PAIR):
-            merged = copy_on_write(snapshot, table.io, as_changes(rows), ["id"], "changelog",
-                                   row_kind_column="_row_kind")  # fmt: skip
+            merged = copy_on_write(
+                snapshot,
+                table.io,
+                as_changes(rows),
+                ["id"],
+                "changelog",
+                row_kind_column="_row_kind",
+            )
             committer.process(batch_id, merged)
         committer.snapshot_state(1)
         committer.complete_checkpoint(1)
@@ -82,8 +92,14 @@ def main(root: str, backend: str) -> None:
     )
     committer.restore(acknowledged_batch_ids=acked)
     for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
-        result = copy_on_write(table.refresh().snapshot, table.io, changes(batch_id), ["id"],
-                               "changelog", row_kind_column="_row_kind")  # fmt: skip
+        result = copy_on_write(
+            table.refresh().snapshot,
+            table.io,
+            changes(batch_id),
+            ["id"],
+            "changelog",
+            row_kind_column="_row_kind",
+        )
         failpoint(AFTER_DATA_FILES)
         committer.process(batch_id, result)
         committer.snapshot_state(batch_id)

@@ -48,9 +48,12 @@ def write_rows(table: Table, rows: Sequence[Row], spec: PartitionSpec | None = N
     factory = TaskWriterFactory.for_table(table)
     if spec is not None:
         factory = TaskWriterFactory(
-            table_name=factory.table_name, schema=factory.schema, spec=spec.bind(factory.schema),
-            data_location=factory.data_location, io=factory.io,
-        )  # fmt: skip
+            table_name=factory.table_name,
+            schema=factory.schema,
+            spec=spec.bind(factory.schema),
+            data_location=factory.data_location,
+            io=factory.io,
+        )
     writer = factory.create(0, 0)
     writer.write(arrow_rows(rows))
     return writer.complete()
@@ -64,9 +67,15 @@ def write_eq_deletes(table: Table, ids: Sequence[int], name: str | None = None) 
     """An equality delete file (key ``id``) for ``ids``, unpartitioned."""
     field_id = table.schema().find_field("id").field_id
     schema = pa.schema(
-        [pa.field("id", pa.int64(), nullable=False,
-                  metadata={b"PARQUET:field_id": str(field_id).encode()})]
-    )  # fmt: skip
+        [
+            pa.field(
+                "id",
+                pa.int64(),
+                nullable=False,
+                metadata={b"PARQUET:field_id": str(field_id).encode()},
+            )
+        ]
+    )
     path = f"{table.data_location}/{name or os.urandom(8).hex()}-eq-deletes.parquet"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     pq.write_table(pa.table({"id": list(ids)}, schema=schema), path)
@@ -244,8 +253,9 @@ class Harness:
             self.committer = None
 
     def watermark(self, job_id: str | None = None) -> int:
-        return watermark(self.table, job_id or self.job_id, self.operator_id,
-                         self.options.get("branch", "main"))  # fmt: skip
+        return watermark(
+            self.table, job_id or self.job_id, self.operator_id, self.options.get("branch", "main")
+        )
 
     def staging_manifests(self) -> list[str]:
         return staging_manifests(self.table)

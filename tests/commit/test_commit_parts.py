@@ -54,9 +54,12 @@ def test_failpoint_kills_with_sigkill_on_the_nth_hit() -> None:
     )
     env_value = "after-table-commit@3"
     proc = subprocess.run(
-        [sys.executable, "-c", code], env={ENV_VAR: env_value, "PATH": ""},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        env={ENV_VAR: env_value, "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == -signal.SIGKILL
     assert proc.stdout.split() == ["0", "1"]
 

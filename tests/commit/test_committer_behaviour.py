@@ -128,8 +128,10 @@ def test_restart_after_a_half_committed_checkpoint_commits_only_the_rest(
     twin = FilesCommitter(
         IcebergTarget(table.catalog.load_table(table.identifier)),
         StateDirectory(h.state_dir + "-twin", kind="memory", sync=False),
-        None, job_id=h.job_id, operator_id=h.operator_id,
-    )  # fmt: skip
+        None,
+        job_id=h.job_id,
+        operator_id=h.operator_id,
+    )
     twin.restore()
     twin.process(1, upsert_result(table, [(7, "v1")]))
     twin.process(2, upsert_result(table, [(7, "v2")]))
@@ -226,8 +228,9 @@ def test_options_are_checked(table: Table, tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="commit mode"):
         FilesCommitter(target, state, None, job_id="j", operator_id="s", mode="upsert")  # type: ignore[arg-type]
     with pytest.raises(InvalidOptionError, match="must be positive"):
-        FilesCommitter(target, state, None, job_id="j", operator_id="s",
-                       max_continuous_empty_commits=0)  # fmt: skip
+        FilesCommitter(
+            target, state, None, job_id="j", operator_id="s", max_continuous_empty_commits=0
+        )
     with pytest.raises(InvalidOptionError, match="sink id"):
         FilesCommitter(target, state, None, job_id="j", operator_id="a/b")
     with pytest.raises(InvalidOptionError, match="needs a CommitTarget"):
@@ -254,8 +257,9 @@ def test_delete_files_in_a_v1_table_are_refused_at_staging(
 def test_partitioned_table_round_trip(warehouse: Catalog, tmp_path: Path, backend: str) -> None:
     from harness import SCHEMA
 
-    table = warehouse.create_table("db.bucketed", schema=SCHEMA,
-                                   partition_spec=[("bucket", "id", 4)])  # fmt: skip
+    table = warehouse.create_table(
+        "db.bucketed", schema=SCHEMA, partition_spec=[("bucket", "id", 4)]
+    )
     assert table.spec() == build_partition_spec(table.schema(), [("bucket", "id", 4)])
     h = Harness(tmp_path, table, backend, job_id="j")
     h.open()

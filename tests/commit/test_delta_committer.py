@@ -37,8 +37,13 @@ def _run(root: Path, failpoint: str | None) -> subprocess.CompletedProcess[str]:
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.run([sys.executable, DRIVER, str(root), "memory"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, DRIVER, str(root), "memory"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _scenario(base: Path, failpoint: str, hit: int) -> tuple[Path, int, int, str]:
@@ -83,8 +88,12 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
     if scenario.startswith("after-data-files"):
         return  # files written before the committer saw them are orphans by design
     # every data file on disk is live or was removed by a later version: none leaked
-    on_disk = {os.path.relpath(os.path.join(d, n), loc) for d, _, names in os.walk(loc)
-               for n in names if n.endswith(".parquet") and "_delta_log" not in d}  # fmt: skip
+    on_disk = {
+        os.path.relpath(os.path.join(d, n), loc)
+        for d, _, names in os.walk(loc)
+        for n in names
+        if n.endswith(".parquet") and "_delta_log" not in d
+    }
     known = set(table.snapshot.files) | set(table.snapshot.tombstones)
     assert on_disk <= known, on_disk - known
 
@@ -100,8 +109,13 @@ def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_on
         table.append(pa.table({"id": [key], "data": [data]}, schema=SCHEMA))
     env = {k: v for k, v in os.environ.items() if k != "STREAM_SINK_FAILPOINT"}
     cmd = [sys.executable, DRIVER, str(tmp_path), "pair"]
-    first = subprocess.run(cmd, env={**env, "STREAM_SINK_FAILPOINT": "between-batch-commits"},
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    first = subprocess.run(
+        cmd,
+        env={**env, "STREAM_SINK_FAILPOINT": "between-batch-commits"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
     assert DeltaTable.load(loc).snapshot.txn_version(APP) == 0  # the first MERGE landed
     second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
@@ -119,8 +133,13 @@ def test_every_failpoint_is_exercised_for_delta() -> None:
 
 
 def _changes(rows: list[tuple[str, int, str]]) -> pa.Table:
-    return pa.table({"id": pa.array([r[1] for r in rows], pa.int64()),
-                     "data": [r[2] for r in rows], "_row_kind": [r[0] for r in rows]})  # fmt: skip
+    return pa.table(
+        {
+            "id": pa.array([r[1] for r in rows], pa.int64()),
+            "data": [r[2] for r in rows],
+            "_row_kind": [r[0] for r in rows],
+        }
+    )
 
 
 def test_between_batch_commits_crash_commits_each_merge_once(tmp_path: Path) -> None:
@@ -131,19 +150,41 @@ def test_between_batch_commits_crash_commits_each_merge_once(tmp_path: Path) -> 
     table.append(pa.table({"id": [1, 2], "data": ["a", "b"]}, schema=SCHEMA))
 
     def committer() -> FilesCommitter:
-        c = FilesCommitter(DeltaTarget(DeltaTable.load(loc)),
-                           StateDirectory(str(tmp_path / "state"), kind="rocksdb", sync=False),
-                           None, job_id="j", operator_id="s")  # fmt: skip
+        c = FilesCommitter(
+            DeltaTarget(DeltaTable.load(loc)),
+            StateDirectory(str(tmp_path / "state"), kind="rocksdb", sync=False),
+            None,
+            job_id="j",
+            operator_id="s",
+        )
         c.restore()
         return c
 
     c = committer()
     snap = DeltaTable.load(loc).snapshot
     # batch 0 rewrites id 1's file, batch 1 (planned on the same version) only inserts
-    c.process(0, copy_on_write(snap, table.io, _changes([("+U", 1, "a1")]), ["id"], "upsert",
-                               row_kind_column="_row_kind"))  # fmt: skip
-    c.process(1, copy_on_write(snap, table.io, _changes([("+I", 3, "c")]), ["id"], "upsert",
-                               row_kind_column="_row_kind"))  # fmt: skip
+    c.process(
+        0,
+        copy_on_write(
+            snap,
+            table.io,
+            _changes([("+U", 1, "a1")]),
+            ["id"],
+            "upsert",
+            row_kind_column="_row_kind",
+        ),
+    )
+    c.process(
+        1,
+        copy_on_write(
+            snap,
+            table.io,
+            _changes([("+I", 3, "c")]),
+            ["id"],
+            "upsert",
+            row_kind_column="_row_kind",
+        ),
+    )
     c.snapshot_state(1)
     c.close()  # as if killed after staging: restore commits both, each once
     c = committer()
@@ -157,8 +198,13 @@ def test_between_batch_commits_crash_commits_each_merge_once(tmp_path: Path) -> 
 def _racer(loc: str, state: str, barrier: threading.Barrier, errors: list[BaseException]) -> None:
     try:
         table = DeltaTable.load(loc)
-        c = FilesCommitter(DeltaTarget(table), StateDirectory(state, kind="memory", sync=False),
-                           None, job_id="q", operator_id="sink")  # fmt: skip
+        c = FilesCommitter(
+            DeltaTarget(table),
+            StateDirectory(state, kind="memory", sync=False),
+            None,
+            job_id="q",
+            operator_id="sink",
+        )
         c.restore()
         for b in range(4):
             data = pa.table({"id": [b], "data": [f"b{b}"]}, schema=SCHEMA)
@@ -180,8 +226,10 @@ def test_two_sinks_with_the_same_app_id_racing_commit_each_batch_once(tmp_path: 
     DeltaTable.create(loc, SCHEMA)
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_racer, args=(loc, str(tmp_path / f"s{i}"), barrier,
-                                                       errors)) for i in range(2)]  # fmt: skip
+    threads = [
+        threading.Thread(target=_racer, args=(loc, str(tmp_path / f"s{i}"), barrier, errors))
+        for i in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -192,6 +240,10 @@ def test_two_sinks_with_the_same_app_id_racing_commit_each_batch_once(tmp_path: 
     app = app_id("q", "sink")
     marks = [table.snapshot_at(v).txn_version(app) for v in range(1, table.version + 1)]
     assert marks == sorted(set(marks)), f"a batch was committed twice: {marks}"
-    files = [n for d, _, ns in os.walk(loc) for n in ns if n.endswith(".parquet")
-             and "_delta_log" not in d]  # fmt: skip
+    files = [
+        n
+        for d, _, ns in os.walk(loc)
+        for n in ns
+        if n.endswith(".parquet") and "_delta_log" not in d
+    ]
     assert len(files) == 4, "the loser's files were not deleted"

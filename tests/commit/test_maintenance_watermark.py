@@ -40,8 +40,11 @@ def test_record_is_set_with_every_sink_snapshot(table: Table, harness) -> None: 
         h.step(b, write_rows(table, batch_rows(b)))
     meta = table.refresh().metadata
     record = json.loads(meta.properties[watermark_property("sink")])
-    assert record == {"job-id": "job-1", "checkpoint-id": 1,
-                      "snapshot-id": meta.current_snapshot_id}  # fmt: skip
+    assert record == {
+        "job-id": "job-1",
+        "checkpoint-id": 1,
+        "snapshot-id": meta.current_snapshot_id,
+    }
 
 
 def test_committed_batch_in_state_is_not_replayed_after_compaction_and_expiry(

@@ -26,9 +26,12 @@ BATCHES = 8
 
 
 def run_instance(
-    table: Table, state: StateDirectory, barrier: threading.Barrier, upserts: bool,
+    table: Table,
+    state: StateDirectory,
+    barrier: threading.Barrier,
+    upserts: bool,
     errors: list[BaseException],
-) -> None:  # fmt: skip
+) -> None:
     try:
         mine = table.catalog.load_table(table.identifier)
         committer = FilesCommitter(IcebergTarget(mine), state, None, job_id="q", operator_id="sink")

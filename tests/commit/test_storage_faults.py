@@ -38,8 +38,7 @@ def test_full_metadata_directory_mid_batch_loses_nothing(
         disk.fill()
         with pytest.raises(SinkIOError) as e:
             h.checkpoint(1)
-        _assert_message(e, "checkpoint 1", "writing staging manifest", table.metadata_dir,
-                        "ENOSPC")  # fmt: skip
+        _assert_message(e, "checkpoint 1", "writing staging manifest", table.metadata_dir, "ENOSPC")
         h.crash()
         disk.free()
         h.open(acknowledged=[0, 1])
@@ -107,7 +106,6 @@ def test_full_data_directory_names_the_file(table: Table) -> None:
         assert e.value.__cause__ is not None
         disk.free()
         assert os.listdir(table.data_location) == []  # the failed file was deleted
-
 
 
 def test_full_data_directory_mid_batch_then_restart_commits_every_batch_once(

@@ -43,8 +43,13 @@ def test_commit_protocol_core_imports_no_table_format() -> None:
 
 
 def test_only_the_delta_adapters_import_delta() -> None:
-    allowed = {"commit/delta_target.py", "spark/delta_sink.py", "spark/delta_tasks.py",
-               "cli/delta_commands.py", "ops/drill.py"}  # fmt: skip
+    allowed = {
+        "commit/delta_target.py",
+        "spark/delta_sink.py",
+        "spark/delta_tasks.py",
+        "cli/delta_commands.py",
+        "ops/drill.py",
+    }
     for path in sorted(ROOT.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
         if rel.startswith("delta/") or rel in allowed:

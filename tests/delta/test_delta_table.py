@@ -17,21 +17,29 @@ from stream_sink.delta.actions import action_to_json
 from stream_sink.exceptions import CorruptMetadataError, UnsupportedError
 
 UTC = dt.timezone.utc
-SCHEMA = pa.schema([
-    ("id", pa.int64()), ("p", pa.string()), ("ts", pa.timestamp("us", tz="UTC")),
-    ("d", pa.date32()), ("x", pa.float64()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("p", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("d", pa.date32()),
+        ("x", pa.float64()),
+    ]
+)
 
 
 def rows(start: int, n: int) -> pa.Table:
     ids = range(start, start + n)
-    return pa.table({
-        "id": list(ids),
-        "p": ["a b" if i % 2 else "x/y" for i in ids],
-        "ts": [dt.datetime(2024, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)] * n,
-        "d": [dt.date(2024, 1, 1 + i % 28) for i in ids],
-        "x": [None if i % 3 == 0 else i / 2 for i in ids],
-    }, schema=SCHEMA)  # fmt: skip
+    return pa.table(
+        {
+            "id": list(ids),
+            "p": ["a b" if i % 2 else "x/y" for i in ids],
+            "ts": [dt.datetime(2024, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)] * n,
+            "d": [dt.date(2024, 1, 1 + i % 28) for i in ids],
+            "x": [None if i % 3 == 0 else i / 2 for i in ids],
+        },
+        schema=SCHEMA,
+    )
 
 
 def test_appends_read_back_by_us_delta_rs_and_duckdb_at_every_version(tmp_path):

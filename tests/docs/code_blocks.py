@@ -58,17 +58,23 @@ def blocks_of(page: Path) -> list[Block]:
         i += 1
         body: list[str] = []
         while i < len(lines) and lines[i].strip() != "```":
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         if i == len(lines):
             raise ValueError(f"{rel}:{start + 1}: code block is never closed")
         mark = SKIP_MARK.search(lines[start - 1]) if start else None
-        out.append(Block(rel, start + 1, m.group("lang").lower(), "\n".join(body) + "\n",
-                         mark.group("reason") if mark else None))  # fmt: skip
+        out.append(
+            Block(
+                rel,
+                start + 1,
+                m.group("lang").lower(),
+                "\n".join(body) + "\n",
+                mark.group("reason") if mark else None,
+            )
+        )
         i += 1
     return out
 
 
 def runnable(page: Path) -> list[Block]:
     return [b for b in blocks_of(page) if b.lang in RUNNABLE]
-

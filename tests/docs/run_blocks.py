@@ -30,8 +30,9 @@ def main(path: str) -> int:
         else:
             code = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block["code"]]).returncode
             if code != 0:
-                print(f"FAILED: the bash block at {where} exited {code}", file=sys.stderr,
-                      flush=True)  # fmt: skip
+                print(
+                    f"FAILED: the bash block at {where} exited {code}", file=sys.stderr, flush=True
+                )
                 return 1
         sys.stdout.flush()
     return 0

@@ -34,8 +34,12 @@ def _page_params() -> list[object]:
 
 
 def _skipped_params() -> list[object]:
-    return [pytest.param(b, id=b.where) for page in pages() for b in runnable(page)
-            if b.skip_reason is not None]  # fmt: skip
+    return [
+        pytest.param(b, id=b.where)
+        for page in pages()
+        for b in runnable(page)
+        if b.skip_reason is not None
+    ]
 
 
 def sandbox_env() -> dict[str, str]:
@@ -53,14 +57,19 @@ def sandbox_env() -> dict[str, str]:
 def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
     blocks = [b for b in runnable(page) if b.skip_reason is None]
     spec = tmp_path / "blocks.json"
-    spec.write_text(json.dumps([{"where": b.where, "lang": b.lang, "code": b.code}
-                                for b in blocks]))  # fmt: skip
+    spec.write_text(
+        json.dumps([{"where": b.where, "lang": b.lang, "code": b.code} for b in blocks])
+    )
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
     proc = subprocess.run(
         [sys.executable, str(HERE / "run_blocks.py"), str(spec)],
-        cwd=sandbox, env=sandbox_env(), capture_output=True, text=True, timeout=1400,
-    )  # fmt: skip
+        cwd=sandbox,
+        env=sandbox_env(),
+        capture_output=True,
+        text=True,
+        timeout=1400,
+    )
     assert proc.returncode == 0, (
         f"{page.name}: a code block failed\n--- stdout\n{proc.stdout[-6000:]}\n"
         f"--- stderr\n{proc.stderr[-6000:]}"

@@ -17,8 +17,11 @@ from stream_sink.spark import DeltaSink, IcebergSink
 def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "sink-options" / "index.html").exists()
 
@@ -37,8 +40,9 @@ def test_every_sink_option_is_documented_with_its_default() -> None:
             shown = rows[name].strip().strip("`")
             want = "required" if p.default is inspect.Parameter.empty else repr(p.default)
             assert shown == want.replace("'", '"'), f"{where}: documented {shown}, default {want}"
-        assert set(rows) <= set(params), f"{sink.__name__}: documented options that do not " \
-            f"exist: {set(rows) - set(params)}"
+        assert set(rows) <= set(params), (
+            f"{sink.__name__}: documented options that do not exist: {set(rows) - set(params)}"
+        )
 
 
 def test_the_command_line_reference_is_up_to_date() -> None:

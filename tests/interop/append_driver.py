@@ -26,9 +26,12 @@ ROWS = 10
 
 def batch(b: int) -> pa.Table:
     ids = list(range(b * ROWS, (b + 1) * ROWS))
-    return pa.table({"id": ids, "data": [f"b{b}" for _ in ids]},
-                    schema=pa.schema([pa.field("id", pa.int64(), nullable=False),
-                                      pa.field("data", pa.string())]))  # fmt: skip
+    return pa.table(
+        {"id": ids, "data": [f"b{b}" for _ in ids]},
+        schema=pa.schema(
+            [pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())]
+        ),
+    )
 
 
 def acknowledge(commits: str, batch_id: int) -> None:

@@ -109,8 +109,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "identity",
         tuple(
-            ("identity", c)
-            for c in ("flag", "i", "l", "dec", "dt", "ts", "tstz", "s", "bin", "u")
+            ("identity", c) for c in ("flag", "i", "l", "dec", "dt", "ts", "tstz", "s", "bin", "u")
         ),
     ),
     # Java Iceberg 1.10.2 misdecodes a manifest whose partition tuple holds an identity
@@ -119,13 +118,26 @@ SHAPES: tuple[Shape, ...] = (
     Shape("identity_fixed", (("identity", "fx"),), java=False),
     Shape(
         "bucket",
-        (("bucket", "i", 16), ("bucket", "l", 16), ("bucket", "s", 8), ("bucket", "dt", 5),
-         ("bucket", "dec", 7), ("bucket", "bin", 3), ("bucket", "fx", 4), ("bucket", "u", 6)),
+        (
+            ("bucket", "i", 16),
+            ("bucket", "l", 16),
+            ("bucket", "s", 8),
+            ("bucket", "dt", 5),
+            ("bucket", "dec", 7),
+            ("bucket", "bin", 3),
+            ("bucket", "fx", 4),
+            ("bucket", "u", 6),
+        ),
     ),
     Shape(
         "truncate",
-        (("truncate", "i", 10), ("truncate", "l", 100), ("truncate", "s", 2),
-         ("truncate", "dec", 50), ("truncate", "bin", 2)),
+        (
+            ("truncate", "i", 10),
+            ("truncate", "l", 100),
+            ("truncate", "s", 2),
+            ("truncate", "dec", 50),
+            ("truncate", "bin", 2),
+        ),
     ),
     Shape("time_a", (("year", "dt"), ("month", "ts"), ("day", "tstz"))),
     Shape("time_b", (("month", "dt"), ("day", "ts"), ("hour", "tstz"))),
@@ -134,13 +146,28 @@ SHAPES: tuple[Shape, ...] = (
     Shape("void", (("void", "i"), ("void", "s"))),
     Shape(
         "multi",
-        (("identity", "flag"), ("bucket", "l", 4), ("truncate", "s", 1), ("day", "ts"),
-         ("void", "dec")),
+        (
+            ("identity", "flag"),
+            ("bucket", "l", 4),
+            ("truncate", "s", 1),
+            ("day", "ts"),
+            ("void", "dec"),
+        ),
     ),
 )
 
-_STRINGS = ["", "a", "ascii", "név", "名前", "😀 emoji", "straße", "e\u0301", "Ωmega",
-            "tab\tnew\nline"]
+_STRINGS = [
+    "",
+    "a",
+    "ascii",
+    "név",
+    "名前",
+    "😀 emoji",
+    "straße",
+    "e\u0301",
+    "Ωmega",
+    "tab\tnew\nline",
+]
 _EPOCH = datetime(1970, 1, 1)
 _INT_EXTREMES = (-(2**31), 2**31 - 1)
 _LONG_EXTREMES = (-(2**63), 2**63 - 1)
@@ -198,5 +225,6 @@ def rows(start: int = 0, stop: int = ROWS) -> pa.Table:
 
 def time_rows() -> pa.Table:
     values = [None, time(0), time(23, 59, 59, 999_999), time(12, 30, 1, 5)]
-    return pa.table({"id": list(range(len(values))), "t": values},
-                    schema=schema_to_arrow(TIME_SCHEMA))
+    return pa.table(
+        {"id": list(range(len(values))), "t": values}, schema=schema_to_arrow(TIME_SCHEMA)
+    )

@@ -20,11 +20,19 @@ from stream_sink.spark import IcebergSink, local_session
 def main(root: Path) -> None:
     spark = local_session("stream-sink-maintenance-kill")
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "wh"))
-    options = MaintenanceOptions(commit_count=3, max_snapshot_age_ms=1, retain_last=1,
-                                 min_input_files=2)  # fmt: skip
-    sink = IcebergSink(catalog=catalog, table="db.latest", mode="upsert", order_by="seq",
-                       row_kind_column="op", checkpoint_location=str(root / "chk"),
-                       state_dir=str(root / "state"), maintenance=options)  # fmt: skip
+    options = MaintenanceOptions(
+        commit_count=3, max_snapshot_age_ms=1, retain_last=1, min_input_files=2
+    )
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.latest",
+        mode="upsert",
+        order_by="seq",
+        row_kind_column="op",
+        checkpoint_location=str(root / "chk"),
+        state_dir=str(root / "state"),
+        maintenance=options,
+    )
 
     def foreach(df: Any, batch_id: int) -> None:
         print(f"batch {batch_id}", flush=True)
@@ -32,9 +40,12 @@ def main(root: Path) -> None:
 
     schema = "id long, data string, seq long, op string"
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(root / "in"))
-    query = (df.writeStream.foreachBatch(foreach)
-             .option("checkpointLocation", sink.spark_checkpoint_location)
-             .trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.writeStream.foreachBatch(foreach)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:

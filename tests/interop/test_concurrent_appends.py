@@ -30,18 +30,28 @@ CATALOG_KINDS = ["hadoop", "sqlite", pytest.param("postgres", marks=pytest.mark.
 WORKERS = 2
 APPENDS = 10
 ROWS = 50
-ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("worker", pa.int32()),
-                   pa.field("payload", pa.string())])
+ARROW = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("worker", pa.int32()),
+        pa.field("payload", pa.string()),
+    ]
+)
 # generous retries with short waits: both processes commit back to back on purpose
-RETRY = {"commit.retry.num-retries": "40", "commit.retry.min-wait-ms": "5",
-         "commit.retry.max-wait-ms": "200"}
+RETRY = {
+    "commit.retry.num-retries": "40",
+    "commit.retry.min-wait-ms": "5",
+    "commit.retry.max-wait-ms": "200",
+}
 
 
 def batch(worker: int, n: int) -> pa.Table:
     start = (worker * APPENDS + n) * ROWS
     ids = list(range(start, start + ROWS))
-    return pa.table({"id": ids, "worker": [worker] * ROWS,
-                     "payload": [f"w{worker}-a{n}-é{i}" for i in ids]}, schema=ARROW)
+    return pa.table(
+        {"id": ids, "worker": [worker] * ROWS, "payload": [f"w{worker}-a{n}-é{i}" for i in ids]},
+        schema=ARROW,
+    )
 
 
 def worker(options: dict[str, str], worker_id: int, start: Barrier, out: Queue) -> None:
@@ -86,10 +96,18 @@ def catalog_options(kind: str, root: Path, request: pytest.FixtureRequest) -> di
     if kind == "hadoop":
         return {"name": name, "type": "hadoop", "warehouse": warehouse}
     if kind == "sqlite":
-        return {"name": name, "type": "sql", "uri": f"sqlite:///{root}/catalog.db",
-                "warehouse": warehouse}
-    return {"name": name, "type": "sql", "uri": request.getfixturevalue("postgres_url"),
-            "warehouse": warehouse}
+        return {
+            "name": name,
+            "type": "sql",
+            "uri": f"sqlite:///{root}/catalog.db",
+            "warehouse": warehouse,
+        }
+    return {
+        "name": name,
+        "type": "sql",
+        "uri": request.getfixturevalue("postgres_url"),
+        "warehouse": warehouse,
+    }
 
 
 def referenced_files(table: Table) -> list[str]:
@@ -126,9 +144,7 @@ def test_racing_appends_each_land_once(
     table = catalog.load_table("db.t")
     snapshots = table.snapshots()
     assert len(snapshots) == WORKERS * APPENDS  # one snapshot per append, none twice
-    assert [s.parent_snapshot_id for s in snapshots[1:]] == [
-        s.snapshot_id for s in snapshots[:-1]
-    ]
+    assert [s.parent_snapshot_id for s in snapshots[1:]] == [s.snapshot_id for s in snapshots[:-1]]
     assert {s.summary["added-records"] for s in snapshots} == {str(ROWS)}
     assert snapshots[-1].summary["total-records"] == str(WORKERS * APPENDS * ROWS)
 

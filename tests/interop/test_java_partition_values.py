@@ -46,7 +46,10 @@ SPLIT = 20
 _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
 _JAVA_TIME_FUNCTIONS: dict[type[Transform], str] = {
-    Year: "years", Month: "months", Day: "days", Hour: "hours"
+    Year: "years",
+    Month: "months",
+    Day: "days",
+    Hour: "hours",
 }
 
 Tuple = tuple[Any, ...]
@@ -96,9 +99,7 @@ def java_query(name: str, table: Table) -> str:
 
 
 @pytest.fixture(scope="module")
-def java_results(
-    warehouse: tuple[str, dict[str, Table]], java_sql: Any
-) -> dict[str, pa.Table]:
+def java_results(warehouse: tuple[str, dict[str, Table]], java_sql: Any) -> dict[str, pa.Table]:
     """One Spark session: one query per table."""
     root, tables = warehouse
     names = list(tables)

@@ -51,16 +51,22 @@ def _compacted_tables(root: Path) -> tuple[list[str], list[list[tuple[Any, ...]]
     catalog.create_namespace("db")
     locations, expected = [], []
     for seed, (name, spec) in enumerate(SHAPES.items()):
-        cdc = make_cdc_table(catalog, f"db.{name}", batches=8, rows=40, seed=seed,
-                             partition_spec=spec)  # fmt: skip
+        cdc = make_cdc_table(
+            catalog, f"db.{name}", batches=8, rows=40, seed=seed, partition_spec=spec
+        )
         table, m = cdc.table, cdc.table.maintenance
         m.rewrite_data_files(min_input_files=3)
         compacted = table.refresh().current_snapshot()
         assert compacted is not None
         at_compaction = sorted(
-            zip(*(table.scan(snapshot_id=compacted.snapshot_id).to_arrow()[c].to_pylist()
-                  for c in ("id", "cat", "v")), strict=True)
-        )  # fmt: skip
+            zip(
+                *(
+                    table.scan(snapshot_id=compacted.snapshot_id).to_arrow()[c].to_pylist()
+                    for c in ("id", "cat", "v")
+                ),
+                strict=True,
+            )
+        )
         cdc.commit_batch(40)  # more changes on top of the compacted files
         m.convert_equality_deletes()
         converted = table.refresh().metadata_location
@@ -78,9 +84,11 @@ def _compacted_tables(root: Path) -> tuple[list[str], list[list[tuple[Any, ...]]
 def _prepare_stream(root: Path) -> dict[int, str]:
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "wh"))
     catalog.create_namespace("db")
-    catalog.create_table("db.latest", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                        ("data", pa.string())]),
-                         identifier_fields=["id"])  # fmt: skip
+    catalog.create_table(
+        "db.latest",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
+        identifier_fields=["id"],
+    )
     rng, latest, seq, batches = random.Random(5), {}, 0, []
     for _ in range(FILES):
         rows = []
@@ -102,8 +110,13 @@ def _start(root: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("STREAM_SINK_FAILPOINT", None)
     log = open(root / "job.log", "a")  # noqa: SIM115 (the child writes it)
-    return subprocess.Popen([sys.executable, str(JOB), str(root)], stdout=subprocess.PIPE,
-                            stderr=log, text=True, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(root)],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=env,
+    )
 
 
 def _kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
@@ -121,9 +134,22 @@ class _MaintainLoop:
     """``stream-sink maintain --all --older-than 0s --retain-last 1`` over and over."""
 
     def __init__(self, warehouse: str) -> None:
-        self.args = ["maintain", "db.latest", "--all", "--older-than", "0s", "--retain-last",
-                     "1", "--min-input-files", "2", "--orphan-older-than", "1h", "--json",
-                     "--warehouse", warehouse]  # fmt: skip
+        self.args = [
+            "maintain",
+            "db.latest",
+            "--all",
+            "--older-than",
+            "0s",
+            "--retain-last",
+            "1",
+            "--min-input-files",
+            "2",
+            "--orphan-older-than",
+            "1h",
+            "--json",
+            "--warehouse",
+            warehouse,
+        ]
         self.codes: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -154,8 +180,13 @@ def test_maintenance_beside_streams_and_engines(
     rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "7")))
     with _MaintainLoop(wh) as loop:
         _kill_mid_stream(_start(tmp_path), rng)
-        java_sql(wh, ["CALL hc.system.expire_snapshots(table => 'db.latest', "
-                      "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)"])
+        java_sql(
+            wh,
+            [
+                "CALL hc.system.expire_snapshots(table => 'db.latest', "
+                "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)"
+            ],
+        )
         _kill_mid_stream(_start(tmp_path), rng)
         final = _start(tmp_path)
         out, _ = final.communicate(timeout=900)
@@ -169,8 +200,24 @@ def test_maintenance_beside_streams_and_engines(
     assert sorted((r["id"], r["data"]) for r in got) == want
     assert sorted((r["id"], r["data"]) for r in duckdb_rows(table.metadata_location)) == want
 
-    assert cli(["maintain", "db.latest", "--all", "--older-than", "0s", "--retain-last", "1",
-                "--min-input-files", "1", "--warehouse", wh]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "maintain",
+                "db.latest",
+                "--all",
+                "--older-than",
+                "0s",
+                "--retain-last",
+                "1",
+                "--min-input-files",
+                "1",
+                "--warehouse",
+                wh,
+            ]
+        )
+        == 0
+    )
     table.refresh()
     assert sorted((r["id"], r["data"]) for r in pyiceberg_rows(table.metadata_location)) == want
     assert live_counts(table) == {"data": 1, "pos": 0, "eq": 0}

@@ -108,8 +108,15 @@ def run_scenario(catalog: Catalog, kind: str, use_seq: bool) -> Scenario:
         for f in plan.new_files:  # a refused rewrite's files are the caller's
             os.remove(f.file_path)
     t.refresh()
-    return Scenario(kind, use_seq, outcome, sorted(model.items()), t.metadata_location,
-                    ours(t), as_rows(duckdb_rows(t.metadata_location)))  # fmt: skip
+    return Scenario(
+        kind,
+        use_seq,
+        outcome,
+        sorted(model.items()),
+        t.metadata_location,
+        ours(t),
+        as_rows(duckdb_rows(t.metadata_location)),
+    )
 
 
 def run_driver(root: Path, failpoint: str | None) -> subprocess.CompletedProcess[str]:
@@ -119,8 +126,11 @@ def run_driver(root: Path, failpoint: str | None) -> subprocess.CompletedProcess
         env["STREAM_SINK_FAILPOINT"] = failpoint
     return subprocess.run(
         [sys.executable, str(DRIVER), str(root), "db.stream", str(STREAM_BATCHES)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @dataclass
@@ -155,14 +165,17 @@ def world(tmp_path_factory: pytest.TempPathFactory, java_sql: Any, java_read: An
 
     catalog.create_table("db.stream", ARROW)
     first = run_driver(root, "after-table-commit@3")  # killed once batch 2 is in the table
-    java_sql(str(root / "wh"), [
-        "CALL hc.system.rewrite_data_files(table => 'db.stream', "
-        "options => map('min-input-files', '2'))",
-        "CALL hc.system.expire_snapshots(table => 'db.stream', "
-        "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)",
-        "CALL hc.system.expire_snapshots(table => 'db.java_exp', "
-        "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)",
-    ])  # fmt: skip
+    java_sql(
+        str(root / "wh"),
+        [
+            "CALL hc.system.rewrite_data_files(table => 'db.stream', "
+            "options => map('min-input-files', '2'))",
+            "CALL hc.system.expire_snapshots(table => 'db.stream', "
+            "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)",
+            "CALL hc.system.expire_snapshots(table => 'db.java_exp', "
+            "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)",
+        ],
+    )
     stream = catalog.load_table("db.stream")
     after_java = len(stream.snapshots())
     second = run_driver(root, None)
@@ -175,11 +188,14 @@ def world(tmp_path_factory: pytest.TempPathFactory, java_sql: Any, java_read: An
     return World(
         scenarios=scenarios,
         java={loc: as_rows(t) for loc, t in zip(locations, read, strict=True)},
-        stream=stream, stream_first_run=first, stream_snapshots_after_java=after_java,
-        ours_expired=ours_exp, ours_expired_result=ours_result,
+        stream=stream,
+        stream_first_run=first,
+        stream_snapshots_after_java=after_java,
+        ours_expired=ours_exp,
+        ours_expired_result=ours_result,
         java_expired=java_exp,
         java_expired_snapshots=(before_java, len(java_exp.snapshots())),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)

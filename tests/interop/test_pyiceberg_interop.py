@@ -76,8 +76,9 @@ def batch(start: int, n: int) -> pa.Table:
             "id": [i - 10 for i in ids],
             "name": [None if i % 7 == 3 else ["ä", "ß", "名", "x"][i % 4] for i in ids],
             "ts": [None if i % 9 == 4 else base + timedelta(hours=5 * i) for i in ids],
-            "tstz": [datetime(2000, 2, 29, tzinfo=timezone.utc) - timedelta(minutes=i * 997)
-                     for i in ids],
+            "tstz": [
+                datetime(2000, 2, 29, tzinfo=timezone.utc) - timedelta(minutes=i * 997) for i in ids
+            ],
             "amount": [None if i % 5 == 0 else Decimal(i * 137 - 900) / 100 for i in ids],
             "tags": [None if i % 6 == 1 else [f"t{i}", None][: i % 3] for i in ids],
         },
@@ -113,9 +114,7 @@ def assert_both_read(py: Any, ours: Catalog, *batches: pa.Table) -> None:
 
     snapshots = our_table.snapshots()
     assert len(snapshots) == len(batches)
-    assert [s.parent_snapshot_id for s in snapshots[1:]] == [
-        s.snapshot_id for s in snapshots[:-1]
-    ]
+    assert [s.parent_snapshot_id for s in snapshots[1:]] == [s.snapshot_id for s in snapshots[:-1]]
     added = [int(s.summary["added-records"]) for s in snapshots]
     assert added == [b.num_rows for b in batches]
     assert int(snapshots[-1].summary["total-records"]) == len(want)
@@ -129,9 +128,7 @@ def our_append(ours: Catalog, data: pa.Table) -> None:
     ours.load_table("db.t").append(data)  # type: ignore[attr-defined]
 
 
-def run_alternating(
-    py: Any, ours: Catalog, appenders: list[Callable[[pa.Table], None]]
-) -> None:
+def run_alternating(py: Any, ours: Catalog, appenders: list[Callable[[pa.Table], None]]) -> None:
     batches = []
     for n, append in enumerate(appenders):
         batches.append(batch(n * 20, 20))
@@ -144,12 +141,16 @@ def test_table_pyiceberg_created_appends_in_both(catalogs: tuple[Any, Catalog]) 
     py.create_namespace("db")
     py.create_table("db.t", schema=PY_SCHEMA, partition_spec=PY_SPEC)
     assert ours.list_tables("db") == [("db", "t")]
-    run_alternating(py, ours, [
-        lambda d: py_append(py, d),
-        lambda d: our_append(ours, d),
-        lambda d: py_append(py, d),
-        lambda d: our_append(ours, d),
-    ])
+    run_alternating(
+        py,
+        ours,
+        [
+            lambda d: py_append(py, d),
+            lambda d: our_append(ours, d),
+            lambda d: py_append(py, d),
+            lambda d: our_append(ours, d),
+        ],
+    )
     # our appends used pyiceberg's partition spec: same partition directories
     table = ours.load_table("db.t")
     assert [str(f.transform) for f in table.spec().fields] == ["day", "bucket[4]", "identity"]
@@ -162,11 +163,17 @@ def test_table_we_created_appends_in_both(catalogs: tuple[Any, Catalog]) -> None
     assert [tuple(i) for i in py.list_tables("db")] == [("db", "t")]
     spec = py.load_table("db.t").spec()
     assert [(f.source_id, str(f.transform), f.name) for f in spec.fields] == [
-        (3, "day", "ts_day"), (1, "bucket[4]", "id_bucket"), (2, "identity", "name")
+        (3, "day", "ts_day"),
+        (1, "bucket[4]", "id_bucket"),
+        (2, "identity", "name"),
     ]
-    run_alternating(py, ours, [
-        lambda d: our_append(ours, d),
-        lambda d: py_append(py, d),
-        lambda d: our_append(ours, d),
-        lambda d: py_append(py, d),
-    ])
+    run_alternating(
+        py,
+        ours,
+        [
+            lambda d: our_append(ours, d),
+            lambda d: py_append(py, d),
+            lambda d: our_append(ours, d),
+            lambda d: py_append(py, d),
+        ],
+    )

@@ -82,8 +82,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Written]:
     table = _write(hadoop, "multi", SCHEMA, multi.spec, halves)
     out["hadoop_multi"] = Written(table, SCHEMA, expected, 2, None, hadoop_wh)
     table = _write(sql, "times", TIME_SCHEMA, (), [time_rows()])
-    out["times"] = Written(table, TIME_SCHEMA, _expected(time_rows(), TIME_SCHEMA), 1, uri,
-                           sql_wh, java=False)
+    out["times"] = Written(
+        table, TIME_SCHEMA, _expected(time_rows(), TIME_SCHEMA), 1, uri, sql_wh, java=False
+    )
     return out
 
 
@@ -152,8 +153,9 @@ def test_pyiceberg_sql_catalog_reads_what_was_written(
     w = written[name]
     assert w.catalog_uri is not None
     columns = _columns(w, PYICEBERG_UNREADABLE)
-    got = pyiceberg_catalog_rows(CATALOG, w.catalog_uri, f"file://{w.warehouse}",
-                                 f"db.{w.table.identifier[-1]}")
+    got = pyiceberg_catalog_rows(
+        CATALOG, w.catalog_uri, f"file://{w.warehouse}", f"db.{w.table.identifier[-1]}"
+    )
     assert canonical_rows(got, w.schema, columns) == _subset(w.expected, columns)
 
 

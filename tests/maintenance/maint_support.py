@@ -79,13 +79,22 @@ def to_arrow(changes: Sequence[tuple[str, Row]]) -> pa.Table:
 
 
 def make_cdc_table(
-    catalog: Catalog, name: str, *, batches: int, rows: int, seed: int = 0,
-    partition_spec: Sequence[tuple[Any, ...]] = (), properties: dict[str, str] | None = None,
-) -> CdcTable:  # fmt: skip
+    catalog: Catalog,
+    name: str,
+    *,
+    batches: int,
+    rows: int,
+    seed: int = 0,
+    partition_spec: Sequence[tuple[Any, ...]] = (),
+    properties: dict[str, str] | None = None,
+) -> CdcTable:
     table = catalog.create_table(
-        name, schema=SCHEMA, partition_spec=list(partition_spec), identifier_fields=["id"],
+        name,
+        schema=SCHEMA,
+        partition_spec=list(partition_spec),
+        identifier_fields=["id"],
         properties=properties or {},
-    )  # fmt: skip
+    )
     cdc = CdcTable(table, random.Random(seed))
     for _ in range(batches):
         cdc.commit_batch(rows)

@@ -27,24 +27,47 @@ def warehouse(tmp_path: Path) -> str:
 def test_json_summary(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
     table = load_catalog("local", type="hadoop", warehouse=warehouse).load_table("db.t")
     expected = ours(table)
-    code = main(["maintain", "db.t", "--rewrite-data-files", "--convert-equality-deletes",
-                 "--min-input-files", "2", "--json", "--warehouse", warehouse])  # fmt: skip
+    code = main(
+        [
+            "maintain",
+            "db.t",
+            "--rewrite-data-files",
+            "--convert-equality-deletes",
+            "--min-input-files",
+            "2",
+            "--json",
+            "--warehouse",
+            warehouse,
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     before, after = report["before"], report["after"]
     assert after["data_files"] < before["data_files"]
     assert before["equality_deletes"] > 0 and after["equality_deletes"] == 0
     actions = [r["action"] for r in report["results"]]
-    assert actions == ["rewrite-data-files", "remove-dangling-deletes",
-                       "convert-equality-deletes"]  # fmt: skip
+    assert actions == ["rewrite-data-files", "remove-dangling-deletes", "convert-equality-deletes"]
     assert ours(table) == expected
 
 
 def test_dry_run_and_human_output(warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
     table = load_catalog("local", type="hadoop", warehouse=warehouse).load_table("db.t")
     location = table.metadata_location
-    assert main(["maintain", "db.t", "--rewrite-data-files", "--convert-equality-deletes",
-                 "--remove-orphan-files", "--dry-run", "--warehouse", warehouse]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "maintain",
+                "db.t",
+                "--rewrite-data-files",
+                "--convert-equality-deletes",
+                "--remove-orphan-files",
+                "--dry-run",
+                "--warehouse",
+                warehouse,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "dry run" in out and '"groups"' in out and '"equality_delete_files"' in out
     assert table.refresh().metadata_location == location
@@ -80,6 +103,11 @@ def test_missing_table_gives_up(warehouse: str, capsys: pytest.CaptureFixture[st
 
 def test_durations() -> None:
     assert [parse_duration_ms(d) for d in ("0s", "90s", "15m", "6h", "3d")] == [
-        0, 90_000, 900_000, 21_600_000, 259_200_000]  # fmt: skip
+        0,
+        90_000,
+        900_000,
+        21_600_000,
+        259_200_000,
+    ]
     with pytest.raises(InvalidOptionError):
         parse_duration_ms("3 weeks")

@@ -26,8 +26,9 @@ def catalog(tmp_path: Path) -> Catalog:
 
 @pytest.mark.parametrize("shape", list(SPECS))
 def test_compaction_then_conversion_keeps_rows_exact(catalog: Catalog, shape: str) -> None:
-    cdc = make_cdc_table(catalog, f"db.{shape}", batches=8, rows=40, seed=1,
-                         partition_spec=SPECS[shape])  # fmt: skip
+    cdc = make_cdc_table(
+        catalog, f"db.{shape}", batches=8, rows=40, seed=1, partition_spec=SPECS[shape]
+    )
     table = cdc.table
     before = live_counts(table)
     assert before["eq"] > 0 and before["data"] >= 8
@@ -71,8 +72,11 @@ def test_conversion_before_compaction_then_compaction_drops_every_delete(
     m.rewrite_data_files(min_input_files=1)
     m.remove_dangling_deletes()
     assert live_counts(table) == {"data": 1, "pos": 0, "eq": 0}
-    for reader in (ours(table), rows_of(duckdb_rows(table.metadata_location)),
-                   rows_of(pyiceberg_rows(table.metadata_location))):  # fmt: skip
+    for reader in (
+        ours(table),
+        rows_of(duckdb_rows(table.metadata_location)),
+        rows_of(pyiceberg_rows(table.metadata_location)),
+    ):
         assert reader == cdc.expected()
 
 
@@ -170,7 +174,9 @@ def test_a_corrupt_manifest_is_named(catalog: Catalog) -> None:
     with open(manifest, "r+b") as f:
         f.seek(40)
         f.write(b"\xff" * 64)
-    for action in (table.maintenance.convert_equality_deletes,
-                   lambda: table.maintenance.rewrite_data_files(min_input_files=1)):  # fmt: skip
+    for action in (
+        table.maintenance.convert_equality_deletes,
+        lambda: table.maintenance.rewrite_data_files(min_input_files=1),
+    ):
         with pytest.raises(CorruptMetadataError, match=manifest.rsplit("/", 1)[-1]):
             action()

@@ -29,18 +29,27 @@ def catalog(tmp_path: Path) -> Catalog:
 
 
 def _stream(
-    catalog: Catalog, tmp_path: Path, options: MaintenanceOptions, batches: int,
+    catalog: Catalog,
+    tmp_path: Path,
+    options: MaintenanceOptions,
+    batches: int,
     properties: dict[str, str] | None = None,
-) -> tuple[CdcTable, SinkMaintenance, list[dict[str, int]]]:  # fmt: skip
-    table = catalog.create_table("db.t", schema=SCHEMA, identifier_fields=["id"],
-                                 properties=properties or {})  # fmt: skip
+) -> tuple[CdcTable, SinkMaintenance, list[dict[str, int]]]:
+    table = catalog.create_table(
+        "db.t", schema=SCHEMA, identifier_fields=["id"], properties=properties or {}
+    )
     cdc = CdcTable(table, random.Random(11))
-    committer = FilesCommitter(IcebergTarget(catalog.load_table("db.t")),
-                               StateDirectory(str(tmp_path / "state"), kind="memory"), None,
-                               job_id="job", operator_id="sink")  # fmt: skip
+    committer = FilesCommitter(
+        IcebergTarget(catalog.load_table("db.t")),
+        StateDirectory(str(tmp_path / "state"), kind="memory"),
+        None,
+        job_id="job",
+        operator_id="sink",
+    )
     committer.restore()
-    maintenance = SinkMaintenance(lambda: catalog.load_table("db.t"), options, "sink:test",
-                                  committer.uncommitted_paths)  # fmt: skip
+    maintenance = SinkMaintenance(
+        lambda: catalog.load_table("db.t"), options, "sink:test", committer.uncommitted_paths
+    )
     counts = []
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)
     for b in range(batches):
@@ -57,8 +66,9 @@ def _stream(
 
 
 def test_long_stream_stays_bounded(catalog: Catalog, tmp_path: Path) -> None:
-    options = MaintenanceOptions(commit_count=8, max_snapshot_age_ms=0, retain_last=3,
-                                 min_input_files=4, background=False)  # fmt: skip
+    options = MaintenanceOptions(
+        commit_count=8, max_snapshot_age_ms=0, retain_last=3, min_input_files=4, background=False
+    )
     cdc, maintenance, counts = _stream(catalog, tmp_path, options, batches=48)
     table = cdc.table
     late = counts[16:]
@@ -73,11 +83,17 @@ def test_long_stream_stays_bounded(catalog: Catalog, tmp_path: Path) -> None:
 
 
 def test_failures_and_a_held_lock_are_counted_not_raised(catalog: Catalog, tmp_path: Path) -> None:
-    options = MaintenanceOptions(commit_count=2, rewrite_data_files=False,
-                                 convert_equality_deletes=False, background=True)  # fmt: skip
+    options = MaintenanceOptions(
+        commit_count=2, rewrite_data_files=False, convert_equality_deletes=False, background=True
+    )
     # an unreadable expiry setting makes every run fail
-    cdc, maintenance, _ = _stream(catalog, tmp_path, options, batches=6,
-                                  properties={"history.expire.max-snapshot-age-ms": "soon"})
+    cdc, maintenance, _ = _stream(
+        catalog,
+        tmp_path,
+        options,
+        batches=6,
+        properties={"history.expire.max-snapshot-age-ms": "soon"},
+    )
     m = maintenance.metrics
     assert m.runs >= 1 and m.failures == m.runs
     assert "history.expire.max-snapshot-age-ms" in (m.last_error or "")
@@ -92,8 +108,11 @@ def test_failures_and_a_held_lock_are_counted_not_raised(catalog: Catalog, tmp_p
     held = MaintenanceLock.for_table(table, "cli")
     assert held.try_acquire()
     try:
-        runner = SinkMaintenance(lambda: catalog.load_table("db.t"),
-                                 MaintenanceOptions(commit_count=1, background=False), "sink:x")
+        runner = SinkMaintenance(
+            lambda: catalog.load_table("db.t"),
+            MaintenanceOptions(commit_count=1, background=False),
+            "sink:x",
+        )
         assert runner.after_commit(table.metadata)
         assert runner.metrics.skipped_locked == 1 and runner.metrics.failures == 0
     finally:

@@ -22,8 +22,9 @@ def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Catalog:
     if request.param == "hadoop":
         c = load_catalog("local", type="hadoop", warehouse=str(tmp_path / "wh"))
     else:
-        c = load_catalog("local", type="sql", uri=f"sqlite:///{tmp_path}/cat.db",
-                         warehouse=str(tmp_path / "wh"))  # fmt: skip
+        c = load_catalog(
+            "local", type="sql", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=str(tmp_path / "wh")
+        )
     c.create_namespace("db")
     c.create_table("db.t", schema=SCHEMA)
     c.create_table("db.u", schema=SCHEMA)

@@ -48,8 +48,7 @@ def _sink_with_uncommitted(
     """A committer holding batch 0 staged (checkpointed, not committed) and batch 1 pending;
     the staged and the pending files."""
     state = StateDirectory(str(tmp_path / "state"), kind="memory")
-    committer = FilesCommitter(IcebergTarget(table), state, None, job_id="job",
-                               operator_id="sink")  # fmt: skip
+    committer = FilesCommitter(IcebergTarget(table), state, None, job_id="job", operator_id="sink")
     committer.restore()
     staged, pending = _batch(table, [(1000, "s", 1)]), _batch(table, [(1001, "p", 2)])
     committer.process(0, staged)

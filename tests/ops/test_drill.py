@@ -95,13 +95,15 @@ def test_operator_mistakes_are_refused_with_their_message_and_lose_nothing(
     """A stale state copy, a checkpoint location reused for another table, a staged data
     file taken away: each restart is refused with its message; after the repair the job
     finishes with every row exactly once."""
-    code, report = drill(tmp_path, "--failpoints", "none", "--mistakes", "all",
-                         "--mode", "upsert")  # fmt: skip
+    code, report = drill(tmp_path, "--failpoints", "none", "--mistakes", "all", "--mode", "upsert")
     out, err = capsys.readouterr()
     assert code == 0, out + err[-3000:]
     ids = [s["id"] for s in report["scenarios"]]
-    assert ids == ["upsert/stale-state-copy", "upsert/reused-checkpoint-location",
-                   "upsert/deleted-staged-file"]  # fmt: skip
+    assert ids == [
+        "upsert/stale-state-copy",
+        "upsert/reused-checkpoint-location",
+        "upsert/deleted-staged-file",
+    ]
     for s in report["scenarios"]:
         assert s["verdict"] == "ok" and s["kind"] == "mistake", s
         assert s["duplicated"] == s["missing"] == 0 and s["found_rows"] == s["expected_rows"]

@@ -53,8 +53,9 @@ def test_only_expected_columns_are_compared_and_values_are_normalized() -> None:
     utc = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     plus2 = utc.astimezone(timezone(timedelta(hours=2)))
     expected = pa.table({"id": [1, 2], "t": [utc, utc], "x": [float("nan"), 1.5]})
-    found = pa.table({"id": [2, 1], "t": [plus2, plus2], "x": [1.5, float("nan")],
-                      "extra": ["a", "b"]})  # fmt: skip
+    found = pa.table(
+        {"id": [2, 1], "t": [plus2, plus2], "x": [1.5, float("nan")], "extra": ["a", "b"]}
+    )
     assert compare(expected, found).exact
 
 
@@ -74,48 +75,104 @@ def test_problems_name_every_failure_and_reader_disagreement() -> None:
 
 def result(readers: dict[str, RowCounts | None], **kw: object) -> ScenarioResult:
     base: dict[str, object] = dict(
-        id="upsert/after-table-commit@1", mode="upsert", kind="failpoint",
-        failpoint="after-table-commit@1", kill_delays_s=(), kills=1, restarts=1,
-        expected_rows=3, readers=readers, duration_s=1.0, logs=("a.log",),
-    )  # fmt: skip
+        id="upsert/after-table-commit@1",
+        mode="upsert",
+        kind="failpoint",
+        failpoint="after-table-commit@1",
+        kill_delays_s=(),
+        kills=1,
+        restarts=1,
+        expected_rows=3,
+        readers=readers,
+        duration_s=1.0,
+        logs=("a.log",),
+    )
     base.update(kw)
     return ScenarioResult(**base)  # type: ignore[arg-type]
 
 
 def test_json_report_schema() -> None:
     good = result({"stream_sink": RowCounts(3, 0, 0, 0), "duckdb": None})
-    bad = result({"stream_sink": RowCounts(5, 2, 0, 0), "duckdb": RowCounts(5, 2, 0, 0)},
-                 id="append/random-kill-1", mode="append", kind="random-kill",
-                 failpoint=None, kill_delays_s=(3.25,))  # fmt: skip
+    bad = result(
+        {"stream_sink": RowCounts(5, 2, 0, 0), "duckdb": RowCounts(5, 2, 0, 0)},
+        id="append/random-kill-1",
+        mode="append",
+        kind="random-kill",
+        failpoint=None,
+        kill_delays_s=(3.25,),
+    )
     report = DrillReport("m:f", "db.t", 7, "/w", 0.0, 12.5, (good, bad))
     doc = json.loads(report.dumps())
     assert doc["schema_version"] == 1 and doc["ok"] is False
     assert doc["started_at"] == "1970-01-01T00:00:00Z"
-    assert set(doc) == {"schema_version", "ok", "job", "table", "seed", "work_dir",
-                        "started_at", "duration_s", "scenarios"}  # fmt: skip
+    assert set(doc) == {
+        "schema_version",
+        "ok",
+        "job",
+        "table",
+        "seed",
+        "work_dir",
+        "started_at",
+        "duration_s",
+        "scenarios",
+    }
     first, second = doc["scenarios"]
     assert set(first) == {
-        "id", "mode", "kind", "failpoint", "kill_delays_s", "reached", "kills", "restarts",
-        "expected_rows", "found_rows", "duplicated", "missing", "unexpected", "readers",
-        "verdict", "problems", "error", "duration_s", "logs",
-    }  # fmt: skip
+        "id",
+        "mode",
+        "kind",
+        "failpoint",
+        "kill_delays_s",
+        "reached",
+        "kills",
+        "restarts",
+        "expected_rows",
+        "found_rows",
+        "duplicated",
+        "missing",
+        "unexpected",
+        "readers",
+        "verdict",
+        "problems",
+        "error",
+        "duration_s",
+        "logs",
+    }
     assert first["verdict"] == "ok" and first["readers"]["duckdb"] is None
     assert second["verdict"] == "fail" and second["problems"] == ["duplicated"]
     assert second["found_rows"] == 5 and second["duplicated"] == 2
     assert second["kill_delays_s"] == [3.25] and second["failpoint"] is None
-    assert second["readers"]["duckdb"] == {"rows": 5, "duplicated": 2, "missing": 0,
-                                           "unexpected": 0}  # fmt: skip
+    assert second["readers"]["duckdb"] == {
+        "rows": 5,
+        "duplicated": 2,
+        "missing": 0,
+        "unexpected": 0,
+    }
 
 
 def test_printed_table_shows_moment_restarts_counts_and_verdict() -> None:
-    unreached = result({"stream_sink": RowCounts(3, 0, 0, 0)}, kills=0, restarts=0,
-                       id="append/between-batch-commits@1",
-                       failpoint="between-batch-commits@1")  # fmt: skip
+    unreached = result(
+        {"stream_sink": RowCounts(3, 0, 0, 0)},
+        kills=0,
+        restarts=0,
+        id="append/between-batch-commits@1",
+        failpoint="between-batch-commits@1",
+    )
     failed = result({"stream_sink": RowCounts(4, 1, 0, 0)})
     text = render(DrillReport("m:f", "db.t", 7, "/w", 0.0, 60.0, (unreached, failed)))
     lines = text.splitlines()
-    assert lines[0].split() == ["mode", "kill", "moment", "restarts", "expected", "found",
-                                "duplicated", "missing", "unexpected", "verdict"]  # fmt: skip
+    assert lines[0].split() == [
+        "mode",
+        "kill",
+        "moment",
+        "restarts",
+        "expected",
+        "found",
+        "duplicated",
+        "missing",
+        "unexpected",
+        "verdict",
+    ]
     assert "between-batch-commits@1 (not reached)" in lines[2] and lines[2].endswith("ok")
     assert lines[3].split()[-2:] == ["FAIL:", "duplicated"]
     assert lines[-1] == "2 scenarios in 60s: 1 FAILED"
@@ -126,7 +183,9 @@ def test_failpoint_selection() -> None:
     assert [s.split("@")[0] for s in specs] == list(FAILPOINTS)
     assert "after-data-files@2" in specs and "after-table-commit@1" in specs
     assert failpoint_specs("after-staged-write@3, after-table-commit") == (
-        "after-staged-write@3", "after-table-commit@1")
+        "after-staged-write@3",
+        "after-table-commit@1",
+    )
     assert failpoint_specs("none") == ()
     with pytest.raises(InvalidOptionError, match="unknown failpoint 'nope'"):
         failpoint_specs("nope")
@@ -136,14 +195,21 @@ def test_failpoint_selection() -> None:
 
 def test_scenarios_are_planned_per_mode_and_repeat_for_a_seed() -> None:
     def plan(seed: int) -> list[object]:
-        return list(plan_scenarios(("append", "upsert"), ("after-table-commit@1",), 2,
-                                   random.Random(seed), 10.0))  # fmt: skip
+        return list(
+            plan_scenarios(
+                ("append", "upsert"), ("after-table-commit@1",), 2, random.Random(seed), 10.0
+            )
+        )
 
     first = plan(5)
     assert [s.id for s in first] == [  # type: ignore[attr-defined]
-        "append/after-table-commit@1", "append/random-kill-1", "append/random-kill-2",
-        "upsert/after-table-commit@1", "upsert/random-kill-1", "upsert/random-kill-2",
-    ]  # fmt: skip
+        "append/after-table-commit@1",
+        "append/random-kill-1",
+        "append/random-kill-2",
+        "upsert/after-table-commit@1",
+        "upsert/random-kill-1",
+        "upsert/random-kill-2",
+    ]
     assert first == plan(5) and first != plan(6)
     delays = [d for s in first for d in s.kill_delays]  # type: ignore[attr-defined]
     assert len(delays) == 4 and all(0.5 <= d <= 10.0 for d in delays)
@@ -168,5 +234,4 @@ def test_demo_expectations_follow_the_mode() -> None:
     upsert = demo_rows(mode="upsert", **context)
     assert append.schema == TABLE_SCHEMA and append.num_rows == len(images)
     assert upsert.num_rows == len(stream.expected)
-    assert sorted(upsert.column("order_id").to_pylist()) == [r["order_id"]
-                                                            for r in stream.expected]
+    assert sorted(upsert.column("order_id").to_pylist()) == [r["order_id"] for r in stream.expected]

@@ -130,9 +130,7 @@ def equality_deletes(
     )
 
 
-def row_delta(
-    table: Table, data: Sequence[DataFile] = (), deletes: Sequence[DataFile] = ()
-) -> int:
+def row_delta(table: Table, data: Sequence[DataFile] = (), deletes: Sequence[DataFile] = ()) -> int:
     """Commit one row delta; returns the new snapshot id."""
     op = table.new_row_delta()
     for f in data:

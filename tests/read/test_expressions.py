@@ -55,8 +55,7 @@ def test_operators_build_predicates() -> None:
 
 def test_string_form_parses_to_the_same_bound_filter() -> None:
     text = (
-        "id = 5 and (name is not null or ts >= '2024-01-01') "
-        "and d in ('2024-01-02', '2024-01-03')"
+        "id = 5 and (name is not null or ts >= '2024-01-01') and d in ('2024-01-02', '2024-01-03')"
     )
     expr = (
         (col("id") == 5)

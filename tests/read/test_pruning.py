@@ -119,9 +119,7 @@ def test_truncate_prunes_string_prefixes(tmp_path: Path) -> None:
 def test_null_checks_prune_with_null_counts(tmp_path: Path) -> None:
     t = hadoop_catalog(tmp_path).create_table("db.n", schema=SCHEMA)
     t.append(_rows(range(10), "x", 0))
-    with_nulls = _rows(range(10, 20), "x", 0).set_column(
-        1, "category", pa.nulls(10, pa.string())
-    )
+    with_nulls = _rows(range(10, 20), "x", 0).set_column(1, "category", pa.nulls(10, pa.string()))
     t.append(with_nulls)
     opened, out = _opened(t, col("category").is_null())
     assert len(opened) == 1 and out.num_rows == 10

@@ -31,9 +31,14 @@ def free_port() -> int:
 
 def cluster_env(root: Path) -> dict[str, str]:
     """The environment of the cluster's processes, and of drivers that talk to it."""
-    return dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root / "logs"),
-                SPARK_WORKER_DIR=str(root / "work"), PYTHON=sys.executable,
-                PYSPARK_PYTHON=sys.executable)  # fmt: skip
+    return dict(
+        os.environ,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(root / "logs"),
+        SPARK_WORKER_DIR=str(root / "work"),
+        PYTHON=sys.executable,
+        PYSPARK_PYTHON=sys.executable,
+    )
 
 
 @contextmanager
@@ -47,8 +52,13 @@ def standalone_cluster(root: Path, workers: int = 2) -> Iterator[str]:
 
     def launch(name: str, *args: str) -> None:
         log = open(root / f"{name}.log", "wb")  # noqa: SIM115 (closed with the process)
-        proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", str(SCRIPT), *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         procs.append(proc)
 
     try:
@@ -57,8 +67,11 @@ def standalone_cluster(root: Path, workers: int = 2) -> Iterator[str]:
         for i in range(workers):
             launch(f"worker-{i}", "worker", url, "1", "1g", str(root / f"work-{i}"))
         master_log = root / "master.log"
-        _wait(lambda: master_log.read_text(errors="replace").count("Registering worker")
-              >= workers, procs, f"{workers} workers to register")  # fmt: skip
+        _wait(
+            lambda: master_log.read_text(errors="replace").count("Registering worker") >= workers,
+            procs,
+            f"{workers} workers to register",
+        )
         yield url
     finally:
         _stop(procs)
@@ -74,8 +87,10 @@ def _wait(ready: object, procs: list[subprocess.Popen[bytes]], what: str) -> Non
     while not ready():  # type: ignore[operator]
         dead = [p for p in procs if p.poll() is not None]
         if dead or time.monotonic() > deadline:
-            raise RuntimeError(f"Spark standalone cluster: gave up waiting for {what} "
-                               f"({len(dead)} process(es) exited); see its logs")  # fmt: skip
+            raise RuntimeError(
+                f"Spark standalone cluster: gave up waiting for {what} "
+                f"({len(dead)} process(es) exited); see its logs"
+            )
         time.sleep(0.5)
 
 

@@ -21,9 +21,12 @@ def run(spark: Any, sink: DeltaSink, source: Path, schema: str) -> None:
         sink.foreach_batch(df, batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (df.writeStream.foreachBatch(foreach)
-             .option("checkpointLocation", sink.spark_checkpoint_location)
-             .trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.writeStream.foreachBatch(foreach)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:
@@ -33,12 +36,21 @@ def run(spark: Any, sink: DeltaSink, source: Path, schema: str) -> None:
 def main(root: Path) -> None:
     spark = local_session("stream-sink-delta-kill-test")
     state = str(root / "dstate")
-    append = DeltaSink(path=str(root / "lake" / "events"), partition_by=["p"],
-                       checkpoint_location=str(root / "dchk-append"), state_dir=state)  # fmt: skip
+    append = DeltaSink(
+        path=str(root / "lake" / "events"),
+        partition_by=["p"],
+        checkpoint_location=str(root / "dchk-append"),
+        state_dir=state,
+    )
     run(spark, append, root / "append-in", "id long, data string, p string")
-    upsert = DeltaSink(path=str(root / "lake" / "latest"), mode="upsert", equality_fields=["id"],
-                       order_by="seq", checkpoint_location=str(root / "dchk-upsert"),
-                       state_dir=state)  # fmt: skip
+    upsert = DeltaSink(
+        path=str(root / "lake" / "latest"),
+        mode="upsert",
+        equality_fields=["id"],
+        order_by="seq",
+        checkpoint_location=str(root / "dchk-upsert"),
+        state_dir=state,
+    )
     run(spark, upsert, root / "upsert-in", "id long, data string, seq long")
     print("done", flush=True)
 

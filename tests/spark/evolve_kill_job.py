@@ -37,9 +37,12 @@ def run(spark: Any, sink: IcebergSink, source: Path, schema: str, shape: Any) ->
         sink.foreach_batch(shape(df, batch_id), batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (df.writeStream.foreachBatch(foreach)
-             .option("checkpointLocation", sink.spark_checkpoint_location)
-             .trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.writeStream.foreachBatch(foreach)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:
@@ -54,12 +57,24 @@ def main(root: Path) -> None:
     spark = local_session("stream-sink-evolve-kill-test")
     catalog = ss.load_catalog("evo", type="hadoop", warehouse=str(root / "wh"))
     state = str(root / "state")
-    evo = IcebergSink(catalog=catalog, table="db.evo", schema_evolution="compatible",
-                      checkpoint_location=str(root / "chk-evo"), state_dir=state)  # fmt: skip
+    evo = IcebergSink(
+        catalog=catalog,
+        table="db.evo",
+        schema_evolution="compatible",
+        checkpoint_location=str(root / "chk-evo"),
+        state_dir=state,
+    )
     run(spark, evo, root / "evo-in", EVO_SOURCE, shaped)
-    routed = IcebergSink(catalog=catalog, table_column="_table", create_tables=True,
-                         mode="upsert", row_kind_column="_row_kind", order_by="_cdc_order",
-                         checkpoint_location=str(root / "chk-deb"), state_dir=state)  # fmt: skip
+    routed = IcebergSink(
+        catalog=catalog,
+        table_column="_table",
+        create_tables=True,
+        mode="upsert",
+        row_kind_column="_row_kind",
+        order_by="_cdc_order",
+        checkpoint_location=str(root / "chk-deb"),
+        state_dir=state,
+    )
     run(spark, routed, root / "deb-in", SOURCE_SCHEMA, debezium)
     print("done", flush=True)
 

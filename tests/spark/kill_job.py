@@ -27,24 +27,31 @@ def run(spark: Any, sink: IcebergSink, source: Path, schema: str) -> None:
         sink.foreach_batch(df, batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (df.writeStream.foreachBatch(foreach)
-             .option("checkpointLocation", sink.spark_checkpoint_location)
-             .trigger(availableNow=True).start())  # fmt: skip
+    query = (
+        df.writeStream.foreachBatch(foreach)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         query.awaitTermination()
     finally:
         sink.close()
 
 
-def run_source(spark: Any, root: Path, table: str, source: Path, schema: str,
-               **options: str) -> None:  # fmt: skip
+def run_source(
+    spark: Any, root: Path, table: str, source: Path, schema: str, **options: str
+) -> None:
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     if options.get("mode") == "upsert":
         df = df.repartition("id")
-    writer = (df.writeStream.format("stream_sink")
-              .option("catalog.warehouse", str(root / "warehouse")).option("table", table)
-              .option("state-dir", str(root / "state"))
-              .option("checkpointLocation", str(root / f"chk-{table}")))  # fmt: skip
+    writer = (
+        df.writeStream.format("stream_sink")
+        .option("catalog.warehouse", str(root / "warehouse"))
+        .option("table", table)
+        .option("state-dir", str(root / "state"))
+        .option("checkpointLocation", str(root / f"chk-{table}"))
+    )
     for key, value in options.items():
         writer = writer.option(key, value)
     query = writer.trigger(availableNow=True).start()
@@ -57,17 +64,28 @@ def main(root: Path, route: str, master: str) -> None:
     if route == "source":
         register(spark)
         run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA)
-        run_source(spark, root, "db.latest", root / "upsert-in", UPSERT_SCHEMA, mode="upsert",
-                   **{"order-by": "seq"})  # fmt: skip
+        run_source(
+            spark,
+            root,
+            "db.latest",
+            root / "upsert-in",
+            UPSERT_SCHEMA,
+            mode="upsert",
+            **{"order-by": "seq"},
+        )
         print("done", flush=True)
         return
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
-    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"),
-                         **common)  # fmt: skip
+    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"), **common)
     run(spark, append, root / "append-in", APPEND_SCHEMA)
-    upsert = IcebergSink(table="db.latest", mode="upsert", order_by="seq",
-                         checkpoint_location=str(root / "chk-upsert"), **common)  # fmt: skip
+    upsert = IcebergSink(
+        table="db.latest",
+        mode="upsert",
+        order_by="seq",
+        checkpoint_location=str(root / "chk-upsert"),
+        **common,
+    )
     run(spark, upsert, root / "upsert-in", UPSERT_SCHEMA)
     print("done", flush=True)
 

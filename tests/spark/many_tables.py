@@ -50,8 +50,12 @@ def events(files: int, per_file: int, seed: int = 5) -> tuple[Batches, dict[str,
                 op, image_after = ("u" if before is not None else "c"), after
                 live[table][key] = after
             db, name = table.split(".")
-            value = {"op": op, "before": before, "after": image_after,
-                     "source": {"db": db, "table": name, "lsn": lsn}}  # fmt: skip
+            value = {
+                "op": op,
+                "before": before,
+                "after": image_after,
+                "source": {"db": db, "table": name, "lsn": lsn},
+            }
             out.append({"key": json.dumps({KEYS[table]: key}), "value": json.dumps(value)})
         batches.append(out)
     return batches, live

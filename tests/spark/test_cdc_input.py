@@ -18,8 +18,13 @@ from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_d
 
 
 def _sink(catalog: Any, tmp_path: Path, table: str, **options: Any) -> IcebergSink:
-    return IcebergSink(catalog=catalog, table=table, checkpoint_location=str(tmp_path / table),
-                       state_dir=str(tmp_path / "state"), **options)  # fmt: skip
+    return IcebergSink(
+        catalog=catalog,
+        table=table,
+        checkpoint_location=str(tmp_path / table),
+        state_dir=str(tmp_path / "state"),
+        **options,
+    )
 
 
 def _run(spark: Any, sink: IcebergSink, df: Any) -> None:
@@ -39,8 +44,11 @@ def test_null_order_value_and_null_key_are_refused_naming_batch_and_input_row(
     source = tmp_path / "in"
     second = [{**order(2, "new", 2.0), "seq": 2}, {**order(3, "odd", 3.0)}]
     write_batches(source, [[{**order(1, "new", 1.0), "seq": 1}], second])
-    df = (spark.readStream.schema(f"{ROW_SCHEMA}, seq long").option("maxFilesPerTrigger", 1)
-          .json(str(source)))  # fmt: skip
+    df = (
+        spark.readStream.schema(f"{ROW_SCHEMA}, seq long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+    )
     with pytest.raises(StreamingQueryException) as e:
         _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
     text = str(e.value)
@@ -48,11 +56,14 @@ def test_null_order_value_and_null_key_are_refused_naming_batch_and_input_row(
     assert '"status":"odd"' in text and "at row 0" not in text
     assert rows_of(catalog, "db.o") == [(1, "new", 1.0)]
 
-    (source / "batch-00001.json").write_text(json.dumps({**order(2, "new", 2.0), "seq": 2,
-                                                         "order_id": None}) + "\n")  # fmt: skip
-    with pytest.raises(StreamingQueryException,
-                       match=r"NullKeyError: batch 1: equality field 'order_id' is null in "
-                       r"input row \{.*\"seq\":2"):  # fmt: skip
+    (source / "batch-00001.json").write_text(
+        json.dumps({**order(2, "new", 2.0), "seq": 2, "order_id": None}) + "\n"
+    )
+    with pytest.raises(
+        StreamingQueryException,
+        match=r"NullKeyError: batch 1: equality field 'order_id' is null in "
+        r"input row \{.*\"seq\":2",
+    ):
         _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
 
 
@@ -61,8 +72,11 @@ def test_ties_in_order_values_keep_input_order_and_are_counted(spark: Any, tmp_p
     catalog.create_table("db.t", schema=ORDERS, identifier_fields=["order_id"])
     rows = [{**order(1, s, 1.0), "seq": 7} for s in ("first", "second", "last")]
     write_batches(tmp_path / "in", [rows])
-    df = (spark.readStream.schema(f"{ROW_SCHEMA}, seq long").option("maxFilesPerTrigger", 1)
-          .json(str(tmp_path / "in")))  # fmt: skip
+    df = (
+        spark.readStream.schema(f"{ROW_SCHEMA}, seq long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
     sink = _sink(catalog, tmp_path, "db.t", mode="upsert", order_by="seq")
     _run(spark, sink, df)
     assert rows_of(catalog, "db.t") == [(1, "last", 1.0)]
@@ -81,22 +95,41 @@ def test_debezium_update_without_before_image_and_kafka_tombstones(
     catalog.create_table("db.log", schema=nullable, identifier_fields=["order_id"])
 
     def record(key: int, value: dict | None) -> dict:
-        return {"key": json.dumps({"order_id": key}),
-                "value": None if value is None else json.dumps(value)}  # fmt: skip
+        return {
+            "key": json.dumps({"order_id": key}),
+            "value": None if value is None else json.dumps(value),
+        }
 
     o = order
-    write_batches(tmp_path / "in", [
-        [record(1, event("c", 1, None, o(1, "new", 1.0))),
-         record(2, event("c", 2, None, o(2, "new", 2.0))),
-         record(3, event("c", 3, None, o(3, "new", 3.0)))],
-        [record(1, event("u", 4, None, o(1, "paid", 1.5))),   # no before image
-         record(3, event("d", 5, o(3, "new", 3.0), None)), record(3, None),
-         record(2, None)],  # the delete of 2 was compacted away: only its tombstone is left
-    ])  # fmt: skip
-    kafka = (spark.readStream.schema("key string, value string")
-             .option("maxFilesPerTrigger", 1).json(str(tmp_path / "in")))  # fmt: skip
+    write_batches(
+        tmp_path / "in",
+        [
+            [
+                record(1, event("c", 1, None, o(1, "new", 1.0))),
+                record(2, event("c", 2, None, o(2, "new", 2.0))),
+                record(3, event("c", 3, None, o(3, "new", 3.0))),
+            ],
+            [
+                record(1, event("u", 4, None, o(1, "paid", 1.5))),  # no before image
+                record(3, event("d", 5, o(3, "new", 3.0), None)),
+                record(3, None),
+                record(2, None),
+            ],  # the delete of 2 was compacted away: only its tombstone is left
+        ],
+    )
+    kafka = (
+        spark.readStream.schema("key string, value string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
     changes = from_debezium(kafka, row_schema=ROW_SCHEMA, order_by="source.lsn")
-    sink = _sink(catalog, tmp_path, "db.log", mode="changelog",
-                 row_kind_column=ROW_KIND_COLUMN, order_by=ORDER_COLUMN)  # fmt: skip
+    sink = _sink(
+        catalog,
+        tmp_path,
+        "db.log",
+        mode="changelog",
+        row_kind_column=ROW_KIND_COLUMN,
+        order_by=ORDER_COLUMN,
+    )
     _run(spark, sink, changes)
     assert rows_of(catalog, "db.log") == [(1, "paid", 1.5)]

@@ -29,8 +29,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 @pytest.mark.timeout(1500)
 @pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
-def test_data_source_route_killed_on_the_cluster(cluster: tuple[str, Path],
-                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_data_source_route_killed_on_the_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
     url, root = cluster
     latest = prepare(tmp_path, SOURCE_FILES)
     env = cluster_env(root)
@@ -46,10 +45,24 @@ def test_data_source_route_killed_on_the_cluster(cluster: tuple[str, Path],
 def test_demo_on_the_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
     url, root = cluster
     proc = subprocess.run(
-        [sys.executable, "-m", "stream_sink.cli.main", "demo", "--master", url,
-         "--rows", "2000", "--files", "4"],
-        cwd=tmp_path, env=cluster_env(root), capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stream_sink.cli.main",
+            "demo",
+            "--master",
+            url,
+            "--rows",
+            "2000",
+            "--files",
+            "4",
+        ],
+        cwd=tmp_path,
+        env=cluster_env(root),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "restarting the job" in proc.stdout
     apps = [p for i in range(2) for p in (root / f"work-{i}").glob("app-*")]

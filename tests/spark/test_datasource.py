@@ -33,32 +33,43 @@ def warehouse(tmp_path: Path) -> Any:
     return catalog
 
 
-def stream(spark: Any, tmp_path: Path, table: str, schema: str, chk: str = "",
-           **options: str) -> Any:
+def stream(
+    spark: Any, tmp_path: Path, table: str, schema: str, chk: str = "", **options: str
+) -> Any:
     """Start an available-now query over ``tmp_path/<table>-in`` into ``table``."""
     register(spark)
-    df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-          .json(str(tmp_path / f"{table}-in")))  # fmt: skip
+    df = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / f"{table}-in"))
+    )
     spread = options.pop("repartition", None)
     if spread:
         df = df.repartition("id") if spread == "id" else df.repartition(int(spread))
-    writer = (df.writeStream.format("stream_sink")
-              .option("catalog.type", "hadoop")
-              .option("catalog.warehouse", str(tmp_path / "warehouse"))
-              .option("table", f"db.{table}").option("state-dir", str(tmp_path / "state"))
-              .option("checkpointLocation", str(tmp_path / (chk or f"chk-{table}"))))  # fmt: skip
+    writer = (
+        df.writeStream.format("stream_sink")
+        .option("catalog.type", "hadoop")
+        .option("catalog.warehouse", str(tmp_path / "warehouse"))
+        .option("table", f"db.{table}")
+        .option("state-dir", str(tmp_path / "state"))
+        .option("checkpointLocation", str(tmp_path / (chk or f"chk-{table}")))
+    )
     for key, value in options.items():
         writer = writer.option(key, value)
     return writer.trigger(availableNow=True).start()
 
 
-def test_append_stream_exactly_once_across_restart(spark: Any, tmp_path: Path,
-                                                   warehouse: Any) -> None:  # fmt: skip
-    write_batches(tmp_path / "events-in",
-                  [[{"id": f * 10 + i, "data": f"f{f}"} for i in range(10)] for f in range(3)])
+def test_append_stream_exactly_once_across_restart(
+    spark: Any, tmp_path: Path, warehouse: Any
+) -> None:
+    write_batches(
+        tmp_path / "events-in",
+        [[{"id": f * 10 + i, "data": f"f{f}"} for i in range(10)] for f in range(3)],
+    )
     stream(spark, tmp_path, "events", "id long, data string").awaitTermination()
-    write_batches(tmp_path / "events-in", [[{"id": 30 + i, "data": "f3"} for i in range(10)]],
-                  first=3)  # fmt: skip
+    write_batches(
+        tmp_path / "events-in", [[{"id": 30 + i, "data": "f3"} for i in range(10)]], first=3
+    )
     stream(spark, tmp_path, "events", "id long, data string").awaitTermination()
     table = warehouse.load_table("db.events")
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(40))
@@ -68,10 +79,13 @@ def test_append_stream_exactly_once_across_restart(spark: Any, tmp_path: Path,
     assert sorted(r["id"] for r in duckdb_rows(table.metadata_location)) == list(range(40))
 
 
-def test_upsert_stream_needs_the_stream_distributed_by_key(spark: Any, tmp_path: Path,
-                                                          warehouse: Any) -> None:  # fmt: skip
-    batches = [[{"id": i % 4, "data": f"v{b}-{i}", "seq": b * 100 + i} for i in range(12)]
-               for b in range(2)]  # fmt: skip
+def test_upsert_stream_needs_the_stream_distributed_by_key(
+    spark: Any, tmp_path: Path, warehouse: Any
+) -> None:
+    batches = [
+        [{"id": i % 4, "data": f"v{b}-{i}", "seq": b * 100 + i} for i in range(12)]
+        for b in range(2)
+    ]
     write_batches(tmp_path / "latest-in", batches)
     schema = "id long, data string, seq long"
     q = stream(spark, tmp_path, "latest", schema, mode="upsert", order_by="seq", repartition="id")
@@ -83,8 +97,16 @@ def test_upsert_stream_needs_the_stream_distributed_by_key(spark: Any, tmp_path:
     before = len(warehouse.load_table("db.latest").snapshots())
     data = Path(warehouse.load_table("db.latest").location.removeprefix("file:")) / "data"
     files = sorted(data.rglob("*.parquet"))
-    q = stream(spark, tmp_path, "latest", schema, chk="chk-spread", mode="upsert",
-               order_by="seq", repartition="2")
+    q = stream(
+        spark,
+        tmp_path,
+        "latest",
+        schema,
+        chk="chk-spread",
+        mode="upsert",
+        order_by="seq",
+        repartition="2",
+    )
     with pytest.raises(Exception, match=r"call \.repartition\('id'\)"):
         q.awaitTermination()
     assert len(warehouse.load_table("db.latest").snapshots()) == before
@@ -96,9 +118,15 @@ def test_batch_append_and_overwrite(spark: Any, tmp_path: Path, warehouse: Any) 
     df = spark.createDataFrame([(i, f"d{i}") for i in range(6)], "id long, data string")
 
     def save(mode: str) -> None:
-        (df.write.format("stream_sink").option("catalog.type", "hadoop")
-         .option("catalog.warehouse", str(tmp_path / "warehouse")).option("table", "db.events")
-         .option("snapshot-property.app", "batch").mode(mode).save())  # fmt: skip
+        (
+            df.write.format("stream_sink")
+            .option("catalog.type", "hadoop")
+            .option("catalog.warehouse", str(tmp_path / "warehouse"))
+            .option("table", "db.events")
+            .option("snapshot-property.app", "batch")
+            .mode(mode)
+            .save()
+        )
 
     save("append")
     save("append")
@@ -115,17 +143,21 @@ def test_bad_options_fail_at_start(spark: Any, tmp_path: Path, warehouse: Any) -
     for name in ("events", "latest"):
         write_batches(tmp_path / f"{name}-in", [[{"id": 1, "data": "a"}]])
     with pytest.raises(Exception, match="unknown option 'oder-by'"):
-        stream(spark, tmp_path, "events", "id long, data string",
-               **{"oder-by": "seq"}).awaitTermination()
+        stream(
+            spark, tmp_path, "events", "id long, data string", **{"oder-by": "seq"}
+        ).awaitTermination()
     with pytest.raises(Exception, match="needs order_by"):
         stream(spark, tmp_path, "latest", "id long, data string", mode="upsert").awaitTermination()
     assert not list((tmp_path / "warehouse").rglob("*.parquet"))
-    for options, error in (({"oder-by": "x"}, "unknown option"),
-                           ({"distribution": "hash"}, "repartition"),
-                           ({"checkpoint-interval-batches": "3"}, "only 1")):  # fmt: skip
+    for options, error in (
+        ({"oder-by": "x"}, "unknown option"),
+        ({"distribution": "hash"}, "repartition"),
+        ({"checkpoint-interval-batches": "3"}, "only 1"),
+    ):
         from stream_sink.spark.source_options import parse_source_options
 
         with pytest.raises(InvalidOptionError, match=error):
-            parse_source_options({"table": "db.t", "checkpointLocation": "c", **options},
-                                 streaming=True)  # fmt: skip
+            parse_source_options(
+                {"table": "db.t", "checkpointLocation": "c", **options}, streaming=True
+            )
     assert issubclass(InvalidOptionError, ValidationError)

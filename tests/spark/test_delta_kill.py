@@ -27,8 +27,10 @@ pytestmark = pytest.mark.spark
 
 
 def prepare(root: Path) -> tuple[list[list[dict]], list[list[dict]]]:
-    appends = [[{"id": f * APPEND_ROWS + i, "data": f"f{f}", "p": f"p{i % 3}"}
-                for i in range(APPEND_ROWS)] for f in range(FILES)]  # fmt: skip
+    appends = [
+        [{"id": f * APPEND_ROWS + i, "data": f"f{f}", "p": f"p{i % 3}"} for i in range(APPEND_ROWS)]
+        for f in range(FILES)
+    ]
     write_batches(root / "append-in", appends)
     rng = random.Random(5)
     upserts, seq = [], 0
@@ -47,8 +49,13 @@ def start(root: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen([sys.executable, str(JOB), str(root)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
 
 
 def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
@@ -90,8 +97,9 @@ def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path
     latest = DeltaTable.load(str(tmp_path / "lake" / "latest"))
     want_ids = [r["id"] for b in appends for r in b]
     assert sorted(r["id"] for r in delta_rs_rows(events.location)) == sorted(want_ids)
-    assert sorted((r["id"], r["data"]) for r in delta_rs_rows(latest.location)) == \
-        latest_after(upserts, FILES - 1)  # fmt: skip
+    assert sorted((r["id"], r["data"]) for r in delta_rs_rows(latest.location)) == latest_after(
+        upserts, FILES - 1
+    )
     for table, chk in ((events, "dchk-append"), (latest, "dchk-upsert")):
         query_id = read_query_id(str(tmp_path / chk / "spark"))
         # one appId: the restarts kept the query id and the sink id
@@ -111,5 +119,6 @@ def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path
             else:
                 want2 = latest_after(upserts, mark)
                 assert sorted((r["id"], r["data"]) for r in rows) == want2, f"version {v}"
-                assert sorted((r["id"], r["data"])
-                              for r in delta_rs_rows(table.location, v)) == want2  # fmt: skip
+                assert (
+                    sorted((r["id"], r["data"]) for r in delta_rs_rows(table.location, v)) == want2
+                )

@@ -22,12 +22,17 @@ def rows_of(rows: list[dict], *cols: str) -> list[tuple]:
     return sorted(tuple(r[c] for c in cols) for r in rows)
 
 
-def run(spark: Any, tmp_path: Path, name: str, batches: list[list[dict]], schema: str,
-        **options: Any) -> str:  # fmt: skip
+def run(
+    spark: Any, tmp_path: Path, name: str, batches: list[list[dict]], schema: str, **options: Any
+) -> str:
     src = tmp_path / f"{name}-in"
     write_batches(src, batches)
-    sink = DeltaSink(path=str(tmp_path / name), checkpoint_location=str(tmp_path / f"chk-{name}"),
-                     state_dir=str(tmp_path / "state"), **options)  # fmt: skip
+    sink = DeltaSink(
+        path=str(tmp_path / name),
+        checkpoint_location=str(tmp_path / f"chk-{name}"),
+        state_dir=str(tmp_path / "state"),
+        **options,
+    )
     try:
         run_available(spark, src, schema, sink.foreach_batch, sink.spark_checkpoint_location)
     finally:
@@ -54,21 +59,33 @@ def test_delta_append_and_partition_overwrite(spark: Any, tmp_path: Path) -> Non
     every_version_agrees(loc, ("id", "p"))
 
     over = [[{"id": 1, "p": "a"}, {"id": 2, "p": "b"}], [{"id": 3, "p": "a"}]]
-    loc = run(spark, tmp_path, "over", over, "id long, p string", mode="overwrite",
-              partition_by=["p"])  # fmt: skip
+    loc = run(
+        spark, tmp_path, "over", over, "id long, p string", mode="overwrite", partition_by=["p"]
+    )
     assert rows_of(delta_rs_rows(loc), "id", "p") == [(2, "b"), (3, "a")]
     every_version_agrees(loc, ("id", "p"))
 
 
 def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Path) -> None:
     upserts = [
-        [{"id": 1, "v": "a", "seq": 1}, {"id": 2, "v": "b", "seq": 2},
-         {"id": 1, "v": "a2", "seq": 3}],
+        [
+            {"id": 1, "v": "a", "seq": 1},
+            {"id": 2, "v": "b", "seq": 2},
+            {"id": 1, "v": "a2", "seq": 3},
+        ],
         [{"id": 2, "v": "b2", "seq": 4}, {"id": 3, "v": "c", "seq": 5}],
         [{"id": 3, "v": "c2", "seq": 7}, {"id": 3, "v": "c1", "seq": 6}],
-    ]  # fmt: skip
-    loc = run(spark, tmp_path, "upsert", upserts, "id long, v string, seq long",
-              mode="upsert", equality_fields=["id"], order_by="seq")  # fmt: skip
+    ]
+    loc = run(
+        spark,
+        tmp_path,
+        "upsert",
+        upserts,
+        "id long, v string, seq long",
+        mode="upsert",
+        equality_fields=["id"],
+        order_by="seq",
+    )
     assert rows_of(delta_rs_rows(loc), "id", "v") == [(1, "a2"), (2, "b2"), (3, "c2")]
     every_version_agrees(loc, ("id", "v"))
     # the second batch rewrote the file holding key 2 and left key 1's rows alone
@@ -77,13 +94,24 @@ def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Pa
 
     changes = [
         [{"id": 1, "v": "a", "k": "+I", "seq": 1}, {"id": 2, "v": "b", "k": "+I", "seq": 2}],
-        [{"id": 1, "v": "a", "k": "-U", "seq": 3}, {"id": 1, "v": "a1", "k": "+U", "seq": 4},
-         {"id": 2, "v": "b", "k": "-D", "seq": 5}],
+        [
+            {"id": 1, "v": "a", "k": "-U", "seq": 3},
+            {"id": 1, "v": "a1", "k": "+U", "seq": 4},
+            {"id": 2, "v": "b", "k": "-D", "seq": 5},
+        ],
         [{"id": 2, "v": "b9", "k": "+I", "seq": 6}, {"id": 1, "v": "a1", "k": "-D", "seq": 7}],
-    ]  # fmt: skip
-    loc = run(spark, tmp_path, "changelog", changes, "id long, v string, k string, seq long",
-              mode="changelog", equality_fields=["id"], row_kind_column="k",
-              order_by="seq")  # fmt: skip
+    ]
+    loc = run(
+        spark,
+        tmp_path,
+        "changelog",
+        changes,
+        "id long, v string, k string, seq long",
+        mode="changelog",
+        equality_fields=["id"],
+        row_kind_column="k",
+        order_by="seq",
+    )
     assert rows_of(delta_rs_rows(loc), "id", "v") == [(2, "b9")]
     assert "k" not in DeltaTable.load(loc).schema.names
     every_version_agrees(loc, ("id", "v"))
@@ -95,5 +123,6 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="needs order_by"):
         DeltaSink(path=str(tmp_path / "t"), mode="upsert", equality_fields=["id"])
     with pytest.raises(InvalidOptionError, match="row_kind_column"):
-        DeltaSink(path=str(tmp_path / "t"), mode="changelog", equality_fields=["id"],
-                  order_by="seq")  # fmt: skip
+        DeltaSink(
+            path=str(tmp_path / "t"), mode="changelog", equality_fields=["id"], order_by="seq"
+        )

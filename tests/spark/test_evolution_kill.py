@@ -25,15 +25,24 @@ import stream_sink as ss
 
 JOB = Path(__file__).with_name("evolve_kill_job.py")
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]  # five JVM starts
-EVO_TABLE = pa.schema([pa.field("id", pa.int64(), False), pa.field("n", pa.int32()),
-                       pa.field("must", pa.string(), False)])  # fmt: skip
+EVO_TABLE = pa.schema(
+    [
+        pa.field("id", pa.int64(), False),
+        pa.field("n", pa.int32()),
+        pa.field("must", pa.string(), False),
+    ]
+)
 
 
 def evo_batches() -> list[list[dict[str, Any]]]:
     out = [[{"id": i, "n": i, "must": f"m{i}"} for i in range(5)]]
     out.append([{"id": i, "n": i, "must": f"m{i}", "note": f"note{i}"} for i in range(5, 10)])
-    out.append([{"id": i, "n": 2**40 + i, "must": None if i % 2 else "x", "note": None}
-                for i in range(10, 15)])  # fmt: skip
+    out.append(
+        [
+            {"id": i, "n": 2**40 + i, "must": None if i % 2 else "x", "note": None}
+            for i in range(10, 15)
+        ]
+    )
     out.append([{"id": i, "n": -i, "must": "y", "note": "z"} for i in range(15, 20)])
     return out
 
@@ -58,8 +67,9 @@ def start(root: Path, failpoint: str | None = None) -> tuple[int, str]:
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    proc = subprocess.run([sys.executable, str(JOB), str(root)], capture_output=True,
-                          text=True, env=env, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(JOB), str(root)], capture_output=True, text=True, env=env, timeout=600
+    )
     return proc.returncode, proc.stdout + proc.stderr[-3000:]
 
 
@@ -92,8 +102,9 @@ def test_kills_during_schema_changes_and_between_tables(tmp_path: Path) -> None:
     for name, table in routed.items():
         got = {r[KEYS[name]]: r for r in table.scan().to_arrow().to_pylist()}
         assert got == model[name], name
-        marks = [int(s.summary["stream-sink.max-committed-checkpoint-id"])
-                 for s in table.snapshots()]  # fmt: skip
+        marks = [
+            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
+        ]
         assert marks == sorted(set(marks)), name  # no batch committed twice
         duck = {r[KEYS[name]]: r for r in duckdb_rows(table.metadata_location)}
         assert duck == model[name], name
@@ -101,11 +112,14 @@ def test_kills_during_schema_changes_and_between_tables(tmp_path: Path) -> None:
     if not java_available():
         pytest.skip("the java-iceberg launcher is not available")
     names = ["db.evo", *TABLES]
-    java = sql_with_java(str(tmp_path / "wh"), [
-        *(f"SELECT * FROM hc.{n}" for n in names),
-        "SELECT latest_schema_id AS s FROM hc.db.evo.metadata_log_entries ORDER BY timestamp",
-        f"SELECT * FROM hc.db.evo VERSION AS OF {evo.snapshots()[0].snapshot_id}",
-    ])  # fmt: skip
+    java = sql_with_java(
+        str(tmp_path / "wh"),
+        [
+            *(f"SELECT * FROM hc.{n}" for n in names),
+            "SELECT latest_schema_id AS s FROM hc.db.evo.metadata_log_entries ORDER BY timestamp",
+            f"SELECT * FROM hc.db.evo VERSION AS OF {evo.snapshots()[0].snapshot_id}",
+        ],
+    )
     java_evo = sorted(tuple(r.values()) for r in java[0].to_pylist())
     assert java_evo == want
     for name, got in zip(TABLES, java[1:4], strict=True):

@@ -40,83 +40,149 @@ class Scenario:
 def scenario(
     name: str, key: Sequence[str], upsert: bool, batches: list, expected: list
 ) -> Scenario:
-    return Scenario(name, tuple(key), upsert, tuple(tuple(b) for b in batches),
-                    tuple(tuple(sorted(e)) for e in expected))  # fmt: skip
+    return Scenario(
+        name,
+        tuple(key),
+        upsert,
+        tuple(tuple(b) for b in batches),
+        tuple(tuple(sorted(e)) for e in expected),
+    )
 
 
 SCENARIOS = [
-    scenario("changelog_id", ["id"], False, [
-        [("+I", 1, "aaa"), ("-D", 1, "aaa"), ("+I", 1, "bbb"), ("+I", 2, "aaa"), ("-D", 2, "aaa"),
-         ("+I", 2, "bbb")],
-        [("-U", 2, "bbb"), ("+U", 2, "ccc"), ("-D", 2, "ccc"), ("+I", 2, "ddd")],
-        [("-D", 1, "bbb"), ("+I", 1, "ccc"), ("-D", 1, "ccc"), ("+I", 1, "ddd")],
-    ], [
-        [(1, "bbb"), (2, "bbb")],
-        [(1, "bbb"), (2, "ddd")],
-        [(1, "ddd"), (2, "ddd")],
-    ]),
-    scenario("changelog_data", ["data"], False, [
-        [("+I", 1, "aaa"), ("-D", 1, "aaa"), ("+I", 2, "bbb"), ("+I", 1, "bbb"), ("+I", 2, "aaa")],
-        [("-U", 2, "aaa"), ("+U", 1, "ccc"), ("+I", 1, "aaa")],
-        [("-D", 1, "bbb"), ("+I", 2, "aaa"), ("+I", 2, "ccc")],
-    ], [
-        [(1, "bbb"), (2, "aaa")],
-        [(1, "aaa"), (1, "bbb"), (1, "ccc")],
-        [(1, "aaa"), (1, "ccc"), (2, "aaa"), (2, "ccc")],
-    ]),
-    scenario("changelog_id_data", ["data", "id"], False, [
-        [("+I", 1, "aaa"), ("-D", 1, "aaa"), ("+I", 2, "bbb"), ("+I", 1, "bbb"), ("+I", 2, "aaa")],
-        [("-U", 2, "aaa"), ("+U", 1, "ccc"), ("+I", 1, "aaa")],
-        [("-D", 1, "bbb"), ("+I", 2, "aaa")],
-    ], [
-        [(1, "bbb"), (2, "aaa"), (2, "bbb")],
-        [(1, "aaa"), (1, "bbb"), (1, "ccc"), (2, "bbb")],
-        [(1, "aaa"), (1, "ccc"), (2, "aaa"), (2, "bbb")],
-    ]),
-    scenario("changelog_same_key", ["id", "data"], False, [
-        [("+I", 1, "aaa"), ("-D", 1, "aaa"), ("+I", 1, "aaa")],
-        [("-U", 1, "aaa"), ("+U", 1, "aaa")],
-        [("-D", 1, "aaa"), ("+I", 1, "aaa")],
-        [("-U", 1, "aaa"), ("+U", 1, "aaa"), ("+I", 1, "aaa")],
-    ], [
-        [(1, "aaa")],
-        [(1, "aaa")],
-        [(1, "aaa")],
-        # Flink lists (1, aaa) twice but compares sets; its writer, like ours, keeps ONE
-        # row: the +I position-deletes the +U of the same key written in that checkpoint.
-        [(1, "aaa")],
-    ]),
-    scenario("upsert_id", ["id"], True, [
-        [("+I", 1, "aaa"), ("+U", 1, "bbb")],
-        [("+I", 1, "ccc")],
-        [("+U", 1, "ddd"), ("+I", 1, "eee")],
-    ], [
-        [(1, "bbb")],
-        [(1, "ccc")],
-        [(1, "eee")],
-    ]),
-    scenario("upsert_data", ["data"], True, [
-        [("+I", 1, "aaa"), ("+I", 2, "aaa"), ("+I", 3, "bbb")],
-        [("+U", 4, "aaa"), ("-U", 3, "bbb"), ("+U", 5, "bbb")],
-        [("+I", 6, "aaa"), ("+U", 7, "bbb")],
-    ], [
-        [(2, "aaa"), (3, "bbb")],
-        [(4, "aaa"), (5, "bbb")],
-        [(6, "aaa"), (7, "bbb")],
-    ]),
-    scenario("upsert_id_data", ["id", "data"], True, [
-        [("+I", 1, "aaa"), ("+U", 1, "aaa"), ("+I", 2, "bbb")],
-        [("+I", 1, "aaa"), ("-D", 2, "bbb"), ("+I", 2, "ccc")],
-        [("+U", 1, "bbb"), ("-U", 1, "ccc"), ("-D", 1, "aaa")],
-    ], [
-        [(1, "aaa"), (2, "bbb")],
-        [(1, "aaa"), (2, "ccc")],
-        [(1, "bbb"), (2, "ccc")],
-    ]),
+    scenario(
+        "changelog_id",
+        ["id"],
+        False,
+        [
+            [
+                ("+I", 1, "aaa"),
+                ("-D", 1, "aaa"),
+                ("+I", 1, "bbb"),
+                ("+I", 2, "aaa"),
+                ("-D", 2, "aaa"),
+                ("+I", 2, "bbb"),
+            ],
+            [("-U", 2, "bbb"), ("+U", 2, "ccc"), ("-D", 2, "ccc"), ("+I", 2, "ddd")],
+            [("-D", 1, "bbb"), ("+I", 1, "ccc"), ("-D", 1, "ccc"), ("+I", 1, "ddd")],
+        ],
+        [
+            [(1, "bbb"), (2, "bbb")],
+            [(1, "bbb"), (2, "ddd")],
+            [(1, "ddd"), (2, "ddd")],
+        ],
+    ),
+    scenario(
+        "changelog_data",
+        ["data"],
+        False,
+        [
+            [
+                ("+I", 1, "aaa"),
+                ("-D", 1, "aaa"),
+                ("+I", 2, "bbb"),
+                ("+I", 1, "bbb"),
+                ("+I", 2, "aaa"),
+            ],
+            [("-U", 2, "aaa"), ("+U", 1, "ccc"), ("+I", 1, "aaa")],
+            [("-D", 1, "bbb"), ("+I", 2, "aaa"), ("+I", 2, "ccc")],
+        ],
+        [
+            [(1, "bbb"), (2, "aaa")],
+            [(1, "aaa"), (1, "bbb"), (1, "ccc")],
+            [(1, "aaa"), (1, "ccc"), (2, "aaa"), (2, "ccc")],
+        ],
+    ),
+    scenario(
+        "changelog_id_data",
+        ["data", "id"],
+        False,
+        [
+            [
+                ("+I", 1, "aaa"),
+                ("-D", 1, "aaa"),
+                ("+I", 2, "bbb"),
+                ("+I", 1, "bbb"),
+                ("+I", 2, "aaa"),
+            ],
+            [("-U", 2, "aaa"), ("+U", 1, "ccc"), ("+I", 1, "aaa")],
+            [("-D", 1, "bbb"), ("+I", 2, "aaa")],
+        ],
+        [
+            [(1, "bbb"), (2, "aaa"), (2, "bbb")],
+            [(1, "aaa"), (1, "bbb"), (1, "ccc"), (2, "bbb")],
+            [(1, "aaa"), (1, "ccc"), (2, "aaa"), (2, "bbb")],
+        ],
+    ),
+    scenario(
+        "changelog_same_key",
+        ["id", "data"],
+        False,
+        [
+            [("+I", 1, "aaa"), ("-D", 1, "aaa"), ("+I", 1, "aaa")],
+            [("-U", 1, "aaa"), ("+U", 1, "aaa")],
+            [("-D", 1, "aaa"), ("+I", 1, "aaa")],
+            [("-U", 1, "aaa"), ("+U", 1, "aaa"), ("+I", 1, "aaa")],
+        ],
+        [
+            [(1, "aaa")],
+            [(1, "aaa")],
+            [(1, "aaa")],
+            # Flink lists (1, aaa) twice but compares sets; its writer, like ours, keeps ONE
+            # row: the +I position-deletes the +U of the same key written in that checkpoint.
+            [(1, "aaa")],
+        ],
+    ),
+    scenario(
+        "upsert_id",
+        ["id"],
+        True,
+        [
+            [("+I", 1, "aaa"), ("+U", 1, "bbb")],
+            [("+I", 1, "ccc")],
+            [("+U", 1, "ddd"), ("+I", 1, "eee")],
+        ],
+        [
+            [(1, "bbb")],
+            [(1, "ccc")],
+            [(1, "eee")],
+        ],
+    ),
+    scenario(
+        "upsert_data",
+        ["data"],
+        True,
+        [
+            [("+I", 1, "aaa"), ("+I", 2, "aaa"), ("+I", 3, "bbb")],
+            [("+U", 4, "aaa"), ("-U", 3, "bbb"), ("+U", 5, "bbb")],
+            [("+I", 6, "aaa"), ("+U", 7, "bbb")],
+        ],
+        [
+            [(2, "aaa"), (3, "bbb")],
+            [(4, "aaa"), (5, "bbb")],
+            [(6, "aaa"), (7, "bbb")],
+        ],
+    ),
+    scenario(
+        "upsert_id_data",
+        ["id", "data"],
+        True,
+        [
+            [("+I", 1, "aaa"), ("+U", 1, "aaa"), ("+I", 2, "bbb")],
+            [("+I", 1, "aaa"), ("-D", 2, "bbb"), ("+I", 2, "ccc")],
+            [("+U", 1, "bbb"), ("-U", 1, "ccc"), ("-D", 1, "aaa")],
+        ],
+        [
+            [(1, "aaa"), (2, "bbb")],
+            [(1, "aaa"), (2, "ccc")],
+            [(1, "bbb"), (2, "ccc")],
+        ],
+    ),
 ]
 
-TABLE_SCHEMA = pa.schema([pa.field("id", pa.int32(), nullable=False),
-                          pa.field("data", pa.string(), nullable=False)])  # fmt: skip
+TABLE_SCHEMA = pa.schema(
+    [pa.field("id", pa.int32(), nullable=False), pa.field("data", pa.string(), nullable=False)]
+)
 INPUT_SCHEMA = "scenario string, kind string, id int, data string, seq long"
 
 
@@ -125,8 +191,12 @@ def refused(s: Scenario, partitioned: bool) -> bool:
     return partitioned and s.upsert and "data" not in s.key
 
 
-CASES = [(s, p) for s in SCENARIOS for p in (False, True) if not refused(s, p)
-         and not (s.name == "changelog_same_key" and p)]  # fmt: skip
+CASES = [
+    (s, p)
+    for s in SCENARIOS
+    for p in (False, True)
+    if not refused(s, p) and not (s.name == "changelog_same_key" and p)
+]
 
 
 def table_name(s: Scenario, partitioned: bool) -> str:
@@ -141,20 +211,34 @@ def input_batches() -> list[list[dict[str, Any]]]:
         for i, changes in enumerate(s.batches):
             for kind, id_, data in changes:
                 seq += 1
-                out[i].append({"scenario": table_name(s, p), "kind": kind, "id": id_,
-                               "data": data, "seq": seq})  # fmt: skip
+                out[i].append(
+                    {
+                        "scenario": table_name(s, p),
+                        "kind": kind,
+                        "id": id_,
+                        "data": data,
+                        "seq": seq,
+                    }
+                )
     return out
 
 
-def make_sink(catalog: Catalog, root: Path, s: Scenario, partitioned: bool,
-              spark_checkpoint: str) -> IcebergSink:  # fmt: skip
+def make_sink(
+    catalog: Catalog, root: Path, s: Scenario, partitioned: bool, spark_checkpoint: str
+) -> IcebergSink:
     name = table_name(s, partitioned)
-    catalog.create_table(name, schema=TABLE_SCHEMA,
-                         partition_spec=[("identity", "data")] if partitioned else None)
+    catalog.create_table(
+        name, schema=TABLE_SCHEMA, partition_spec=[("identity", "data")] if partitioned else None
+    )
     return IcebergSink(
-        catalog=catalog, table=name, mode="upsert" if s.upsert else "changelog",
-        equality_fields=list(s.key), row_kind_column="kind", order_by="seq",
-        checkpoint_location=str(root / "chk" / name), state_dir=str(root / "state"),
+        catalog=catalog,
+        table=name,
+        mode="upsert" if s.upsert else "changelog",
+        equality_fields=list(s.key),
+        row_kind_column="kind",
+        order_by="seq",
+        checkpoint_location=str(root / "chk" / name),
+        state_dir=str(root / "state"),
         spark_checkpoint_location=spark_checkpoint,
     )
 
@@ -167,8 +251,7 @@ def scenario_tables(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Cat
     catalog = ss.load_catalog("flink", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
     spark_checkpoint = str(root / "spark-checkpoint")
-    sinks = {table_name(s, p): make_sink(catalog, root, s, p, spark_checkpoint)
-             for s, p in CASES}  # fmt: skip
+    sinks = {table_name(s, p): make_sink(catalog, root, s, p, spark_checkpoint) for s, p in CASES}
     write_batches(root / "in", input_batches())
 
     def fan_out(df: Any, batch_id: int) -> None:
@@ -195,19 +278,26 @@ def snapshot_rows(catalog: Catalog, name: str) -> tuple[list[Rows], list[Rows]]:
     try:
         for snap in table.snapshots():
             got = table.scan(snapshot_id=snap.snapshot_id).to_arrow()
-            ours.append(sorted(zip(got.column("id").to_pylist(), got.column("data").to_pylist(),
-                                   strict=True)))  # fmt: skip
-            sql = ("SELECT id, data FROM iceberg_scan(?, snapshot_from_id => ?) "
-                   "ORDER BY id, data")  # fmt: skip
-            duck.append([tuple(r) for r in con.execute(
-                sql, [table.metadata_location, snap.snapshot_id]).fetchall()])
+            ours.append(
+                sorted(
+                    zip(got.column("id").to_pylist(), got.column("data").to_pylist(), strict=True)
+                )
+            )
+            sql = "SELECT id, data FROM iceberg_scan(?, snapshot_from_id => ?) ORDER BY id, data"
+            duck.append(
+                [
+                    tuple(r)
+                    for r in con.execute(
+                        sql, [table.metadata_location, snap.snapshot_id]
+                    ).fetchall()
+                ]
+            )
     finally:
         con.close()
     return ours, duck
 
 
-@pytest.mark.parametrize(("s", "partitioned"), CASES,
-                         ids=[table_name(s, p)[3:] for s, p in CASES])  # fmt: skip
+@pytest.mark.parametrize(("s", "partitioned"), CASES, ids=[table_name(s, p)[3:] for s, p in CASES])
 def test_each_batch_snapshot_equals_flinks_expected_rows(
     scenario_tables: Catalog, s: Scenario, partitioned: bool
 ) -> None:
@@ -227,13 +317,20 @@ def test_partitioned_upsert_on_a_key_without_the_partition_column_is_refused(
     upsert_id = next(s for s in SCENARIOS if s.name == "upsert_id")
     spark_checkpoint = str(tmp_path / "spark-checkpoint")
     sink = make_sink(catalog, tmp_path, upsert_id, True, spark_checkpoint)
-    rows = [{"kind": k, "id": i, "data": d, "seq": n} for n, (k, i, d) in
-            enumerate(upsert_id.batches[0])]  # fmt: skip
+    rows = [
+        {"kind": k, "id": i, "data": d, "seq": n}
+        for n, (k, i, d) in enumerate(upsert_id.batches[0])
+    ]
     write_batches(tmp_path / "in", [rows])
     with pytest.raises(StreamingQueryException, match=r"InvalidOptionError.*\['data'\]"):
         try:
-            run_available(spark, tmp_path / "in", "kind string, id int, data string, seq long",
-                          sink.foreach_batch, spark_checkpoint)  # fmt: skip
+            run_available(
+                spark,
+                tmp_path / "in",
+                "kind string, id int, data string, seq long",
+                sink.foreach_batch,
+                spark_checkpoint,
+            )
         finally:
             sink.close()
     table = catalog.load_table(table_name(upsert_id, True))
@@ -250,6 +347,9 @@ def test_final_tables_read_the_same_by_java_iceberg(scenario_tables: Catalog) ->
     names = [table_name(s, p) for s, p in CASES]
     java = read_with_java([scenario_tables.load_table(n).metadata_location for n in names])
     for (s, _p), name, got in zip(CASES, names, java, strict=True):
-        rows = sorted(zip(got.column("id").to_pylist(), got.column("data").to_pylist(),
-                          strict=True)) if got.num_rows else []  # fmt: skip
+        rows = (
+            sorted(zip(got.column("id").to_pylist(), got.column("data").to_pylist(), strict=True))
+            if got.num_rows
+            else []
+        )
         assert rows == list(s.expected[-1]), name

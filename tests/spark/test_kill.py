@@ -28,15 +28,21 @@ pytestmark = pytest.mark.spark
 def prepare(root: Path, files: int = FILES) -> dict[int, str]:
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.events", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                        ("data", pa.string())]))  # fmt: skip
-    catalog.create_table("db.latest", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                        ("data", pa.string())]),
-                         identifier_fields=["id"])  # fmt: skip
-    write_batches(root / "append-in", [
-        [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
-        for f in range(files)
-    ])  # fmt: skip
+    catalog.create_table(
+        "db.events", schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())])
+    )
+    catalog.create_table(
+        "db.latest",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
+        identifier_fields=["id"],
+    )
+    write_batches(
+        root / "append-in",
+        [
+            [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
+            for f in range(files)
+        ],
+    )
     rng = random.Random(3)
     latest: dict[int, str] = {}
     upserts, seq = [], 0
@@ -52,15 +58,24 @@ def prepare(root: Path, files: int = FILES) -> dict[int, str]:
     return latest
 
 
-def start(root: Path, failpoint: str | None = None, route: str = "foreach",
-          master: str = "local[2]", env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start(
+    root: Path,
+    failpoint: str | None = None,
+    route: str = "foreach",
+    master: str = "local[2]",
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
     env = dict(env or os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen([sys.executable, str(JOB), str(root), route, master],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(root), route, master],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
 
 
 def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
@@ -90,8 +105,9 @@ def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path
     check_exactly_once(tmp_path, latest)
 
 
-def check_exactly_once(root: Path, latest: dict[int, str], java: bool = False,
-                       files: int = FILES) -> None:
+def check_exactly_once(
+    root: Path, latest: dict[int, str], java: bool = False, files: int = FILES
+) -> None:
     """Every appended row once and every key's last value, read by stream_sink and DuckDB
     (and Java Iceberg when ``java``); no batch committed twice; one job id per table."""
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
@@ -105,15 +121,20 @@ def check_exactly_once(root: Path, latest: dict[int, str], java: bool = False,
         from interop.conftest import java_available, read_with_java
 
         assert java_available(), "Java Iceberg launcher missing"
-        java_events, java_latest = read_with_java([events.metadata_location,
-                                                   upserts.metadata_location])  # fmt: skip
+        java_events, java_latest = read_with_java(
+            [events.metadata_location, upserts.metadata_location]
+        )
         assert sorted(java_events.column("id").to_pylist()) == ids
-        java_rows = zip(java_latest.column("id").to_pylist(),
-                        java_latest.column("data").to_pylist(), strict=True)
+        java_rows = zip(
+            java_latest.column("id").to_pylist(),
+            java_latest.column("data").to_pylist(),
+            strict=True,
+        )
         assert sorted(java_rows) == sorted(latest.items())
     for table in (events, upserts):
-        marks = [int(s.summary["stream-sink.max-committed-checkpoint-id"])
-                 for s in table.snapshots()]  # fmt: skip
+        marks = [
+            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
+        ]
         assert marks == sorted(set(marks))  # no batch committed twice
         assert len({s.summary["stream-sink.job-id"] for s in table.snapshots()}) == 1
 

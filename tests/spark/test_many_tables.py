@@ -20,10 +20,16 @@ from stream_sink.table.catalog import Catalog
 
 def routed_sink(catalog: Catalog, root: Path, **kwargs: Any) -> IcebergSink:
     return IcebergSink(
-        catalog=catalog, table_column="_table", create_tables=True, mode="upsert",
-        row_kind_column="_row_kind", order_by="_cdc_order",
-        checkpoint_location=str(root / "chk"), state_dir=str(root / "state"), **kwargs,
-    )  # fmt: skip
+        catalog=catalog,
+        table_column="_table",
+        create_tables=True,
+        mode="upsert",
+        row_kind_column="_row_kind",
+        order_by="_cdc_order",
+        checkpoint_location=str(root / "chk"),
+        state_dir=str(root / "state"),
+        **kwargs,
+    )
 
 
 def run(spark: Any, root: Path, sink: IcebergSink) -> None:
@@ -60,10 +66,15 @@ def test_a_routing_value_naming_no_table_stops_the_query(spark: Any, tmp_path: P
     batches, _ = events(files=1, per_file=5)
     write_batches(tmp_path / "in", batches)
     catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
-    sink = IcebergSink(catalog=catalog, table_column="_table", mode="upsert",
-                       row_kind_column="_row_kind", order_by="_cdc_order",
-                       checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"))  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table_column="_table",
+        mode="upsert",
+        row_kind_column="_row_kind",
+        order_by="_cdc_order",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+    )
     with pytest.raises(Exception, match="names no table") as err:
         run(spark, tmp_path, sink)
     assert "create_tables=True" in str(err.value)
@@ -75,13 +86,21 @@ def test_rows_naming_no_table_go_to_the_dead_letter_table(spark: Any, tmp_path: 
     write_batches(tmp_path / "in", batches)
     catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
     catalog.create_namespace("inv")
-    catalog.create_table("inv.customers", schema=pa.schema(
-        [pa.field("id", pa.int64(), False), ("name", pa.string())]), identifier_fields=["id"])
-    sink = IcebergSink(catalog=catalog, table_column="_table", mode="upsert",
-                       row_kind_column="_row_kind", order_by="_cdc_order",
-                       dead_letter_table="errors.dead",
-                       checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"))  # fmt: skip
+    catalog.create_table(
+        "inv.customers",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string())]),
+        identifier_fields=["id"],
+    )
+    sink = IcebergSink(
+        catalog=catalog,
+        table_column="_table",
+        mode="upsert",
+        row_kind_column="_row_kind",
+        order_by="_cdc_order",
+        dead_letter_table="errors.dead",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+    )
     run(spark, tmp_path, sink)
     got = {r["id"]: r for r in catalog.load_table("inv.customers").scan().to_arrow().to_pylist()}
     assert got == model["inv.customers"]

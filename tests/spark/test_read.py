@@ -121,12 +121,14 @@ def table(catalog: Catalog) -> IcebergTable:
     t = catalog.create_table("db.wide", schema=SCHEMA, partition_spec=[("bucket", "id", 4)])
     assert isinstance(t, IcebergTable)
     t.append(rows([row(i) for i in range(60)]))
-    batch = pa.concat_tables([
-        rows([row(i, 1) for i in range(20)], "+U"),
-        rows([row(i) for i in range(20, 25)], "-D"),
-        rows([row(i, 1) for i in range(60, 70)], "+I"),
-        rows([row(i, 2) for i in range(60, 65)], "+U"),
-    ])  # fmt: skip
+    batch = pa.concat_tables(
+        [
+            rows([row(i, 1) for i in range(20)], "+U"),
+            rows([row(i) for i in range(20, 25)], "-D"),
+            rows([row(i, 1) for i in range(60, 70)], "+I"),
+            rows([row(i, 2) for i in range(60, 65)], "+U"),
+        ]
+    )
     upsert(t, batch)
     t.append(rows([row(i) for i in range(70, 80)]))
     return t
@@ -177,9 +179,12 @@ def test_spark_schema_maps_every_iceberg_type(spark: Any, table: IcebergTable) -
     assert by_name["code"].dataType == st.BinaryType()
     assert by_name["uid"].dataType == st.StringType()
     assert by_name["at"].dataType == st.LongType()
-    assert by_name["point"].dataType == st.StructType([
-        st.StructField("x", st.IntegerType()), st.StructField("label", st.StringType()),
-    ])  # fmt: skip
+    assert by_name["point"].dataType == st.StructType(
+        [
+            st.StructField("x", st.IntegerType()),
+            st.StructField("label", st.StringType()),
+        ]
+    )
     assert by_name["tags"].dataType == st.ArrayType(st.StringType(), True)
     assert by_name["attrs"].dataType == st.MapType(st.StringType(), st.LongType(), True)
 

@@ -23,23 +23,41 @@ from stream_sink.spark import IcebergSink
 def test_append_stream_on_s3_with_sql_catalog_survives_restart_and_lost_state(
     spark: Any, tmp_path: Path, s3_props: dict[str, str]
 ) -> None:
-    catalog = ss.load_catalog("s3", type="sql", uri=f"sqlite:///{tmp_path}/catalog.db",
-                              warehouse="s3://lake/warehouse", **s3_props)  # fmt: skip
+    catalog = ss.load_catalog(
+        "s3",
+        type="sql",
+        uri=f"sqlite:///{tmp_path}/catalog.db",
+        warehouse="s3://lake/warehouse",
+        **s3_props,
+    )
     catalog.create_namespace("db")
-    catalog.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                   ("data", pa.string())]),
-                         partition_spec=[("identity", "data")])  # fmt: skip
+    catalog.create_table(
+        "db.t",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
+        partition_spec=[("identity", "data")],
+    )
     source = tmp_path / "in"
-    write_batches(source, [[{"id": i, "data": f"d{i % 2}"} for i in range(b * 10, b * 10 + 10)]
-                           for b in range(2)])  # fmt: skip
+    write_batches(
+        source,
+        [[{"id": i, "data": f"d{i % 2}"} for i in range(b * 10, b * 10 + 10)] for b in range(2)],
+    )
 
     def run() -> None:
-        sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location="s3://lake/chk",
-                           spark_checkpoint_location=str(tmp_path / "spark-chk"),
-                           state_dir=str(tmp_path / "state"))  # fmt: skip
+        sink = IcebergSink(
+            catalog=catalog,
+            table="db.t",
+            checkpoint_location="s3://lake/chk",
+            spark_checkpoint_location=str(tmp_path / "spark-chk"),
+            state_dir=str(tmp_path / "state"),
+        )
         try:
-            run_available(spark, source, "id long, data string", sink.foreach_batch,
-                          sink.spark_checkpoint_location)  # fmt: skip
+            run_available(
+                spark,
+                source,
+                "id long, data string",
+                sink.foreach_batch,
+                sink.spark_checkpoint_location,
+            )
         finally:
             sink.close()
 

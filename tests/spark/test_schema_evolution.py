@@ -19,8 +19,13 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.types import LongType
 
 SOURCE = "id long, n long, must string, note string"
-TABLE = pa.schema([pa.field("id", pa.int64(), False), pa.field("n", pa.int32()),
-                   pa.field("must", pa.string(), False)])  # fmt: skip
+TABLE = pa.schema(
+    [
+        pa.field("id", pa.int64(), False),
+        pa.field("n", pa.int32()),
+        pa.field("must", pa.string(), False),
+    ]
+)
 
 
 def shaped(df: Any, batch_id: int) -> Any:
@@ -48,12 +53,21 @@ def new_catalog(tmp_path: Path) -> Catalog:
 
 
 def run(spark: Any, tmp_path: Path, catalog: Catalog, evolution: str) -> None:
-    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"), schema_evolution=evolution)  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+        schema_evolution=evolution,
+    )
     try:
-        run_available(spark, tmp_path / "in", SOURCE,
-                      lambda df, b: sink.foreach_batch(shaped(df, b), b),
-                      sink.spark_checkpoint_location)  # fmt: skip
+        run_available(
+            spark,
+            tmp_path / "in",
+            SOURCE,
+            lambda df, b: sink.foreach_batch(shaped(df, b), b),
+            sink.spark_checkpoint_location,
+        )
     finally:
         sink.close()
 
@@ -71,9 +85,12 @@ def test_compatible_evolution_adds_widens_and_relaxes_before_the_data(
     assert schema.find_field("id").required
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["n"], r["must"], r["note"]) for r in rows] == [
-        (0, "m0", None), (1, "m1", None), (2, "m2", None), (3, "m3", "hello"),
+        (0, "m0", None),
+        (1, "m1", None),
+        (2, "m2", None),
+        (3, "m3", "hello"),
         (2**40, None, "big"),
-    ]  # fmt: skip
+    ]
     # every snapshot's schema has the columns its data files were written with
     meta = table.metadata
     for snap in table.snapshots():
@@ -117,8 +134,12 @@ def test_java_adds_a_column_while_the_sink_keeps_writing(spark: Any, tmp_path: P
     if not java_available():
         pytest.skip("the java-iceberg launcher is not available")
     catalog = new_catalog(tmp_path)
-    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"))  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+    )
 
     def foreach(df: Any, b: int) -> None:
         sink.foreach_batch(shaped(df, b), b)

@@ -25,28 +25,39 @@ def write_input(directory: Path) -> None:
     base = time.time() - 1000
     for b in range(BATCHES):
         path = directory / f"batch-{b}.json"
-        path.write_text("".join(json.dumps({"id": b * ROWS + i, "data": f"d{i}"}) + "\n"
-                                for i in range(ROWS)))  # fmt: skip
+        path.write_text(
+            "".join(json.dumps({"id": b * ROWS + i, "data": f"d{i}"}) + "\n" for i in range(ROWS))
+        )
         os.utime(path, (base + b, base + b))
 
 
 def test_scraped_metrics_match_the_committed_table(spark: Any, tmp_path: Path) -> None:
     catalog = ss.load_catalog("m", type="hadoop", warehouse=str(tmp_path / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64(), False),
-                                                   ("data", pa.string())]))  # fmt: skip
+    catalog.create_table(
+        "db.t", schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())])
+    )
     write_input(tmp_path / "in")
-    sink = IcebergSink(catalog=catalog, table="db.t", sink_id="metrics-test", metrics_port=0,
-                       checkpoint_location=str(tmp_path / "chk"),
-                       state_dir=str(tmp_path / "state"))  # fmt: skip
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        sink_id="metrics-test",
+        metrics_port=0,
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+    )
     seen: dict[int, SinkMetricsSnapshot] = {}
     listener = sink.progress_listener(lambda batch, snap: seen.__setitem__(batch, snap))
     spark.streams.addListener(listener)
     try:
         df = spark.readStream.schema("id long, data string").option("maxFilesPerTrigger", 1)
-        query = (df.json(str(tmp_path / "in")).writeStream.foreachBatch(sink.foreach_batch)
-                 .option("checkpointLocation", sink.spark_checkpoint_location)
-                 .trigger(availableNow=True).start())  # fmt: skip
+        query = (
+            df.json(str(tmp_path / "in"))
+            .writeStream.foreachBatch(sink.foreach_batch)
+            .option("checkpointLocation", sink.spark_checkpoint_location)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         deadline = time.monotonic() + 30
         while len(seen) < BATCHES and time.monotonic() < deadline:
@@ -69,7 +80,8 @@ def test_scraped_metrics_match_the_committed_table(spark: Any, tmp_path: Path) -
     assert metric("committedDataFilesRecordCount") == BATCHES * ROWS
     assert metric("committedDeleteFilesCount") == 0 == metric("flushedDeleteFiles")
     assert metric("committedDataFilesByteCount") == sum(
-        int(s.summary["added-files-size"]) for s in snaps)
+        int(s.summary["added-files-size"]) for s in snaps
+    )
     assert 0 <= metric("elapsedSecondsSinceLastSuccessfulCommit") < 120
     assert metric("lastCommitDurationMs") > 0 and metric("lastFlushDurationMs") > 0
     assert sorted(seen) == list(range(BATCHES))

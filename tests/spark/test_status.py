@@ -19,29 +19,41 @@ SCHEMA = "id BIGINT, v STRING"
 
 
 def test_status_and_commit_log_after_three_batches_with_a_checkpoint_every_two(
-    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    spark: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     wh = str(tmp_path / "wh")
     catalog = ss.load_catalog("local", type="hadoop", warehouse=wh)
     catalog.create_namespace("db")
     catalog.create_table("db.t", pa.schema([("id", pa.int64()), ("v", pa.string())]))
-    write_batches(tmp_path / "in", [[{"id": b * 10 + i, "v": "x"} for i in range(b + 1)]
-                                    for b in range(3)])  # fmt: skip
+    write_batches(
+        tmp_path / "in", [[{"id": b * 10 + i, "v": "x"} for i in range(b + 1)] for b in range(3)]
+    )
     chk = str(tmp_path / "chk")
-    sink = IcebergSink(catalog=catalog, table="db.t", checkpoint_location=chk,
-                       state_dir=str(tmp_path / "state"), checkpoint_interval_batches=2)
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.t",
+        checkpoint_location=chk,
+        state_dir=str(tmp_path / "state"),
+        checkpoint_interval_batches=2,
+    )
     with caplog.at_level(logging.INFO, logger="stream_sink"):
-        run_available(spark, tmp_path / "in", SCHEMA, sink.foreach_batch,
-                      sink.spark_checkpoint_location)  # fmt: skip
+        run_available(
+            spark, tmp_path / "in", SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
+        )
     commits = [r.getMessage() for r in caplog.records if "committed batches" in r.getMessage()]
     assert len(commits) == 1 and commits[0].startswith("sink db.t: committed batches 0..1 to db.t")
-    assert "2 batches, 3 rows, 1 data files" in commits[0] or "2 batches, 3 rows, 2 data files" \
-        in commits[0]
+    assert (
+        "2 batches, 3 rows, 1 data files" in commits[0]
+        or "2 batches, 3 rows, 2 data files" in commits[0]
+    )
     assert "watermark 1" in commits[0] and " ms" in commits[0]
 
-    assert main(["status", "--checkpoint-location", chk, "--warehouse", wh,
-                 "--format", "jsonl"]) == 0  # fmt: skip
+    assert (
+        main(["status", "--checkpoint-location", chk, "--warehouse", wh, "--format", "jsonl"]) == 0
+    )
     status = json.loads(capsys.readouterr().out)
     assert status["sink_id"] == "db.t" and status["watermark"] == 1
     assert status["pending"] == [2] and status["staged"] == []

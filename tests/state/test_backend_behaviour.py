@@ -25,8 +25,9 @@ from stream_sink.state import (
 Opener = Callable[..., OperatorStateBackend]
 
 
-def test_missing_directory_is_created_empty_and_reported_fresh(open_backend: Opener,
-                                                               state_dir: str) -> None:
+def test_missing_directory_is_created_empty_and_reported_fresh(
+    open_backend: Opener, state_dir: str
+) -> None:
     with open_backend() as b:
         assert b.was_created
         assert b.is_empty()
@@ -57,7 +58,11 @@ def test_scan_yields_only_the_prefix_in_key_order(open_backend: Opener) -> None:
             (b"pending/10", b"PENDING/10"),
         ]
         assert [k for k, _ in b.scan()] == [
-            b"pending/02", b"pending/1", b"pending/10", b"pendinh", b"staged/2"
+            b"pending/02",
+            b"pending/1",
+            b"pending/10",
+            b"pendinh",
+            b"staged/2",
         ]
 
 
@@ -123,8 +128,9 @@ def test_snapshot_restores_to_an_equal_state(open_backend: Opener, tmp_path: obj
         assert not r.was_created
 
 
-def test_restore_refuses_to_overwrite_existing_state(open_backend: Opener,
-                                                     tmp_path: object) -> None:
+def test_restore_refuses_to_overwrite_existing_state(
+    open_backend: Opener, tmp_path: object
+) -> None:
     base = str(tmp_path)
     with open_backend() as b:
         b.put(b"k", b"v")
@@ -135,8 +141,7 @@ def test_restore_refuses_to_overwrite_existing_state(open_backend: Opener,
         restore_from_snapshot(f"{base}/snap", f"{base}/other")
 
 
-def test_second_open_of_an_open_directory_is_refused(open_backend: Opener,
-                                                     state_dir: str) -> None:
+def test_second_open_of_an_open_directory_is_refused(open_backend: Opener, state_dir: str) -> None:
     with open_backend() as b, pytest.raises(StateLockedError, match=re.escape(state_dir)):
         open_backend()
     assert b.location == state_dir
@@ -144,8 +149,7 @@ def test_second_open_of_an_open_directory_is_refused(open_backend: Opener,
         pass
 
 
-def test_state_of_another_sink_is_refused_naming_both(open_backend: Opener,
-                                                      state_dir: str) -> None:
+def test_state_of_another_sink_is_refused_naming_both(open_backend: Opener, state_dir: str) -> None:
     with open_backend(sink_id="orders") as b:
         b.put(b"k", b"v")
     with pytest.raises(CorruptStateError, match=r"'orders'.*'payments'") as err:

@@ -23,8 +23,9 @@ def _named(path: str) -> str:
 
 
 @pytest.mark.parametrize("kind", ["rocksdb", "memory", "auto"])
-def test_directory_of_unrelated_files_is_refused_and_left_alone(tmp_path: object,
-                                                                kind: str) -> None:
+def test_directory_of_unrelated_files_is_refused_and_left_alone(
+    tmp_path: object, kind: str
+) -> None:
     path = os.path.join(str(tmp_path), "photos")
     os.makedirs(path)
     with open(os.path.join(path, "cat.jpg"), "wb") as f:

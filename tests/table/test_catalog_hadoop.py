@@ -59,13 +59,17 @@ def test_java_layout(hadoop: HadoopCatalog, tmp_path: Path) -> None:
     set_property(hadoop, "db.events", "k", "v")
 
     table_dir = tmp_path / "wh" / "db" / "events"
-    assert listing(table_dir / "metadata") == ["v1.metadata.json", "v2.metadata.json",
-                                               "version-hint.text"]
+    assert listing(table_dir / "metadata") == [
+        "v1.metadata.json",
+        "v2.metadata.json",
+        "version-hint.text",
+    ]
     assert (table_dir / "metadata" / "version-hint.text").read_text() == "2"
     v2 = json.loads((table_dir / "metadata" / "v2.metadata.json").read_text())
     assert v2["location"] == str(table_dir)
     assert [e["metadata-file"] for e in v2["metadata-log"]] == [
-        str(table_dir / "metadata" / "v1.metadata.json")]
+        str(table_dir / "metadata" / "v1.metadata.json")
+    ]
 
 
 def test_lagging_hint_is_probed_forward(hadoop: HadoopCatalog, tmp_path: Path) -> None:
@@ -116,18 +120,29 @@ def test_commit_against_a_missing_table(hadoop: HadoopCatalog) -> None:
     table = hadoop.create_table("db.t", SCHEMA)
     hadoop.drop_table("db.t")
     with pytest.raises(NoSuchTableError):
-        hadoop.commit(table.identifier, table.metadata_location,
-                      table.metadata.with_properties({"k": "v"}), base_metadata=table.metadata)
+        hadoop.commit(
+            table.identifier,
+            table.metadata_location,
+            table.metadata.with_properties({"k": "v"}),
+            base_metadata=table.metadata,
+        )
 
 
 def test_no_temp_files_survive_a_lost_race(hadoop: HadoopCatalog, tmp_path: Path) -> None:
     first = hadoop.create_table("db.t", SCHEMA)
     set_property(hadoop, "db.t", "winner", "1")
     with pytest.raises(CommitFailedError):
-        hadoop.commit(first.identifier, first.metadata_location,
-                      first.metadata.with_properties({"loser": "1"}), base_metadata=first.metadata)
+        hadoop.commit(
+            first.identifier,
+            first.metadata_location,
+            first.metadata.with_properties({"loser": "1"}),
+            base_metadata=first.metadata,
+        )
     assert listing(tmp_path / "wh" / "db" / "t" / "metadata") == [
-        "v1.metadata.json", "v2.metadata.json", "version-hint.text"]
+        "v1.metadata.json",
+        "v2.metadata.json",
+        "version-hint.text",
+    ]
 
 
 def test_refusals(hadoop: HadoopCatalog, tmp_path: Path) -> None:
@@ -162,8 +177,10 @@ def test_file_uri_and_relative_warehouse_are_one_place(
 
 
 @pytest.mark.interop
-@pytest.mark.skipif(not JAVA_ICEBERG.exists() or shutil.which("bash") is None,
-                    reason="java-iceberg launcher not present")
+@pytest.mark.skipif(
+    not JAVA_ICEBERG.exists() or shutil.which("bash") is None,
+    reason="java-iceberg launcher not present",
+)
 def test_java_hadoop_catalog_and_we_share_tables(tmp_path: Path) -> None:
     warehouse = tmp_path / "wh"
     ours = stream_sink.load_catalog("hc", type="hadoop", warehouse=str(warehouse))
@@ -172,12 +189,19 @@ def test_java_hadoop_catalog_and_we_share_tables(tmp_path: Path) -> None:
     set_property(ours, "db.ours", "from-python", "yes")
 
     proc = subprocess.run(
-        [str(JAVA_ICEBERG), "sql", "--warehouse", str(warehouse),
-         "CREATE TABLE hc.db.theirs (id bigint, name string) USING iceberg",
-         "INSERT INTO hc.db.theirs VALUES (1, 'a'), (2, 'b')",
-         "ALTER TABLE hc.db.ours SET TBLPROPERTIES ('from-java' = 'yes')",
-         "SHOW TBLPROPERTIES hc.db.ours"],
-        capture_output=True, text=True, timeout=600,
+        [
+            str(JAVA_ICEBERG),
+            "sql",
+            "--warehouse",
+            str(warehouse),
+            "CREATE TABLE hc.db.theirs (id bigint, name string) USING iceberg",
+            "INSERT INTO hc.db.theirs VALUES (1, 'a'), (2, 'b')",
+            "ALTER TABLE hc.db.ours SET TBLPROPERTIES ('from-java' = 'yes')",
+            "SHOW TBLPROPERTIES hc.db.ours",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     java_sees = {

@@ -53,8 +53,9 @@ def metadata_files(location: str) -> list[str]:
 
 def test_create_then_load_gives_the_same_table(catalog: Catalog) -> None:
     catalog.create_namespace("db")
-    created = catalog.create_table("db.events", SCHEMA, identifier_fields=["id"],
-                                   properties={"owner": "me"})
+    created = catalog.create_table(
+        "db.events", SCHEMA, identifier_fields=["id"], properties={"owner": "me"}
+    )
     loaded = catalog.load_table("db.events")
 
     assert loaded.metadata_location == created.metadata_location
@@ -128,13 +129,17 @@ def test_stale_commit_fails_and_leaves_the_table_unchanged(catalog: Catalog) -> 
     catalog.create_namespace("db")
     catalog.create_table("db.t", SCHEMA)
     first, second = catalog.load_table("db.t"), catalog.load_table("db.t")
-    winner = catalog.commit(first.identifier, first.metadata_location,
-                            first.metadata.with_properties({"w": "1"}))
+    winner = catalog.commit(
+        first.identifier, first.metadata_location, first.metadata.with_properties({"w": "1"})
+    )
     files_before = metadata_files(first.location)
 
     with pytest.raises(CommitFailedError, match=r"db\.t"):
-        catalog.commit(second.identifier, second.metadata_location,
-                       second.metadata.with_properties({"loser": "1"}))
+        catalog.commit(
+            second.identifier,
+            second.metadata_location,
+            second.metadata.with_properties({"loser": "1"}),
+        )
 
     now = catalog.load_table("db.t")
     assert now.metadata_location == winner
@@ -157,10 +162,14 @@ def test_every_commit_is_logged_once(catalog: Catalog) -> None:
 
 def test_old_metadata_deleted_after_commit_when_asked(catalog: Catalog) -> None:
     catalog.create_namespace("db")
-    catalog.create_table("db.t", SCHEMA, properties={
-        "write.metadata.delete-after-commit.enabled": "true",
-        "write.metadata.previous-versions-max": "2",
-    })
+    catalog.create_table(
+        "db.t",
+        SCHEMA,
+        properties={
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.metadata.previous-versions-max": "2",
+        },
+    )
     for i in range(4):
         set_property(catalog, "db.t", "k", str(i))
 
@@ -173,8 +182,7 @@ def test_old_metadata_deleted_after_commit_when_asked(catalog: Catalog) -> None:
 
 def test_gzip_metadata_is_written_and_read(catalog: Catalog) -> None:
     catalog.create_namespace("db")
-    catalog.create_table("db.t", SCHEMA,
-                         properties={"write.metadata.compression-codec": "gzip"})
+    catalog.create_table("db.t", SCHEMA, properties={"write.metadata.compression-codec": "gzip"})
     location = set_property(catalog, "db.t", "k", "v")
     assert location.endswith(".gz.metadata.json")
     assert Path(location).read_bytes()[:2] == b"\x1f\x8b"
@@ -236,20 +244,43 @@ def test_rename_table(sql_catalog: SqlCatalog) -> None:
 def test_schema_is_the_iceberg_jdbc_schema(sql_catalog: SqlCatalog) -> None:
     insp = inspect(sql_catalog.engine)
     tables = {c["name"]: c for c in insp.get_columns("iceberg_tables")}
-    assert list(tables) == ["catalog_name", "table_namespace", "table_name",
-                            "metadata_location", "previous_metadata_location", "iceberg_type"]
+    assert list(tables) == [
+        "catalog_name",
+        "table_namespace",
+        "table_name",
+        "metadata_location",
+        "previous_metadata_location",
+        "iceberg_type",
+    ]
     lengths = {name: getattr(c["type"], "length", None) for name, c in tables.items()}
-    assert lengths == {"catalog_name": 255, "table_namespace": 255, "table_name": 255,
-                       "metadata_location": 1000, "previous_metadata_location": 1000,
-                       "iceberg_type": 5}
+    assert lengths == {
+        "catalog_name": 255,
+        "table_namespace": 255,
+        "table_name": 255,
+        "metadata_location": 1000,
+        "previous_metadata_location": 1000,
+        "iceberg_type": 5,
+    }
     assert insp.get_pk_constraint("iceberg_tables")["constrained_columns"] == [
-        "catalog_name", "table_namespace", "table_name"]
-    props = {c["name"]: getattr(c["type"], "length", None)
-             for c in insp.get_columns("iceberg_namespace_properties")}
-    assert props == {"catalog_name": 255, "namespace": 255, "property_key": 255,
-                     "property_value": 1000}
+        "catalog_name",
+        "table_namespace",
+        "table_name",
+    ]
+    props = {
+        c["name"]: getattr(c["type"], "length", None)
+        for c in insp.get_columns("iceberg_namespace_properties")
+    }
+    assert props == {
+        "catalog_name": 255,
+        "namespace": 255,
+        "property_key": 255,
+        "property_value": 1000,
+    }
     assert insp.get_pk_constraint("iceberg_namespace_properties")["constrained_columns"] == [
-        "catalog_name", "namespace", "property_key"]
+        "catalog_name",
+        "namespace",
+        "property_key",
+    ]
 
 
 @sql_kinds
@@ -258,17 +289,29 @@ def test_rows_and_file_names_follow_java(sql_catalog: SqlCatalog) -> None:
     created = sql_catalog.create_table("a.b.t", SCHEMA)
     committed = set_property(sql_catalog, "a.b.t", "k", "v")
 
-    assert re.fullmatch(r".*/warehouse/a/b/t/metadata/00000-[0-9a-f-]{36}\.metadata\.json",
-                        created.metadata_location)
+    assert re.fullmatch(
+        r".*/warehouse/a/b/t/metadata/00000-[0-9a-f-]{36}\.metadata\.json",
+        created.metadata_location,
+    )
     assert re.fullmatch(r".*/metadata/00001-[0-9a-f-]{36}\.metadata\.json", committed)
     with sql_catalog.engine.connect() as conn:
-        row = conn.execute(text(
-            "SELECT table_namespace, table_name, metadata_location, previous_metadata_location, "
-            "iceberg_type FROM iceberg_tables WHERE catalog_name = :c"), {"c": sql_catalog.name}
+        row = conn.execute(
+            text(
+                "SELECT table_namespace, table_name, metadata_location, "
+                "previous_metadata_location, iceberg_type FROM iceberg_tables "
+                "WHERE catalog_name = :c"
+            ),
+            {"c": sql_catalog.name},
         ).one()
-        props = dict(conn.execute(text(
-            "SELECT property_key, property_value FROM iceberg_namespace_properties "
-            "WHERE catalog_name = :c AND namespace = 'a.b'"), {"c": sql_catalog.name}).all())
+        props = dict(
+            conn.execute(
+                text(
+                    "SELECT property_key, property_value FROM iceberg_namespace_properties "
+                    "WHERE catalog_name = :c AND namespace = 'a.b'"
+                ),
+                {"c": sql_catalog.name},
+            ).all()
+        )
     assert tuple(row) == ("a.b", "t", committed, created.metadata_location, "TABLE")
     assert props == {"exists": "true", "comment": "hello"}
     assert sql_catalog.load_namespace_properties("a.b") == props
@@ -280,10 +323,13 @@ def test_namespace_implied_by_a_table_row(sql_catalog: SqlCatalog) -> None:
     sql_catalog.create_namespace("db")
     table = sql_catalog.create_table("db.t", SCHEMA)
     with sql_catalog.engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
-            "metadata_location) VALUES (:c, 'java_ns.inner', 'jt', :m)"),
-            {"c": sql_catalog.name, "m": table.metadata_location})
+        conn.execute(
+            text(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
+                "metadata_location) VALUES (:c, 'java_ns.inner', 'jt', :m)"
+            ),
+            {"c": sql_catalog.name, "m": table.metadata_location},
+        )
     assert sql_catalog.namespace_exists("java_ns") and sql_catalog.namespace_exists("java_ns.inner")
     assert not sql_catalog.namespace_exists("java")  # a prefix is not a parent
     assert ("java_ns",) in sql_catalog.list_namespaces()
@@ -300,16 +346,21 @@ def test_catalog_names_are_isolated(sql_catalog: SqlCatalog, tmp_path: Path) -> 
         other.create_namespace("db")
         other.create_table("db.t", SCHEMA)
         assert other.current_metadata_location("db.t") != sql_catalog.current_metadata_location(
-            "db.t")
+            "db.t"
+        )
     finally:
         other.close()
 
 
 def test_sqlite_lock_is_a_clean_commit_failure(tmp_path: Path) -> None:
     db = tmp_path / "catalog.db"
-    cat = stream_sink.load_catalog("c", type="sql", uri=f"sqlite:///{db}",
-                                   warehouse=str(tmp_path / "wh"),
-                                   **{"sqlite.busy-timeout-ms": "200"})
+    cat = stream_sink.load_catalog(
+        "c",
+        type="sql",
+        uri=f"sqlite:///{db}",
+        warehouse=str(tmp_path / "wh"),
+        **{"sqlite.busy-timeout-ms": "200"},
+    )
     cat.create_namespace("db")
     table = cat.create_table("db.t", SCHEMA)
     files_before = metadata_files(table.location)
@@ -317,8 +368,11 @@ def test_sqlite_lock_is_a_clean_commit_failure(tmp_path: Path) -> None:
     blocker.execute("BEGIN EXCLUSIVE")
     try:
         with pytest.raises(CommitFailedError, match=r"db\.t"):
-            cat.commit(table.identifier, table.metadata_location,
-                       table.metadata.with_properties({"k": "v"}))
+            cat.commit(
+                table.identifier,
+                table.metadata_location,
+                table.metadata.with_properties({"k": "v"}),
+            )
     finally:
         blocker.rollback()
         blocker.close()
@@ -330,25 +384,35 @@ def test_sqlite_lock_is_a_clean_commit_failure(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_connection_lost_mid_commit_is_unknown(postgres_url: str, tmp_path: Path) -> None:
     name = f"test_{uuid.uuid4().hex[:12]}"
-    cat = stream_sink.load_catalog(name, type="sql", uri=postgres_url,
-                                   warehouse=str(tmp_path / "wh"))
+    cat = stream_sink.load_catalog(
+        name, type="sql", uri=postgres_url, warehouse=str(tmp_path / "wh")
+    )
     admin = create_engine(engine_url(postgres_url), isolation_level="AUTOCOMMIT")
     trigger = f"slow_{name}"
     with admin.connect() as conn:
-        conn.execute(text(
-            f"CREATE FUNCTION {trigger}() RETURNS trigger AS $$ BEGIN PERFORM pg_sleep(30); "
-            "RETURN NEW; END $$ LANGUAGE plpgsql"))
-        conn.execute(text(
-            f"CREATE TRIGGER {trigger} BEFORE UPDATE ON iceberg_tables FOR EACH ROW "
-            f"WHEN (NEW.catalog_name = '{name}') EXECUTE FUNCTION {trigger}()"))
+        conn.execute(
+            text(
+                f"CREATE FUNCTION {trigger}() RETURNS trigger AS $$ BEGIN PERFORM pg_sleep(30); "
+                "RETURN NEW; END $$ LANGUAGE plpgsql"
+            )
+        )
+        conn.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE UPDATE ON iceberg_tables FOR EACH ROW "
+                f"WHEN (NEW.catalog_name = '{name}') EXECUTE FUNCTION {trigger}()"
+            )
+        )
 
     def kill_the_committer() -> None:
         deadline = time.monotonic() + 20
         with admin.connect() as conn:
             while time.monotonic() < deadline:
-                killed = conn.execute(text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE query LIKE 'UPDATE iceberg_tables%' AND pid <> pg_backend_pid()")).all()
+                killed = conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE query LIKE 'UPDATE iceberg_tables%' AND pid <> pg_backend_pid()"
+                    )
+                ).all()
                 if killed:
                     return
                 time.sleep(0.1)
@@ -359,8 +423,11 @@ def test_postgres_connection_lost_mid_commit_is_unknown(postgres_url: str, tmp_p
         killer = threading.Thread(target=kill_the_committer)
         killer.start()
         with pytest.raises(CommitStateUnknownError, match=r"db\.t") as err:
-            cat.commit(table.identifier, table.metadata_location,
-                       table.metadata.with_properties({"k": "v"}))
+            cat.commit(
+                table.identifier,
+                table.metadata_location,
+                table.metadata.with_properties({"k": "v"}),
+            )
         killer.join()
         kept = re.search(r"(\S+\.metadata\.json) is kept", str(err.value))
         assert kept and Path(kept.group(1)).exists()  # may be the table's state: never deleted
@@ -380,21 +447,31 @@ def test_v0_schema_without_iceberg_type_still_works(tmp_path: Path) -> None:
             "CREATE TABLE iceberg_tables(catalog_name VARCHAR(255) NOT NULL, "
             "table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, "
             "metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), "
-            "PRIMARY KEY (catalog_name, table_namespace, table_name))")
-    cat = stream_sink.load_catalog("c", type="sql", uri=f"sqlite:///{db}",
-                                   warehouse=str(tmp_path / "wh"))
+            "PRIMARY KEY (catalog_name, table_namespace, table_name))"
+        )
+    cat = stream_sink.load_catalog(
+        "c", type="sql", uri=f"sqlite:///{db}", warehouse=str(tmp_path / "wh")
+    )
     cat.create_namespace("db")
     cat.create_table("db.t", SCHEMA)
     set_property(cat, "db.t", "k", "v")
     assert cat.load_table("db.t").properties["k"] == "v"
-    assert "iceberg_type" not in {c["name"] for c in inspect(cat.engine).get_columns(  # type: ignore[attr-defined]
-        "iceberg_tables")}
+    assert "iceberg_type" not in {
+        c["name"]
+        for c in inspect(cat.engine).get_columns(  # type: ignore[attr-defined]
+            "iceberg_tables"
+        )
+    }
 
 
 def test_uris() -> None:
     assert engine_url("postgresql://u@h:5/db").drivername == "postgresql+psycopg"
-    assert engine_url("jdbc:postgresql://h/db", {"jdbc.user": "u", "jdbc.password": "p"}
-                      ).render_as_string(hide_password=False) == "postgresql+psycopg://u:p@h/db"
+    assert (
+        engine_url(
+            "jdbc:postgresql://h/db", {"jdbc.user": "u", "jdbc.password": "p"}
+        ).render_as_string(hide_password=False)
+        == "postgresql+psycopg://u:p@h/db"
+    )
     assert engine_url("jdbc:sqlite:/tmp/x.db").database == "/tmp/x.db"
     with pytest.raises(InvalidOptionError):
         stream_sink.load_catalog("c", type="sql")
@@ -432,7 +509,9 @@ def test_pyiceberg_opens_our_table(tmp_path: Path) -> None:
     table = theirs.load_table("db.events")
     assert table.metadata_location == location
     assert [(f.field_id, f.name, str(f.field_type), f.required) for f in table.schema().fields] == [
-        (1, "id", "long", True), (2, "name", "string", False)]
+        (1, "id", "long", True),
+        (2, "name", "string", False),
+    ]
     assert table.schema().identifier_field_ids == [1]
     assert table.properties["from"] == "stream_sink"
     assert theirs.list_namespaces() == [("db",)]
@@ -446,10 +525,18 @@ def test_we_open_a_pyiceberg_table(tmp_path: Path) -> None:
     db, wh = tmp_path / "catalog.db", tmp_path / "wh"
     theirs = pyiceberg_catalog("shared", db, wh)
     theirs.create_namespace("db")
-    created = theirs.create_table("db.made_by_pyiceberg", schema=pa.schema(
-        [pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())]))
-    created.append(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]},
-                            schema=created.schema().as_arrow()))
+    created = theirs.create_table(
+        "db.made_by_pyiceberg",
+        schema=pa.schema(
+            [pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())]
+        ),
+    )
+    created.append(
+        pa.table(
+            {"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]},
+            schema=created.schema().as_arrow(),
+        )
+    )
 
     ours = stream_sink.load_catalog("shared", type="sql", uri=f"sqlite:///{db}", warehouse=str(wh))
     table = ours.load_table("db.made_by_pyiceberg")

@@ -39,8 +39,9 @@ def worker(options: dict[str, str], worker_id: int, start: Barrier, out: Queue) 
         while True:
             new = table.metadata.with_properties({f"w{worker_id}-{i}": "done"})
             try:
-                catalog.commit(table.identifier, table.metadata_location, new,
-                               base_metadata=table.metadata)
+                catalog.commit(
+                    table.identifier, table.metadata_location, new, base_metadata=table.metadata
+                )
                 break
             except CommitFailedError:
                 lost += 1
@@ -56,10 +57,18 @@ def catalog_options(kind: str, root: Path, request: pytest.FixtureRequest) -> di
     if kind == "hadoop":
         return {"name": name, "type": "hadoop", "warehouse": warehouse}
     if kind == "sqlite":
-        return {"name": name, "type": "sql", "uri": f"sqlite:///{root}/catalog.db",
-                "warehouse": warehouse}
-    return {"name": name, "type": "sql", "uri": request.getfixturevalue("postgres_url"),
-            "warehouse": warehouse}
+        return {
+            "name": name,
+            "type": "sql",
+            "uri": f"sqlite:///{root}/catalog.db",
+            "warehouse": warehouse,
+        }
+    return {
+        "name": name,
+        "type": "sql",
+        "uri": request.getfixturevalue("postgres_url"),
+        "warehouse": warehouse,
+    }
 
 
 @pytest.mark.parametrize("kind", CATALOG_KINDS)
@@ -96,5 +105,6 @@ def test_racing_processes_each_commit_lands_once(
     if kind == "hadoop":
         assert all(re.fullmatch(r"v\d+\.metadata\.json", f) for f in versions)
         assert (Path(table.location) / "metadata" / "version-hint.text").read_text() == str(
-            len(versions))
+            len(versions)
+        )
     catalog.close()

@@ -47,10 +47,18 @@ def make_table(warehouse: Path, compacted: bool) -> IcebergTable:
 
 
 def start(warehouse: Path, op: str, failpoint: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
-           "STREAM_SINK_FAILPOINT": failpoint}  # fmt: skip
-    return subprocess.Popen([sys.executable, str(DRIVER), str(warehouse), op], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "STREAM_SINK_FAILPOINT": failpoint,
+    }
+    return subprocess.Popen(
+        [sys.executable, str(DRIVER), str(warehouse), op],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def rerun(t: IcebergTable, op: str) -> None:

@@ -25,14 +25,16 @@ from tests.readers import duckdb_rows, pyiceberg_rows
 
 
 def base_schema() -> pa.Schema:
-    return pa.schema([
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("n", pa.int32()),
-        pa.field("x", pa.float32()),
-        pa.field("price", pa.decimal128(9, 2)),
-        pa.field("must", pa.string(), nullable=False),
-        pa.field("addr", pa.struct([pa.field("city", pa.string())])),
-    ])  # fmt: skip
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("n", pa.int32()),
+            pa.field("x", pa.float32()),
+            pa.field("price", pa.decimal128(9, 2)),
+            pa.field("must", pa.string(), nullable=False),
+            pa.field("addr", pa.struct([pa.field("city", pa.string())])),
+        ]
+    )
 
 
 @pytest.fixture
@@ -40,11 +42,19 @@ def table(tmp_path: Path) -> IcebergTable:
     catalog = load_catalog("t", type="hadoop", warehouse=str(tmp_path / "wh"))
     catalog.create_namespace("db")
     t = catalog.create_table("db.t", schema=base_schema(), identifier_fields=["id"])
-    t.append(pa.table({
-        "id": [1, 2], "n": [10, 20], "x": [1.5, 2.5],
-        "price": [Decimal("1.25"), Decimal("2.50")], "must": ["a", "b"],
-        "addr": [{"city": "Oslo"}, None],
-    }, schema=base_schema()))  # fmt: skip
+    t.append(
+        pa.table(
+            {
+                "id": [1, 2],
+                "n": [10, 20],
+                "x": [1.5, 2.5],
+                "price": [Decimal("1.25"), Decimal("2.50")],
+                "must": ["a", "b"],
+                "addr": [{"city": "Oslo"}, None],
+            },
+            schema=base_schema(),
+        )
+    )
     return t
 
 
@@ -70,13 +80,29 @@ def test_evolution_reads_old_rows_with_the_new_schema(table: IcebergTable) -> No
     assert table.metadata.last_column_id == before.highest_field_id + 2
     assert after.column_names == ["note", "id", "n", "x", "price", "must", "address"]
     assert after.find_field("must").optional
-    table.append(pa.table({
-        "note": ["new"], "id": [3], "n": [2**40], "x": [0.1], "price": [Decimal("123456789.01")],
-        "must": pa.array([None], pa.string()), "address": [{"city": "Rome", "zip": "00100"}],
-    }))  # fmt: skip
+    table.append(
+        pa.table(
+            {
+                "note": ["new"],
+                "id": [3],
+                "n": [2**40],
+                "x": [0.1],
+                "price": [Decimal("123456789.01")],
+                "must": pa.array([None], pa.string()),
+                "address": [{"city": "Rome", "zip": "00100"}],
+            }
+        )
+    )
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert rows[0] == {"note": None, "id": 1, "n": 10, "x": 1.5, "price": Decimal("1.25"),
-                       "must": "a", "address": {"city": "Oslo", "zip": None}}  # fmt: skip
+    assert rows[0] == {
+        "note": None,
+        "id": 1,
+        "n": 10,
+        "x": 1.5,
+        "price": Decimal("1.25"),
+        "must": "a",
+        "address": {"city": "Oslo", "zip": None},
+    }
     assert rows[1]["address"] is None and rows[1]["note"] is None
     assert rows[2]["n"] == 2**40 and rows[2]["must"] is None
     for reader in (duckdb_rows, pyiceberg_rows):
@@ -87,11 +113,22 @@ def test_evolution_reads_old_rows_with_the_new_schema(table: IcebergTable) -> No
 
 
 def test_union_by_name_adds_and_widens_and_is_idempotent(table: IcebergTable) -> None:
-    data = pa.schema([
-        pa.field("id", pa.int64()), pa.field("n", pa.int64()), pa.field("extra", pa.int32()),
-        pa.field("addr", pa.struct([pa.field("city", pa.string()),
-                                    pa.field("geo", pa.struct([pa.field("lat", pa.float64())]))])),
-    ])  # fmt: skip
+    data = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("n", pa.int64()),
+            pa.field("extra", pa.int32()),
+            pa.field(
+                "addr",
+                pa.struct(
+                    [
+                        pa.field("city", pa.string()),
+                        pa.field("geo", pa.struct([pa.field("lat", pa.float64())])),
+                    ]
+                ),
+            ),
+        ]
+    )
     with table.update_schema() as u:
         u.union_by_name(data)
     s = table.schema()
@@ -113,10 +150,14 @@ def test_union_by_name_adds_and_widens_and_is_idempotent(table: IcebergTable) ->
     [
         (lambda u: u.update_column("must", IntegerType()), ["'must'", "string", "int"]),
         (lambda u: u.update_column("n", StringType()), ["'n'", "int", "string"]),
-        (lambda u: u.add_column("req", "long", required=True),
-         ["'req'", "allow_incompatible_changes=True"]),
-        (lambda u: u.union_by_name(pa.schema([pa.field("x", pa.int32())])),
-         ["'x'", "float", "int"]),
+        (
+            lambda u: u.add_column("req", "long", required=True),
+            ["'req'", "allow_incompatible_changes=True"],
+        ),
+        (
+            lambda u: u.union_by_name(pa.schema([pa.field("x", pa.int32())])),
+            ["'x'", "float", "int"],
+        ),
         (lambda u: u.make_column_optional("id"), ["'id'", "identifier"]),
     ],
 )
@@ -205,4 +246,3 @@ def test_scans_use_the_current_schema_and_time_travel_the_snapshots(table: Icebe
         u.add_column("later", "string")
     assert table.scan().to_arrow().column_names[-1] == "later"  # no new snapshot needed
     assert "later" not in table.scan(snapshot_id=snap.snapshot_id).to_arrow().column_names
-

@@ -54,8 +54,13 @@ SHAPES = [
 ]
 
 
-def cdc_task(rng: random.Random, live: dict[tuple[Any, ...], Row], shape: Shape, rows: int,
-             next_id: list[int]) -> list[tuple[str, Row]]:
+def cdc_task(
+    rng: random.Random,
+    live: dict[tuple[Any, ...], Row],
+    shape: Shape,
+    rows: int,
+    next_id: list[int],
+) -> list[tuple[str, Row]]:
     """Valid changes for one task; ``live`` (key → row) is updated to the state after it."""
     out: list[tuple[str, Row]] = []
 
@@ -94,10 +99,15 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, lis
     catalog.create_namespace("db")
     out = {}
     for seed, shape in enumerate(SHAPES):
-        table = catalog.create_table(f"db.{shape.name}", schema=SCHEMA,
-                                     partition_spec=shape.spec, identifier_fields=shape.keys)
-        factory = TaskWriterFactory.for_table(table, equality_fields=shape.keys,
-                                              upsert=shape.upsert)
+        table = catalog.create_table(
+            f"db.{shape.name}",
+            schema=SCHEMA,
+            partition_spec=shape.spec,
+            identifier_fields=shape.keys,
+        )
+        factory = TaskWriterFactory.for_table(
+            table, equality_fields=shape.keys, upsert=shape.upsert
+        )
         rng, live, next_id, kinds = random.Random(seed), {}, [0], set()
         for task in range(4):
             writer = factory.create(0, task)
@@ -120,15 +130,19 @@ def test_duckdb_reads_the_model(tables: dict[str, tuple[str, list[Row], set]]) -
 
 
 @pytest.mark.interop
-@pytest.mark.skipif(not JAVA_ICEBERG.exists() or shutil.which("bash") is None,
-                    reason="java-iceberg launcher not present")
+@pytest.mark.skipif(
+    not JAVA_ICEBERG.exists() or shutil.which("bash") is None,
+    reason="java-iceberg launcher not present",
+)
 def test_java_reads_the_model(
     tables: dict[str, tuple[str, list[Row], set]], tmp_path: Path
 ) -> None:
     names = list(tables)
     proc = subprocess.run(
         [str(JAVA_ICEBERG), "read", *(tables[n][0] for n in names), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for i, name in enumerate(names):

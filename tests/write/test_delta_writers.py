@@ -54,7 +54,10 @@ def create(
     properties: dict[str, str] | None = None,
 ) -> Table:
     return catalog.create_table(
-        "db.t", schema=schema, partition_spec=list(spec), identifier_fields=["id"],
+        "db.t",
+        schema=schema,
+        partition_spec=list(spec),
+        identifier_fields=["id"],
         properties=properties or {},
     )
 
@@ -137,8 +140,15 @@ def test_unpartitioned(catalog: Catalog) -> None:
 
     second = run_task(
         table,
-        [changes(("-U", 3, "ccc"), ("+U", 3, "CCC"), ("-D", 4, "ddd"), ("+I", 5, "eee"),
-                 ("-D", 5, "eee"))],
+        [
+            changes(
+                ("-U", 3, "ccc"),
+                ("+U", 3, "CCC"),
+                ("-D", 4, "ddd"),
+                ("+I", 5, "eee"),
+                ("-D", 5, "eee"),
+            )
+        ],
         task_id=1,
     )
     # rows of an earlier commit: equality deletes carrying the full row
@@ -153,8 +163,10 @@ def test_partitioned_by_bucket(catalog: Catalog) -> None:
     table = create(catalog, [("bucket", "id", 4)])
     first = run_task(
         table,
-        [changes(*[("+I", i, f"v{i}") for i in range(1, 9)]),
-         changes(("-U", 1, "v1"), ("+U", 1, "w1"), ("-D", 2, "v2"))],
+        [
+            changes(*[("+I", i, f"v{i}") for i in range(1, 9)]),
+            changes(("-U", 1, "v1"), ("+U", 1, "w1"), ("-D", 2, "v2")),
+        ],
     )
     partitions = {f.partition for f in first.data_files}
     assert len(partitions) > 1
@@ -214,7 +226,8 @@ def test_abort(catalog: Catalog) -> None:
     writer.write(changes(("+I", 1, "a"), ("-D", 1, "a"), ("-D", 2, "b")))
     result = writer.complete()
     assert {f.content for f in result.delete_files} == {
-        DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES
+        DataFileContent.POSITION_DELETES,
+        DataFileContent.EQUALITY_DELETES,
     }
     writer.abort()  # also after complete: nothing of this task survives
     assert files_under(data_dir) == []
@@ -231,8 +244,10 @@ def test_data_column_as_key(catalog: Catalog) -> None:
     assert [f.record_count for f in of(first, DataFileContent.POSITION_DELETES)] == [1]
     assert table_rows(table) == [(2, "aaa"), (3, "bbb"), (4, "ccc")]
     second = run_task(
-        table, [changes(("-D", 0, "bbb"), ("-U", 0, "ccc"), ("+U", 5, "ccc"))],
-        keys=["data"], task_id=1,
+        table,
+        [changes(("-D", 0, "bbb"), ("-U", 0, "ccc"), ("+U", 5, "ccc"))],
+        keys=["data"],
+        task_id=1,
     )
     [equality] = of(second, DataFileContent.EQUALITY_DELETES)
     assert equality.equality_ids == (2,)
@@ -257,8 +272,9 @@ def test_id_and_data_columns_as_key(catalog: Catalog) -> None:
         (2, "bbb")
     ]
     # a key differing in one column only is another key
-    second = run_task(table, [changes(("-D", 2, "zzz"), ("-D", 2, "bbb"))],
-                      keys=["id", "data"], task_id=1)
+    second = run_task(
+        table, [changes(("-D", 2, "zzz"), ("-D", 2, "bbb"))], keys=["id", "data"], task_id=1
+    )
     [equality] = second.delete_files
     assert equality.equality_ids == (1, 2)
     assert table_rows(table) == []
@@ -277,13 +293,21 @@ def test_timestamp_key(catalog: Catalog) -> None:
 
     first = run_task(
         table,
-        [batch(("+I", 1, t0, "a"), ("+I", 2, t1, "b"), ("+I", 3, t2, "c")),
-         batch(("-U", 1, t0, "a"), ("+U", 1, t0, "A"))],
-        keys=["ts"], upsert=True,
+        [
+            batch(("+I", 1, t0, "a"), ("+I", 2, t1, "b"), ("+I", 3, t2, "c")),
+            batch(("-U", 1, t0, "a"), ("+U", 1, t0, "A")),
+        ],
+        keys=["ts"],
+        upsert=True,
     )
     assert len({f.partition for f in first.data_files}) == 2
-    run_task(table, [batch(("-D", 0, t1, "")), batch(("+U", 4, t2, "C"))], keys=["ts"],
-             upsert=True, task_id=1)
+    run_task(
+        table,
+        [batch(("-D", 0, t1, "")), batch(("+U", 4, t2, "C"))],
+        keys=["ts"],
+        upsert=True,
+        task_id=1,
+    )
     assert table_rows(table, "id", "ts", "data") == [(1, t0, "A"), (4, t2, "C")]
 
 
@@ -300,9 +324,13 @@ def test_upsert_ignores_update_before_and_deletes_by_key_only(catalog: Catalog) 
 
     second = run_task(
         table,
-        [changes(("-U", 1, "a"), ("+U", 1, "aa"), ("+I", 2, "bb"), ("-D", 3, "c"),
-                 ("+U", 2, "bbb"))],
-        upsert=True, task_id=1,
+        [
+            changes(
+                ("-U", 1, "a"), ("+U", 1, "aa"), ("+I", 2, "bb"), ("-D", 3, "c"), ("+U", 2, "bbb")
+            )
+        ],
+        upsert=True,
+        task_id=1,
     )
     # -U ignored; every key deleted once by equality; +U of 2 within the task by position
     [equality] = of(second, DataFileContent.EQUALITY_DELETES)
@@ -315,10 +343,12 @@ def test_upsert_ignores_update_before_and_deletes_by_key_only(catalog: Catalog) 
 def test_upsert_partitioned_by_key(catalog: Catalog) -> None:
     table = create(catalog, [("bucket", "id", 3)])
     run_task(table, [changes(*[("+I", i, "x") for i in range(10)])], upsert=True)
-    run_task(table, [changes(("+U", 4, "y"), ("-D", 5, ""), ("+I", 4, "z"))], upsert=True,
-             task_id=1)
-    assert table_rows(table) == sorted([(i, "x") for i in range(10) if i not in (4, 5)]
-                                       + [(4, "z")])
+    run_task(
+        table, [changes(("+U", 4, "y"), ("-D", 5, ""), ("+I", 4, "z"))], upsert=True, task_id=1
+    )
+    assert table_rows(table) == sorted(
+        [(i, "x") for i in range(10) if i not in (4, 5)] + [(4, "z")]
+    )
 
 
 def test_upsert_partition_source_must_be_a_key(catalog: Catalog) -> None:
@@ -342,8 +372,10 @@ def test_position_deletes_are_sorted_rolled_and_name_their_data_file(catalog: Ca
     n = 5000
     result = run_task(
         table,
-        [changes(*[("+I", i, f"v{i}") for i in range(n)]),
-         changes(*[("-D", i, f"v{i}") for i in range(n - 1, -1, -2)])],  # newest first
+        [
+            changes(*[("+I", i, f"v{i}") for i in range(n)]),
+            changes(*[("-D", i, f"v{i}") for i in range(n - 1, -1, -2)]),
+        ],  # newest first
     )
     assert len(result.data_files) == n // 1000
     positions = of(result, DataFileContent.POSITION_DELETES)
@@ -382,13 +414,15 @@ def test_factory_picks_delta_writers(catalog: Catalog) -> None:
 def test_row_kind_column_is_configurable_and_found_by_name(catalog: Catalog) -> None:
     table = create(catalog)
     batch = pa.table({"id": [1, 2, 1], "op": ["+I", "+I", "-D"], "data": ["a", "b", "a"]})
-    batch = batch.cast(pa.schema([pa.field("id", pa.int64(), False), ("op", pa.string()),
-                                  ("data", pa.string())]))
+    batch = batch.cast(
+        pa.schema([pa.field("id", pa.int64(), False), ("op", pa.string()), ("data", pa.string())])
+    )
     run_task(table, [batch], row_kind_column="op")
     assert table_rows(table) == [(2, "b")]
     with pytest.raises(InvalidOptionError, match="unknown delta writer options"):
-        TaskWriterFactory.for_table(table, equality_fields=["id"],
-                                    delta_options={"kind": "op"}).create(0, 0)
+        TaskWriterFactory.for_table(
+            table, equality_fields=["id"], delta_options={"kind": "op"}
+        ).create(0, 0)
 
 
 # --- bad input -------------------------------------------------------------------------
@@ -399,10 +433,18 @@ GOOD = changes(("+I", 1, "a"), ("+I", 2, "b"), ("-D", 7, "x"))
 @pytest.mark.parametrize(
     ("bad", "error", "message"),
     [
-        (changes(("+I", 3, "c"), ("+X", 4, "d")), UnknownRowKindError,
-         r"'\+X' in column '_row_kind' at row 1"),
-        (pa.table({"_row_kind": ["+I", "-D", "+I"], "id": [3, None, 5], "data": ["c", "d", "e"]}),
-         NullKeyError, r"'id' is null at row 1"),
+        (
+            changes(("+I", 3, "c"), ("+X", 4, "d")),
+            UnknownRowKindError,
+            r"'\+X' in column '_row_kind' at row 1",
+        ),
+        (
+            pa.table(
+                {"_row_kind": ["+I", "-D", "+I"], "id": [3, None, 5], "data": ["c", "d", "e"]}
+            ),
+            NullKeyError,
+            r"'id' is null at row 1",
+        ),
         (GOOD.drop_columns(["_row_kind"]), MissingColumnError, "'_row_kind'"),
         (GOOD.drop_columns(["id"]), MissingColumnError, "equality field column 'id'"),
         (GOOD.append_column("extra", pa.array([1, 2, 3])), SchemaMismatchError, "'extra'"),

@@ -96,8 +96,10 @@ def test_colliding_keys_take_position_and_equality_deletes_like_distinct_keys(
         writer.write(later.cast(pa.schema([pa.field("_row_kind", pa.string()), *schema])))
         result = writer.complete()
         outcomes.append(
-            sorted((f.content.name, _rows(f.file_path)) for f in (*result.data_files,
-                                                                  *result.delete_files))
+            sorted(
+                (f.content.name, _rows(f.file_path))
+                for f in (*result.data_files, *result.delete_files)
+            )
         )
     assert outcomes[0] == outcomes[1]
     # position deletes: b and c (batch 1), a and d (batch 2), by data file row

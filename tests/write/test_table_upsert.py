@@ -11,19 +11,27 @@ from stream_sink.exceptions import ValidationError
 from stream_sink.table.catalog import Catalog
 from stream_sink.tables import IcebergTable
 
-ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string()),
-                   pa.field("region", pa.string(), nullable=False)])  # fmt: skip
+ARROW = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("v", pa.string()),
+        pa.field("region", pa.string(), nullable=False),
+    ]
+)
 
 
 def data(*rows: tuple[int, str, str]) -> pa.Table:
-    return pa.table({"id": [r[0] for r in rows], "v": [r[1] for r in rows],
-                     "region": [r[2] for r in rows]}, schema=ARROW)  # fmt: skip
+    return pa.table(
+        {"id": [r[0] for r in rows], "v": [r[1] for r in rows], "region": [r[2] for r in rows]},
+        schema=ARROW,
+    )
 
 
 def read(t: IcebergTable) -> list[tuple[int, str, str]]:
     got = t.refresh().scan().to_arrow()
-    out = sorted(zip(got["id"].to_pylist(), got["v"].to_pylist(), got["region"].to_pylist(),
-                     strict=True))  # fmt: skip
+    out = sorted(
+        zip(got["id"].to_pylist(), got["v"].to_pylist(), got["region"].to_pylist(), strict=True)
+    )
     duck = sorted((r["id"], r["v"], r["region"]) for r in duckdb_rows(t.metadata_location))
     assert duck == out
     return out
