@@ -10,27 +10,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+
+from kill_job import run
 
 from stream_sink.spark import DeltaSink, local_session
-
-
-def run(spark: Any, sink: DeltaSink, source: Path, schema: str) -> None:
-    def foreach(df: Any, batch_id: int) -> None:
-        print(f"batch {sink.sink_id} {batch_id}", flush=True)
-        sink.foreach_batch(df, batch_id)
-
-    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (
-        df.writeStream.foreachBatch(foreach)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
 
 
 def main(root: Path) -> None:

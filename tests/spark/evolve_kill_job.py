@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kill_job import run
 from many_tables import SOURCE_SCHEMA, TABLES
 
 import stream_sink as ss
@@ -29,24 +30,6 @@ def shaped(df: Any, batch_id: int) -> Any:
     n = F.col("n").cast("long" if batch_id >= 2 else "int").alias("n")
     cols = [F.col("id"), n, F.col("must")] + ([F.col("note")] if batch_id >= 1 else [])
     return df.select(*cols)
-
-
-def run(spark: Any, sink: IcebergSink, source: Path, schema: str, shape: Any) -> None:
-    def foreach(df: Any, batch_id: int) -> None:
-        print(f"batch {sink.sink_id} {batch_id}", flush=True)
-        sink.foreach_batch(shape(df, batch_id), batch_id)
-
-    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-    query = (
-        df.writeStream.foreachBatch(foreach)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
 
 
 def debezium(df: Any, _batch_id: int) -> Any:

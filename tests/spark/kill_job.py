@@ -21,10 +21,14 @@ from stream_sink.spark import IcebergSink, local_session, register
 APPEND_SCHEMA, UPSERT_SCHEMA = "id long, data string", "id long, data string, seq long"
 
 
-def run(spark: Any, sink: IcebergSink, source: Path, schema: str) -> None:
+def run(spark: Any, sink: Any, source: Path, schema: str, shape: Any = None) -> None:
+    """Stream ``source`` (JSON, one file per micro-batch) into ``sink`` (an IcebergSink or a
+    DeltaSink) until it is consumed, printing ``batch <sink> <id>`` as each batch starts;
+    ``shape(df, batch_id)`` reshapes each batch first."""
+
     def foreach(df: Any, batch_id: int) -> None:
         print(f"batch {sink.sink_id} {batch_id}", flush=True)
-        sink.foreach_batch(df, batch_id)
+        sink.foreach_batch(df if shape is None else shape(df, batch_id), batch_id)
 
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     query = (
