@@ -5,6 +5,16 @@ latest ``txn`` per appId, every live ``add`` and the ``remove`` tombstones, one 
 per row in the column named after it. Invariants: the checkpoint file is written
 atomically before ``_last_checkpoint`` points at it; a checkpoint that cannot be
 decoded raises CorruptMetadataError naming its version.
+
+Unlike commit files, both are plain overwrites (a rename over locally, a PUT on S3),
+and that is safe: the checkpoint of version v is a function of the committed log up to
+v, so two writers checkpointing v write the same state and either copy is right; each
+write is atomic (a reader sees the old object or the whole new one); and
+``_last_checkpoint`` is only a hint: readers list ``_delta_log`` and use the newest
+checkpoint at or below the version they want, then the JSON commits after it, so a
+hint left pointing at an older checkpoint by a slower writer costs time, not
+correctness. A crash between the two writes leaves a checkpoint nothing points at yet,
+which listing finds.
 """
 
 from __future__ import annotations

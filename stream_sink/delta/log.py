@@ -1,11 +1,15 @@
 """The ``_delta_log`` directory: listing versions, reading and writing commit files.
 
 Invariants:
-- A commit file ``%020d.json`` is written put-if-absent: of two writers racing for the
-  same version exactly one wins, the other gets False and must rebase. Locally this is
-  a fsync'd temporary file hard-linked to its final name (``link`` fails when the name
-  exists, and a reader never sees a partial file). Object stores have no such primitive
-  in pyarrow; they are refused (see :func:`check_store`).
+- A commit file ``%020d.json`` is written put-if-absent (:meth:`FileIO.put_if_absent`):
+  of two writers racing for the same version exactly one wins, the other gets False and
+  must rebase on the winning commits. Locally this is a fsync'd temporary file
+  hard-linked to its final name; on S3 a PUT with ``If-None-Match: *`` (a 412 means the
+  version exists). Stores without such a primitive are refused before anything is
+  written (see :func:`check_store` and :func:`open_io`).
+- Everything else in the log is read and written through the same FileIO (listing,
+  commits, checkpoints, ``_last_checkpoint``), so a table on ``s3://`` is read as one
+  on a local path.
 - Reading a version that is not valid JSON lines raises CorruptMetadataError naming the
   version, so a torn or garbage file is never half-applied.
 """
@@ -13,10 +17,9 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 from stream_sink.exceptions import CorruptMetadataError, InvalidOptionError, MissingFileError
 from stream_sink.io.fileio import FileIO
@@ -25,6 +28,9 @@ from .actions import Action, action_to_json, parse_action
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
+SUPPORTED_SCHEMES = ("", "file", "s3", "s3a", "hdfs")
+"""Where a Delta table can be read; writing needs put-if-absent (see :func:`check_store`)."""
+WRITABLE = "a local or shared POSIX path, or s3:// (a PUT with If-None-Match: *)"
 
 
 def commit_name(version: int) -> str:
@@ -38,9 +44,14 @@ def checkpoint_name(version: int) -> str:
 class DeltaLog:
     """One table's ``_delta_log`` under ``location`` (a table root, no trailing slash)."""
 
-    def __init__(self, location: str, io: FileIO | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        io: FileIO | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
         self.location = location.rstrip("/")
-        self.io = io or FileIO.for_location(self.location)
+        self.io = io or open_io(self.location, storage_options)
         self.log_dir = f"{self.location}/{LOG_DIR}"
 
     def commit_path(self, version: int) -> str:
@@ -112,23 +123,7 @@ class DeltaLog:
         data = "".join(
             json.dumps(action_to_json(a), separators=(",", ":")) + "\n" for a in actions
         ).encode("utf-8")
-        final = self.io.path_of(self.commit_path(version))
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(final), f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            if before_publish is not None:
-                before_publish()
-            os.link(tmp, final)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-        _fsync_dir(os.path.dirname(final))
-        return True
+        return self.io.put_if_absent(self.commit_path(version), data, before_publish=before_publish)
 
     def read_last_checkpoint(self) -> dict[str, Any] | None:
         """``_last_checkpoint`` as a dict; None when absent or unreadable (it is a hint)."""
@@ -140,23 +135,36 @@ class DeltaLog:
             return None
 
     def write_last_checkpoint(self, version: int, size: int, num_add_files: int) -> None:
+        """Point ``_last_checkpoint`` at a checkpoint: a plain overwrite (see
+        :func:`~stream_sink.delta.checkpoint.write_checkpoint` for why that is safe)."""
         doc = {"version": version, "size": size, "numOfAddFiles": num_add_files}
         self.io.write_atomic(f"{self.log_dir}/{LAST_CHECKPOINT}", json.dumps(doc).encode())
 
 
-def check_store(io: FileIO, location: str) -> None:
-    """Refuse stores without an atomic put-if-absent (every object store through pyarrow)."""
-    if not io.supports_atomic_rename:
+def open_io(location: str, storage_options: Mapping[str, str] | None = None) -> FileIO:
+    """The FileIO of a Delta table at ``location``; ``storage_options`` are FileIO
+    properties (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
+    ``s3.region``). Schemes without put-if-absent here are refused naming why."""
+    scheme = urlparse(location).scheme
+    if len(scheme) > 1 and scheme not in SUPPORTED_SCHEMES:
         raise InvalidOptionError(
-            f"Delta table {location}: {io.scheme}:// has no put-if-absent through pyarrow, so "
-            "two writers could both write the same version; write Delta tables on a local or "
-            "shared POSIX filesystem"
+            f"Delta table {location}: {scheme}:// is not supported. Every Delta commit "
+            "creates its _delta_log version file put-if-absent, so that of two writers "
+            f"only one wins a version; that exists here only for {WRITABLE}"
         )
+    unknown = sorted(k for k in storage_options or {} if not k.startswith(("s3.", "hdfs.")))
+    if unknown:
+        raise InvalidOptionError(
+            f"Delta table {location}: unknown storage options {unknown}; they are FileIO "
+            "properties: s3.endpoint, s3.access-key-id, s3.secret-access-key, s3.region"
+        )
+    return FileIO.for_location(location, storage_options)
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def check_store(io: FileIO, location: str) -> None:
+    """Refuse writes where the FileIO has no atomic put-if-absent (e.g. HDFS here)."""
+    if not io.supports_put_if_absent:
+        raise InvalidOptionError(
+            f"Delta table {location}: {io.scheme}:// has no put-if-absent here, so two "
+            f"writers could both write the same version; write Delta tables on {WRITABLE}"
+        )

@@ -3,6 +3,10 @@
 Invariants: ``snapshot`` is the newest version this object has seen (``refresh()`` moves
 it forward); every change goes through :class:`DeltaTransaction`; creating writes
 version 0 put-if-absent, so two creators race safely.
+
+Locations are local paths or ``s3://`` URIs; ``storage_options`` are the FileIO
+properties of the store (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
+``s3.region``), or ``io`` a FileIO built from them.
 """
 
 from __future__ import annotations
@@ -36,17 +40,21 @@ class DeltaTable:
     # --- opening ---------------------------------------------------------------------------
 
     @staticmethod
-    def is_delta_table(location: str) -> bool:
+    def is_delta_table(location: str, storage_options: Mapping[str, str] | None = None) -> bool:
         try:
-            return DeltaLog(location).exists()
+            return DeltaLog(location, storage_options=storage_options).exists()
         except Exception:
             return False
 
     @classmethod
     def load(
-        cls, location: str, version: int | None = None, io: FileIO | None = None
+        cls,
+        location: str,
+        version: int | None = None,
+        io: FileIO | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> DeltaTable:
-        log = DeltaLog(location, io)
+        log = DeltaLog(location, io, storage_options)
         snapshot = load_snapshot(log, version)
         check_readable(snapshot.protocol, f"Delta table {log.location}")
         return cls(log, snapshot)
@@ -62,9 +70,10 @@ class DeltaTable:
         name: str | None = None,
         exist_ok: bool = False,
         io: FileIO | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> DeltaTable:
         """Create a table (version 0); an existing table is returned when ``exist_ok``."""
-        log = DeltaLog(location, io)
+        log = DeltaLog(location, io, storage_options)
         if log.exists():
             if exist_ok:
                 return cls.load(location, io=log.io)
@@ -89,6 +98,7 @@ class DeltaTable:
                 "operation": "CREATE TABLE",
                 "operationParameters": {"partitionBy": str(list(partition_by))},
                 "engineInfo": "stream-sink",
+                "txnId": str(uuid.uuid4()),
             }
         )
         if not log.write_commit(0, [info, protocol, metadata]):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -117,9 +118,11 @@ class DeltaTransaction:
             self._isolation,
         )
         backoff = MIN_BACKOFF_S
+        txn_id = str(uuid.uuid4())  # our bytes differ from any other writer's (S3 retries)
         for attempt in range(self._max_attempts):
             version = snapshot.version + 1
-            actions = [self._commit_info(operation, parameters, attempt), *self._actions]
+            info = self._commit_info(operation, parameters, attempt, txn_id)
+            actions = [info, *self._actions]
             if table.log.write_commit(version, actions, self._before_publish):
                 table.record_commit(SnapshotBuilder.of(snapshot).apply(version, actions).build())
                 self._post_commit(version)
@@ -180,7 +183,7 @@ class DeltaTransaction:
         return rebased
 
     def _commit_info(
-        self, operation: str, parameters: Mapping[str, Any] | None, attempt: int
+        self, operation: str, parameters: Mapping[str, Any] | None, attempt: int, txn_id: str
     ) -> CommitInfo:
         blind = (
             not self._files_read
@@ -196,6 +199,7 @@ class DeltaTransaction:
                 "isolationLevel": self._isolation,
                 "isBlindAppend": blind,
                 "engineInfo": ENGINE_INFO,
+                "txnId": txn_id,
                 "operationMetrics": {"numAttempts": str(attempt + 1)},
             }
         )

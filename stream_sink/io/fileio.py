@@ -6,6 +6,9 @@ Invariants:
 - ``write_bytes(..., overwrite=False)`` never replaces an existing file silently.
 - ``rename_no_replace`` is atomic and exclusive only where ``supports_atomic_rename``
   is True (local filesystems); object stores must not rely on it.
+- ``put_if_absent`` is atomic and exclusive where ``supports_put_if_absent`` is True:
+  locally a hard link of a fsync'd temporary file, on S3 a conditional PUT
+  (``If-None-Match: *``, see :mod:`stream_sink.io.conditional_put`).
 - A missing file is reported as :class:`MissingFileError` naming the location.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Mapping
 from urllib.parse import urlparse
@@ -20,7 +24,8 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from stream_sink.exceptions import InvalidOptionError, MissingFileError
+from stream_sink.exceptions import InvalidOptionError, MissingFileError, UnsupportedError
+from stream_sink.io import conditional_put
 
 S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.region")
 
@@ -46,6 +51,11 @@ class FileIO:
     @property
     def supports_atomic_rename(self) -> bool:
         return self.scheme == "file"
+
+    @property
+    def supports_put_if_absent(self) -> bool:
+        """Local filesystems (a hard link) and S3 (a conditional PUT)."""
+        return self.scheme in ("file", "s3")
 
     # --- the pyarrow filesystem ----------------------------------------------
 
@@ -156,6 +166,60 @@ class FileIO:
             return False
         os.unlink(s)
         _fsync_dir(os.path.dirname(d))
+        return True
+
+    def put_if_absent(
+        self,
+        location: str,
+        data: bytes,
+        *,
+        before_publish: Callable[[], None] | None = None,
+    ) -> bool:
+        """Create ``location`` holding ``data`` unless it exists; False when it does
+        (with other bytes: an existing file of exactly ``data`` counts as written, since
+        on S3 it is this call's own PUT, retried by the client after a lost response).
+
+        Of any number of writers of distinct bytes racing for one location exactly one
+        gets True; a reader sees no file or the whole file, and an existing file is
+        never replaced.
+        ``before_publish`` runs before the file can become visible (locally: after its
+        bytes are durable; on S3: before the PUT). Refused where
+        ``supports_put_if_absent`` is False.
+        """
+        if self.scheme == "file":
+            return self._link_if_absent(location, data, before_publish)
+        if self.scheme == "s3":
+            if before_publish is not None:
+                before_publish()
+            bucket, _, key = self.path_of(location).partition("/")
+            return conditional_put.put_if_absent(self.properties, bucket, key, data, location)
+        raise UnsupportedError(
+            f"{location}: {self.scheme}:// has no atomic put-if-absent here (only local "
+            "paths and s3:// have one)"
+        )
+
+    def _link_if_absent(
+        self, location: str, data: bytes, before_publish: Callable[[], None] | None
+    ) -> bool:
+        """A fsync'd temporary file hard-linked to its name (``link`` fails when the name
+        exists, and a reader never sees a partial file)."""
+        final = self.path_of(location)
+        directory = os.path.dirname(final)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            if before_publish is not None:
+                before_publish()
+            os.link(tmp, final)
+        except FileExistsError:
+            return self.read_bytes(location) == data
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(directory)
         return True
 
     def mkdirs(self, location: str) -> None:

@@ -12,7 +12,8 @@ lower. Floors, top to bottom:
 it, as pyiceberg's table offers its maintenance; it needs neither commit/ nor
 tables/: the sink hands it what it needs, such as its uncommitted files.)
 
-Besides: only ``spark/`` imports pyspark, only ``state/`` imports rocksdict, ``table/``
+Besides: only ``spark/`` imports pyspark, only ``state/`` imports rocksdict, only ``io/``
+imports boto3 (S3's conditional PUT, an optional extra), ``table/``
 and ``delta/`` never import each other, nothing outside ``cli/`` imports ``cli/``, and
 the format-agnostic part of ``commit/`` reaches a table format only through the target
 interface (``commit/target.py``).
@@ -54,7 +55,13 @@ FLOORS: dict[str, int] = {
 """Top-level packages and modules of ``stream_sink`` and their floor; the package's own
 ``__init__`` (lazy re-exports for users) is not a floor."""
 
-ONLY_IMPORTED_BY = {"pyspark": {"spark"}, "py4j": {"spark"}, "rocksdict": {"state"}}
+ONLY_IMPORTED_BY = {
+    "pyspark": {"spark"},
+    "py4j": {"spark"},
+    "rocksdict": {"state"},
+    "boto3": {"io"},
+    "botocore": {"io"},
+}
 NEVER_EACH_OTHER = ({"table", "delta"},)
 
 

@@ -1,13 +1,19 @@
-"""FileIO's invariants on a local filesystem and on an S3-compatible server (moto)."""
+"""FileIO's invariants on a local filesystem and on an S3-compatible server (moto),
+including put-if-absent (a hard link locally, a conditional PUT on S3)."""
 
 from __future__ import annotations
 
+import sys
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from stream_sink.exceptions import InvalidOptionError, MissingFileError
+from stream_sink.exceptions import InvalidOptionError, MissingFileError, UnsupportedError
+from stream_sink.io.conditional_put import PutOutcome, classify
 from stream_sink.io.fileio import FileIO
 
 
@@ -77,3 +83,61 @@ def test_locations_and_schemes(tmp_path: Path) -> None:
     assert s3.path_of("s3://bucket/wh/t/f.parquet") == "bucket/wh/t/f.parquet"
     with pytest.raises(InvalidOptionError, match="gs"):
         FileIO.for_location("gs://bucket/k")
+
+
+def test_put_if_absent_creates_once_and_never_replaces(root: tuple[FileIO, str]) -> None:
+    io, base = root
+    assert io.supports_put_if_absent
+    hooks: list[str] = []
+    assert io.put_if_absent(
+        f"{base}/log/0.json", b"first", before_publish=lambda: hooks.append("x")
+    )
+    assert hooks == ["x"]
+    assert io.put_if_absent(f"{base}/log/0.json", b"second") is False
+    assert io.read_bytes(f"{base}/log/0.json") == b"first"
+    # the same bytes again are this writer's own (an S3 client retry after a lost response)
+    assert io.put_if_absent(f"{base}/log/0.json", b"first") is True
+    assert io.list_dir(f"{base}/log") == [f"{base}/log/0.json"]  # no temporary or probe left
+
+
+def test_racing_put_if_absent_has_exactly_one_winner(root: tuple[FileIO, str]) -> None:
+    io, base = root
+    barrier = threading.Barrier(4)
+
+    def put(i: int) -> bool:
+        barrier.wait(timeout=30)
+        return io.put_if_absent(f"{base}/race.json", f"writer {i}".encode())
+
+    with ThreadPoolExecutor(4) as pool:
+        won = list(pool.map(put, range(4)))
+    assert won.count(True) == 1
+    assert io.read_bytes(f"{base}/race.json") == f"writer {won.index(True)}".encode()
+
+
+def test_s3_conditional_put_responses_are_read_as_s3_documents_them() -> None:
+    from botocore.exceptions import ClientError
+
+    def response(status: int, code: str) -> dict[str, Any]:
+        error = ClientError(
+            {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject"
+        )
+        return error.response  # type: ignore[return-value]
+
+    assert classify(response(412, "PreconditionFailed")) is PutOutcome.EXISTS
+    assert classify(response(409, "ConditionalRequestConflict")) is PutOutcome.CONFLICT
+    assert classify(response(501, "NotImplemented")) is PutOutcome.NOT_SUPPORTED
+    assert classify(response(403, "AccessDenied")) is None
+
+
+def test_without_boto3_an_s3_put_if_absent_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as if not installed
+    io = FileIO.for_location("s3://lake/x", {"s3.endpoint": f"http://127.0.0.1:1/{uuid.uuid4()}"})
+    with pytest.raises(UnsupportedError, match=r"stream_sink\[s3\]"):
+        io.put_if_absent("s3://lake/x/0.json", b"{}")
+
+
+def test_put_if_absent_is_refused_where_there_is_none() -> None:
+    with pytest.raises(UnsupportedError, match="no atomic put-if-absent"):
+        FileIO.for_location("hdfs://namenode/x").put_if_absent("hdfs://namenode/x/0.json", b"")
