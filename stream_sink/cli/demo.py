@@ -7,6 +7,8 @@
    from the same checkpoint location.
 4. Print the snapshots and totals, and check the table equals the expected final state
    (exit 1 when it does not).
+5. Print the wall time from the process's start, split into set-up, starting Spark, the
+   streaming job and verification (:mod:`stream_sink.demo.timing`).
 
 Every earlier demo artefact (table, checkpoints, state, input) is removed first, so each
 run starts fresh. The same code runs on a cluster; only :class:`DemoConfig` differs.
@@ -33,6 +35,7 @@ from stream_sink.demo.job import (
     open_catalog,
     write_input,
 )
+from stream_sink.demo.timing import DemoTimes, JobRun, process_started, read_spark_ready
 from stream_sink.io import FileIO
 from stream_sink.ops.status import sink_status
 from stream_sink.table.catalog import Catalog
@@ -119,6 +122,7 @@ def run_demo(
 ) -> int:
     """Run the demo; 0 when the table equals the expected state, 1 otherwise."""
     cfg = config or DemoConfig(warehouse=warehouse)
+    process_start = process_started()
     started = time.monotonic()
     say = _printer(out, started)
     catalog = open_catalog(cfg)
@@ -128,32 +132,64 @@ def run_demo(
     write_input(cfg, stream)
     create_table(catalog)
     say(f"table {TABLE} created: partitioned by day(created_at), bucket(order_id, 4)")
+    setup_done = time.time()
+    runs: list[JobRun] = []
     batches = len(stream.files)
     say(f"Spark numbers the micro-batches from 0: batches 0..{batches - 1}, one per file")
     kill_after = batches // 2 - 1 if kill and batches >= 4 else None
-    code = _run_job(cfg, catalog, batches, kill_after, say, attempt=1)
+    code = _run_job(cfg, catalog, batches, kill_after, say, runs)
     if code == "killed":
         say(_resume_message(cfg, catalog))
-        code = _run_job(cfg, catalog, batches, None, say, attempt=2)
+        code = _run_job(cfg, catalog, batches, None, say, runs)
     if code != "done":
-        say(f"the streaming job failed; see {_log_path(cfg, 2 if kill_after else 1)}")
+        say(f"the streaming job failed; see {_log_path(cfg, len(runs))}")
         return 1
+    verify_started = time.time()
     table = catalog.load_table(TABLE)
     assert isinstance(table, IcebergTable)
     print(_summary(table), file=out)
-    return _verify(table, stream, say)
+    result = _verify(table, stream, say)
+    times = DemoTimes(process_start, setup_done, verify_started, time.time(), tuple(runs))
+    print(_time_summary(times), file=out)
+    return result
 
 
 def _run_job(
-    cfg: DemoConfig, catalog: Catalog, batches: int, kill_after: int | None, say: _Say, attempt: int
+    cfg: DemoConfig,
+    catalog: Catalog,
+    batches: int,
+    kill_after: int | None,
+    say: _Say,
+    runs: list[JobRun],
 ) -> str:
-    """Run the job process; "done", "killed" (by us) or "failed"."""
+    """Run the job process; "done", "killed" (by us) or "failed". Appends its timing
+    to ``runs``."""
+    attempt = len(runs) + 1
     log_path = _log_path(cfg, attempt)
+    ready_path = f"{os.path.splitext(log_path)[0]}.spark-ready.json"
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    if os.path.exists(ready_path):
+        os.remove(ready_path)
     say(f"starting the Spark job (run {attempt}, log: {log_path})")
+    launched = time.time()
+    try:
+        return _watch_job(cfg, catalog, batches, kill_after, say, log_path, ready_path)
+    finally:
+        runs.append(JobRun(launched, read_spark_ready(ready_path), time.time()))
+
+
+def _watch_job(
+    cfg: DemoConfig,
+    catalog: Catalog,
+    batches: int,
+    kill_after: int | None,
+    say: _Say,
+    log_path: str,
+    ready_path: str,
+) -> str:
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "stream_sink.demo.job", cfg.to_json()],
+            [sys.executable, "-m", "stream_sink.demo.job", cfg.to_json(), ready_path],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -248,6 +284,11 @@ def _summary(table: IcebergTable) -> str:
         ],
     )
     return f"\nSnapshots of {table.name}\n{snapshots}\n\nTable {table.name}\n{overview}\n"
+
+
+def _time_summary(times: DemoTimes) -> str:
+    table = format_table(["phase", "seconds", "share"], times.rows())
+    return f"\nWall time of this demo\n{table}\n"
 
 
 def _verify(table: IcebergTable, stream: ChangeStream, say: _Say) -> int:

@@ -1,7 +1,7 @@
 """The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert.
 
-Run as its own process (``python -m stream_sink.demo.job CONFIG_JSON``) so the demo
-can kill it with SIGKILL and start it again from the same checkpoint location. Locally
+Run as its own process (``python -m stream_sink.demo.job CONFIG_JSON [READY_FILE]``) so
+the demo can kill it with SIGKILL and start it again from the same checkpoint location. Locally
 and on a cluster it is the same code; only :class:`DemoConfig` differs (catalog URI,
 ``s3://`` warehouse and checkpoints, Spark master, extra Spark settings).
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 import stream_sink as ss
 from stream_sink.demo.data import KEY, PARTITION_SPEC, ROW_SCHEMA_DDL, TABLE_SCHEMA, ChangeStream
+from stream_sink.demo.timing import record_spark_ready
 from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
 
@@ -84,13 +85,17 @@ def write_input(cfg: DemoConfig, stream: ChangeStream) -> None:
             os.utime(io.path_of(f"{cfg.input.rstrip('/')}/changes-{i:05d}.json"), (t, t))
 
 
-def run_job(cfg: DemoConfig) -> None:
-    """Stream every input file into the table (available-now), then stop."""
+def run_job(cfg: DemoConfig, ready_file: str | None = None) -> None:
+    """Stream every input file into the table (available-now), then stop. With
+    ``ready_file``, the moment the Spark session is up is written there (the demo's
+    timing: :mod:`stream_sink.demo.timing`)."""
     from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_debezium
     from stream_sink.spark.options import to_spark_uri
     from stream_sink.spark.session import local_session
 
     spark = local_session("stream-sink-demo", master=cfg.master, conf=cfg.spark_conf)
+    if ready_file:
+        record_spark_ready(ready_file)
     cdc = cfg.mode != "append"
     sink = IcebergSink(
         catalog=open_catalog(cfg),
@@ -127,7 +132,7 @@ def main(argv: list[str]) -> int:
     # the sink's INFO lines (one per commit, one per restore) go to the job's log
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("stream_sink").setLevel(logging.INFO)
-    run_job(DemoConfig.from_json(argv[0]))
+    run_job(DemoConfig.from_json(argv[0]), argv[1] if len(argv) > 1 else None)
     return 0
 
 

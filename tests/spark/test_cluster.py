@@ -65,5 +65,9 @@ def test_demo_on_the_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "restarting the job" in proc.stdout
+    timing = proc.stdout.split("Wall time of this demo", 1)[-1]
+    for phase in ("set-up", "starting Spark (2 job runs)", "streaming job", "verification"):
+        assert phase in timing, proc.stdout[-3000:]
+    assert "total wall time (from process start)" in timing
     apps = [p for i in range(2) for p in (root / f"work-{i}").glob("app-*")]
     assert apps, "no executor ran on the cluster's workers"
