@@ -32,8 +32,10 @@ from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.log import open_io
 from stream_sink.delta.merge import touched_files
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
+from stream_sink.io.fileio import FileIO
 from stream_sink.spark import query
 from stream_sink.spark.delta_tasks import (
     PATH_COLUMN,
@@ -75,6 +77,12 @@ class DeltaSink:
     The table is created from the first batch's schema (with ``partition_by``) when
     ``path`` holds none. CDC modes need ``equality_fields`` and ``order_by``; changelog
     mode needs ``row_kind_column`` (``+I/-U/+U/-D``).
+
+    ``path`` may be an ``s3://`` URI: ``storage_options`` are then the FileIO properties
+    of the store (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
+    ``s3.region``), used by the driver and the executors, and each log version is
+    created with a conditional PUT. ``spark_checkpoint_location`` overrides where
+    Spark's own checkpoint goes (default: ``<checkpoint_location>/spark``).
     """
 
     def __init__(
@@ -90,6 +98,8 @@ class DeltaSink:
         state_dir: str = "state",
         sink_id: str | None = None,
         configuration: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        spark_checkpoint_location: str | None = None,
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -102,9 +112,12 @@ class DeltaSink:
         self.sink_id = validate_sink_id(sink_id or os.path.basename(self.path))
         root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{self.sink_id}")
         self.checkpoint_location = root
-        self.spark_checkpoint_location = to_spark_uri(f"{root}/{SPARK_CHECKPOINT_DIR}")
+        spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
+        self.spark_checkpoint_location = to_spark_uri(resolve_location(spark_root))
         self.state_dir = state_dir_for(resolve_location(state_dir), self.sink_id)
         self.configuration = dict(configuration or {})
+        self.storage_options = dict(storage_options or {})
+        open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
 
@@ -151,7 +164,7 @@ class DeltaSink:
     # --- steps ------------------------------------------------------------------------------
 
     def _open(self, df: DataFrame) -> _Runtime:
-        spark_io = query.io_for(self.spark_checkpoint_location)
+        spark_io = query.io_for(self.spark_checkpoint_location, self.storage_options)
         job_id = query.read_query_id(self.spark_checkpoint_location, spark_io)
         if self._runtime is not None and self._runtime.job_id == job_id:
             return self._runtime
@@ -160,7 +173,11 @@ class DeltaSink:
         committer = FilesCommitter(
             DeltaTarget(table),
             StateDirectory(self.state_dir),
-            CheckpointStorage(self.checkpoint_location, self.sink_id),
+            CheckpointStorage(
+                self.checkpoint_location,
+                self.sink_id,
+                FileIO.for_location(self.checkpoint_location, self.storage_options),
+            ),
             job_id=job_id,
             operator_id=self.sink_id,
             mode="overwrite" if self.mode == "overwrite" else "append",
@@ -175,8 +192,9 @@ class DeltaSink:
         return self._runtime
 
     def _table(self, df: DataFrame) -> DeltaTable:
-        if DeltaTable.is_delta_table(self.path):
-            return DeltaTable.load(self.path)
+        options = self.storage_options
+        if DeltaTable.is_delta_table(self.path, options):
+            return DeltaTable.load(self.path, storage_options=options)
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(df.schema)
@@ -188,10 +206,11 @@ class DeltaSink:
             partition_by=self.partition_by,
             configuration=self.configuration,
             exist_ok=True,
+            storage_options=options,
         )
 
     def _write(self, df: DataFrame, table: DeltaTable, batch_id: int) -> DeltaBatch:
-        shape = TableShape.of(table.snapshot)
+        shape = TableShape.of(table.snapshot, self.storage_options)
         try:
             if self.mode in CDC_MODES:
                 return self._merge(df, table, shape)

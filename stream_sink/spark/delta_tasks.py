@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -42,15 +42,23 @@ class TableShape:
     location: str
     schema_string: str
     partition_columns: tuple[str, ...]
+    storage_options: tuple[tuple[str, str], ...] = ()
+    """FileIO properties of the table's store (``s3.*``), for the executors."""
 
     @property
     def schema(self) -> pa.Schema:
         return schema_to_arrow(self.schema_string)
 
+    def io(self) -> FileIO:
+        return FileIO.for_location(self.location, dict(self.storage_options))
+
     @staticmethod
-    def of(snapshot: DeltaSnapshot) -> TableShape:
+    def of(snapshot: DeltaSnapshot, storage_options: Mapping[str, str] | None = None) -> TableShape:
         return TableShape(
-            snapshot.location, snapshot.metadata.schema_string, snapshot.partition_columns
+            snapshot.location,
+            snapshot.metadata.schema_string,
+            snapshot.partition_columns,
+            tuple(sorted((storage_options or {}).items())),
         )
 
 
@@ -78,7 +86,7 @@ class DeltaAppendTask:
     table: TableShape
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = FileIO.for_location(self.table.location)
+        io = self.table.io()
         adds: list[AddFile] = []
         try:
             data = _table_of(batches)
@@ -106,7 +114,7 @@ class DeltaRewriteTask:
     timestamp_ms: int
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = FileIO.for_location(self.table.location)
+        io = self.table.io()
         written: list[AddFile] = []
         removes = []
         schema = self.table.schema
@@ -143,7 +151,7 @@ class DeltaInsertTask:
     order_by: tuple[str, ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = FileIO.for_location(self.table.location)
+        io = self.table.io()
         adds: list[AddFile] = []
         try:
             changes = _table_of(batches)

@@ -52,10 +52,24 @@ def sandbox_env() -> dict[str, str]:
     return env
 
 
+def s3_env(s3_props: dict[str, str]) -> dict[str, str]:
+    """The standard AWS variables naming the test S3 server (bucket ``lake``), as a reader
+    with MinIO or AWS would have them set."""
+    return {
+        "AWS_ENDPOINT_URL": s3_props["s3.endpoint"],
+        "AWS_ACCESS_KEY_ID": s3_props["s3.access-key-id"],
+        "AWS_SECRET_ACCESS_KEY": s3_props["s3.secret-access-key"],
+        "AWS_REGION": s3_props["s3.region"],
+    }
+
+
 @pytest.mark.timeout(1500)  # a page may start several Spark jobs (the demo kills one)
 @pytest.mark.parametrize("page", _page_params())
-def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
+def test_page_code_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     blocks = [b for b in runnable(page) if b.skip_reason is None]
+    env = sandbox_env()
+    if any("s3://" in b.code for b in blocks):  # such blocks talk to the test S3 server
+        env.update(s3_env(request.getfixturevalue("s3_props")))
     spec = tmp_path / "blocks.json"
     spec.write_text(
         json.dumps([{"where": b.where, "lang": b.lang, "code": b.code} for b in blocks])
@@ -65,7 +79,7 @@ def test_page_code_blocks_run(page: Path, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(HERE / "run_blocks.py"), str(spec)],
         cwd=sandbox,
-        env=sandbox_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=1400,

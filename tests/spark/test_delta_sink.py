@@ -126,3 +126,7 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
         DeltaSink(
             path=str(tmp_path / "t"), mode="changelog", equality_fields=["id"], order_by="seq"
         )
+    with pytest.raises(InvalidOptionError, match="put-if-absent"):  # before any batch
+        DeltaSink(path="gs://bucket/t")
+    with pytest.raises(InvalidOptionError, match="s3.endpoint"):
+        DeltaSink(path="s3://bucket/t", storage_options={"endpoint": "http://x"})
