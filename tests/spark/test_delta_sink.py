@@ -128,5 +128,5 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
         )
     with pytest.raises(InvalidOptionError, match="put-if-absent"):  # before any batch
         DeltaSink(path="gs://bucket/t")
-    with pytest.raises(InvalidOptionError, match="s3.endpoint"):
+    with pytest.raises(InvalidOptionError, match=r"s3\.endpoint"):
         DeltaSink(path="s3://bucket/t", storage_options={"endpoint": "http://x"})
