@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from delta_readers import by_key, delta_rs_rows, delta_rs_storage_options, duckdb_delta_rows
+from unconditional_store import store_ignoring_if_none_match
 
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget, app_id
@@ -22,7 +23,11 @@ from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import DeltaLog
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files
-from stream_sink.exceptions import ConcurrentDeleteReadError, InvalidOptionError
+from stream_sink.exceptions import (
+    ConcurrentDeleteReadError,
+    InvalidOptionError,
+    UnsupportedError,
+)
 from stream_sink.io.fileio import FileIO
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
@@ -235,3 +240,14 @@ def test_stores_without_put_if_absent_here_are_refused_saying_why(location: str)
 def test_storage_options_that_are_not_fileio_properties_are_refused(s3_loc: str) -> None:
     with pytest.raises(InvalidOptionError, match=r"AWS_ENDPOINT_URL.*s3\.endpoint"):
         DeltaTable.load(s3_loc, storage_options={"AWS_ENDPOINT_URL": "http://x"})
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_before_any_version(
+    s3_props: dict[str, str],
+) -> None:
+    loc = f"s3://lake/delta/{uuid.uuid4().hex}"
+    with store_ignoring_if_none_match(s3_props["s3.endpoint"]) as endpoint:
+        props = {**s3_props, "s3.endpoint": endpoint}
+        with pytest.raises(UnsupportedError, match="does not honour conditional writes"):
+            DeltaTable.create(loc, SCHEMA, storage_options=props)
+    assert FileIO.for_location(loc, s3_props).list_dir(f"{loc}/_delta_log") == []
