@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from delta_readers import by_key, delta_rs_rows, delta_rs_storage_options, duckdb_delta_rows
-from unconditional_store import store_ignoring_if_none_match
+from s3_proxies import store_ignoring_if_none_match, store_with_conflicts
 
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget, app_id
@@ -251,3 +251,21 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_any_version(
         with pytest.raises(UnsupportedError, match="does not honour conditional writes"):
             DeltaTable.create(loc, SCHEMA, storage_options=props)
     assert FileIO.for_location(loc, s3_props).list_dir(f"{loc}/_delta_log") == []
+
+
+def test_a_409_conditional_conflict_rereads_and_retries_the_same_version(
+    s3_props: dict[str, str],
+) -> None:
+    loc = f"s3://lake/delta/{uuid.uuid4().hex}"
+    table = DeltaTable.create(loc, SCHEMA, storage_options=s3_props)
+    with store_with_conflicts(s3_props["s3.endpoint"], 2) as (endpoint, answered):
+        props = {**s3_props, "s3.endpoint": endpoint}
+        mine = DeltaTable.load(loc, storage_options=props)
+        adds = write_data_files(loc, rows([1]), SCHEMA, (), io=table.io)  # straight to S3
+        assert mine.new_transaction().add_all(adds).commit() == 1  # 409, 409, created
+    assert [p.split("?")[0].rsplit("/", 1)[-1] for p in answered] == [
+        "00000000000000000001.json"
+    ] * 2
+    info = table.refresh().log.read_commit(1)[0]
+    assert isinstance(info, CommitInfo) and info.values["operationMetrics"]["numAttempts"] == "1"
+    assert delta_rs_rows(loc, s3=s3_props) == [{"id": 1, "p": "a"}]

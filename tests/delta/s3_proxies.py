@@ -1,0 +1,117 @@
+"""S3 stores that behave otherwise than moto, for tests: forwarding proxies in front of
+the moto server.
+
+- :func:`store_ignoring_if_none_match` drops ``If-None-Match`` from every request, so a
+  "conditional" PUT overwrites, as on a store without conditional writes.
+- :func:`store_with_conflicts` answers the first ``n`` conditional PUTs of commit files
+  (``*.json``) with ``409 ConditionalRequestConflict`` without forwarding them, as S3
+  does while another conditional write of the key is in flight.
+
+Request bodies are forwarded by ``Content-Length`` (what boto3 sends); pyarrow's chunked
+uploads of data files should go to the server directly."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+DROPPED = {"if-none-match", "host", "connection", "transfer-encoding"}
+
+
+CONFLICT = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conflicting conditional operation is in progress</Message></Error>"
+)
+
+
+def _handler(
+    upstream: str, drop_condition: bool, conflicts: list[str]
+) -> type[BaseHTTPRequestHandler]:
+    """``conflicts``: one entry per 409 still to answer; each answered one is replaced by
+    the path it was answered for."""
+    target = urlparse(upstream)
+    dropped = DROPPED if drop_condition else DROPPED - {"if-none-match"}
+    lock = threading.Lock()
+
+    class Forward(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _conflict(self) -> bool:
+            if self.command != "PUT" or "If-None-Match" not in self.headers:
+                return False
+            if not self.path.split("?")[0].endswith(".json"):
+                return False
+            with lock:
+                if "" not in conflicts:
+                    return False
+                conflicts[conflicts.index("")] = self.path
+            self.send_response(409)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(CONFLICT)))
+            self.end_headers()
+            self.wfile.write(CONFLICT)
+            return True
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if self._conflict():
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+            conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                reply = conn.getresponse()
+                data = reply.read()
+                self.send_response(reply.status)
+                skip = {"transfer-encoding", "connection"}
+                if self.command != "HEAD":  # a HEAD's length is the object's
+                    skip.add("content-length")
+                    self.send_header("Content-Length", str(len(data)))
+                for k, v in reply.getheaders():
+                    if k.lower() not in skip:
+                        self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+            finally:
+                conn.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    return Forward
+
+
+@contextmanager
+def store_ignoring_if_none_match(upstream: str) -> Iterator[str]:
+    """The endpoint of a proxy to ``upstream`` that drops ``If-None-Match``."""
+    with _proxy(_handler(upstream, True, [])) as endpoint:
+        yield endpoint
+
+
+@contextmanager
+def store_with_conflicts(upstream: str, n: int) -> Iterator[tuple[str, list[str]]]:
+    """The endpoint of a proxy to ``upstream`` answering 409 to the first ``n``
+    conditional PUTs of ``*.json``, and the list of the paths it answered so."""
+    answered = [""] * n
+    with _proxy(_handler(upstream, False, answered)) as endpoint:
+        yield endpoint, answered
+
+
+@contextmanager
+def _proxy(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
