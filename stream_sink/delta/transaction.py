@@ -5,7 +5,8 @@ snapshot), then try to write version read+1 put-if-absent; when another writer w
 version, check every winning commit for conflicts (:mod:`.conflicts`), move the snapshot
 forward, re-run the validations on it and retry the next version, with exponential
 backoff, up to ``max_attempts``. After the commit, a checkpoint is written when the
-version is a multiple of ``delta.checkpointInterval`` (a failure there only logs).
+version is a multiple of ``delta.checkpointInterval`` (a failure there only logs), and
+commit temporaries a killed writer left are removed (:mod:`.log_cleanup`).
 
 Invariants: validations (e.g. the streaming watermark) run on the exact snapshot the
 version is written on top of, after every refresh, so a commit that would duplicate
@@ -27,6 +28,7 @@ from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
 from .checkpoint import write_checkpoint
 from .conflicts import IsolationLevel, ReadPredicate, ReadSet, check_for_conflicts
 from .features import check_removes_allowed, check_writable
+from .log_cleanup import remove_stale_temporaries
 from .snapshot import DeltaSnapshot, SnapshotBuilder
 
 if TYPE_CHECKING:
@@ -205,6 +207,7 @@ class DeltaTransaction:
         )
 
     def _post_commit(self, version: int) -> None:
+        remove_stale_temporaries(self._table.log, version)
         snapshot = self._table.snapshot
         if version == 0 or version % snapshot.checkpoint_interval != 0:
             return

@@ -1,0 +1,70 @@
+"""A writer killed after writing its commit temporary (before linking it to the version
+name) leaves ``_delta_log/.<version>.json.<uuid>.tmp``; the next commit removes such
+leftovers once they are old enough, and never a young one a live writer may still hold."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from delta_readers import delta_rs_rows
+
+from stream_sink.delta import DeltaTable
+from stream_sink.delta.log_cleanup import STALE_TEMP_AGE_S, TEMP_NAME
+
+KILLED_WRITER = """
+import os, signal, sys
+import pyarrow as pa
+from stream_sink.delta import DeltaTable
+from stream_sink.delta.writer import write_data_files
+table = DeltaTable.load(sys.argv[1])
+adds = write_data_files(table.location, pa.table({"id": [99]}), table.schema, (), io=table.io)
+txn = table.new_transaction().add_all(adds)
+txn.before_publish(lambda: os.kill(os.getpid(), signal.SIGKILL))
+txn.commit()
+"""
+
+
+def temporaries(location: str) -> list[str]:
+    return sorted(n for n in os.listdir(Path(location, "_delta_log")) if n.endswith(".tmp"))
+
+
+def age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_temporary_left_by_a_killed_commit_is_removed_by_a_later_commit(tmp_path: Path) -> None:
+    location = str(tmp_path / "t")
+    table = DeltaTable.create(location, pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1]}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, location], env=env, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = temporaries(location)
+    assert TEMP_NAME.match(left) and left.startswith(".00000000000000000002.json.")
+    assert sorted(r["id"] for r in delta_rs_rows(location)) == [1]  # readers ignore it
+
+    log_dir = Path(location, "_delta_log")
+    age(log_dir / left, STALE_TEMP_AGE_S + 60)
+    young = log_dir / f".00000000000000000002.json.{'a' * 32}.tmp"  # a live writer's
+    young.write_bytes(b"{}\n")
+    foreign = log_dir / ".00000000000000000001.json.someone-else.tmp"  # not our naming
+    foreign.write_bytes(b"{}\n")
+    age(foreign, STALE_TEMP_AGE_S + 60)
+
+    table = DeltaTable.load(location)
+    table.append(pa.table({"id": [2]}))
+    assert temporaries(location) == sorted([young.name, foreign.name])
+    assert table.version == 2
+    assert sorted(r["id"] for r in delta_rs_rows(location)) == [1, 2]
+
+    # the young one is removed once it is old, by the next commit at or above its version
+    age(young, STALE_TEMP_AGE_S + 60)
+    table.append(pa.table({"id": [3]}))
+    assert temporaries(location) == [foreign.name]
