@@ -110,7 +110,7 @@ class DeltaTarget(CommitTarget):
         operation = "WRITE"
         if group.shape is Shape.REPLACE_PARTITIONS:
             operation = "WRITE (dynamic partition overwrite)"
-            self._replace_partitions(txn, batch.adds)
+            replace_partitions(txn, batch.adds, self.table.partition_columns)
         elif group.shape is Shape.ROW_DELTA:
             operation = "MERGE"
         txn.add(Txn(app, group.stamp, int(time.time() * 1000)))
@@ -135,20 +135,6 @@ class DeltaTarget(CommitTarget):
         )
         return None
 
-    def _replace_partitions(self, txn: Any, adds: Sequence[AddFile]) -> None:
-        columns = self.table.partition_columns
-        parts = {tuple(a.partition_values.get(c) for c in columns) for a in adds}
-        now = int(time.time() * 1000)
-        new = {a.path for a in adds}
-
-        def replaced(a: AddFile) -> bool:
-            return tuple(a.partition_values.get(c) for c in columns) in parts
-
-        old = [a for a in txn.read_snapshot.files.values() if a.path not in new and replaced(a)]
-        txn.read_predicate(f"partitions {sorted(parts, key=str)}", replaced)
-        txn.read_files(a.path for a in old)
-        txn.add_all(a.remove(now) for a in old)
-
     def delete_unreferenced(
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
     ) -> list[str]:
@@ -168,6 +154,22 @@ class DeltaTarget(CommitTarget):
 
     def delete_file(self, path: str) -> None:
         self.table.io.delete(absolute_location(self.table.location, path))
+
+
+def replace_partitions(txn: Any, adds: Sequence[AddFile], columns: Sequence[str]) -> None:
+    """Dynamic partition overwrite in ``txn``: remove the live files (of its read snapshot)
+    in the partitions ``adds`` write, and declare those partitions and files read."""
+    parts = {tuple(a.partition_values.get(c) for c in columns) for a in adds}
+    now = int(time.time() * 1000)
+    new = {a.path for a in adds}
+
+    def replaced(a: AddFile) -> bool:
+        return tuple(a.partition_values.get(c) for c in columns) in parts
+
+    old = [a for a in txn.read_snapshot.files.values() if a.path not in new and replaced(a)]
+    txn.read_predicate(f"partitions {sorted(parts, key=str)}", replaced)
+    txn.read_files(a.path for a in old)
+    txn.add_all(a.remove(now) for a in old)
 
 
 def _counted(batch: DeltaBatch) -> list[_Counted]:

@@ -13,6 +13,7 @@ files are exactly the ones read, so a concurrent remove of any of them is a conf
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from stream_sink.io.fileio import FileIO
 
 from .actions import AddFile, RemoveFile
 from .batch import DeltaBatch
-from .paths import serialize_partition_value
+from .paths import absolute_location, serialize_partition_value
 from .scan import read_file
 from .snapshot import DeltaSnapshot
 from .stats import json_value, may_contain
@@ -112,26 +113,44 @@ def copy_on_write(
     """The files that apply ``changes`` to ``snapshot`` (see module docstring)."""
     schema = snapshot.arrow_schema
     final, touched = net_changes(changes, keys, mode, row_kind_column, order_by)
+    rewritten = rewrite_touched(snapshot, io, touched, keys)
+    extra = [c for c in final.column_names if c not in schema.names]
+    inserted = conform(final.drop_columns(extra), schema)
+    adds = write_data_files(snapshot.location, inserted, schema, snapshot.partition_columns, io=io)
+    return DeltaBatch((*rewritten.adds, *adds), rewritten.removes)
+
+
+def rewrite_touched(
+    snapshot: DeltaSnapshot, io: FileIO, touched: pa.Table, keys: Sequence[str]
+) -> DeltaBatch:
+    """Step 2 of the MERGE: every live file that holds a ``touched`` key removed, and its
+    other rows rewritten as new files. On failure the files written so far are deleted."""
+    schema = snapshot.arrow_schema
     touched = conform_keys(touched, schema)
     now = int(time.time() * 1000)
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
-    for add in touched_files(snapshot, touched):
-        rows = read_file(snapshot, io, add, schema)
-        kept = rows.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
-        if kept.num_rows == rows.num_rows:
-            continue
-        removes.append(add.remove(now))
-        adds.extend(
-            write_data_files(
-                snapshot.location, conform(kept, schema), schema, snapshot.partition_columns, io=io
+    try:
+        for add in touched_files(snapshot, touched):
+            rows = read_file(snapshot, io, add, schema)
+            kept = rows.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
+            if kept.num_rows == rows.num_rows:
+                continue
+            removes.append(add.remove(now))
+            adds.extend(
+                write_data_files(
+                    snapshot.location,
+                    conform(kept, schema),
+                    schema,
+                    snapshot.partition_columns,
+                    io=io,
+                )
             )
-        )
-    extra = [c for c in final.column_names if c not in schema.names]
-    inserted = conform(final.drop_columns(extra), schema)
-    adds.extend(
-        write_data_files(snapshot.location, inserted, schema, snapshot.partition_columns, io=io)
-    )
+    except BaseException:
+        for a in adds:
+            with contextlib.suppress(Exception):  # an orphan is harmless
+                io.delete(absolute_location(snapshot.location, a.path))
+        raise
     return DeltaBatch(tuple(adds), tuple(removes))
 
 

@@ -10,8 +10,10 @@ writer, and rows otherwise (converted to Arrow in chunks).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -36,9 +38,13 @@ def _outputs(messages: list[Any]) -> list[TaskOutput | None]:
     return [m.output if isinstance(m, SinkCommitMessage) else None for m in messages]
 
 
-def _arrow_batches(
-    prepared: PreparedWrite, rows: Iterator[Any], arrow: bool
-) -> Iterator[pa.RecordBatch]:
+def _driver(prepared: Any) -> ModuleType:
+    """The commit module of the prepared write's target (``source_commit`` for Iceberg,
+    ``source_delta_commit`` for Delta), imported only where commits run."""
+    return importlib.import_module(prepared.driver)
+
+
+def _arrow_batches(prepared: Any, rows: Iterator[Any], arrow: bool) -> Iterator[pa.RecordBatch]:
     """The task's input as Arrow batches (rows are converted when Spark sends rows)."""
     if arrow:
         yield from rows
@@ -56,7 +62,7 @@ def _arrow_batches(
 class SinkBatchWriter(BatchWriterBase):  # type: ignore[misc, valid-type]
     """``df.write.format("stream_sink")``: one snapshot per write."""
 
-    def __init__(self, prepared: PreparedWrite) -> None:
+    def __init__(self, prepared: PreparedWrite | Any) -> None:
         self.prepared = prepared
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
@@ -64,20 +70,16 @@ class SinkBatchWriter(BatchWriterBase):  # type: ignore[misc, valid-type]
         return SinkCommitMessage(self.prepared.task.run(batches))
 
     def commit(self, messages: list[Any]) -> None:
-        from stream_sink.spark.source_commit import commit_batch
-
-        commit_batch(self.prepared, _outputs(messages))
+        _driver(self.prepared).commit_batch(self.prepared, _outputs(messages))
 
     def abort(self, messages: list[Any]) -> None:
-        from stream_sink.spark.source_commit import abort_batch
-
-        abort_batch(self.prepared, _outputs(messages))
+        _driver(self.prepared).abort_batch(self.prepared, _outputs(messages))
 
 
 class SinkStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
     """``df.writeStream.format("stream_sink")``: every micro-batch committed exactly once."""
 
-    def __init__(self, prepared: PreparedWrite) -> None:
+    def __init__(self, prepared: PreparedWrite | Any) -> None:
         self.prepared = prepared
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
@@ -85,18 +87,15 @@ class SinkStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
         return SinkCommitMessage(self.prepared.task.run(batches))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        from stream_sink.spark.source_commit import commit_stream
-
-        commit_stream(self.prepared, _outputs(messages), int(batchId))
+        _driver(self.prepared).commit_stream(self.prepared, _outputs(messages), int(batchId))
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        from stream_sink.spark.source_commit import abort_stream
-
-        abort_stream(self.prepared, _outputs(messages), int(batchId))
+        _driver(self.prepared).abort_stream(self.prepared, _outputs(messages), int(batchId))
 
 
 class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
-    """The ``stream_sink`` format (options: ``stream_sink.spark.source_options``)."""
+    """The ``stream_sink`` format (options: ``stream_sink.spark.source_options``; with
+    ``.option("target", "delta")``, ``stream_sink.spark.source_delta_options``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -104,9 +103,9 @@ class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        from stream_sink.spark.source_options import parse_source_options
+        from stream_sink.spark.source_options import parse_route_options
 
-        parse_source_options(dict(options), streaming=False)  # unknown options fail early
+        parse_route_options(dict(options), streaming=False)  # unknown options fail early
 
     def writer(self, schema: Any, overwrite: bool) -> SinkBatchWriter:
         from stream_sink.spark.source_commit import prepare_write

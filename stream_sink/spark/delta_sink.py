@@ -33,7 +33,8 @@ from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
-from stream_sink.delta.merge import touched_files
+from stream_sink.delta.merge import rewrite_touched, touched_files
+from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
 from stream_sink.io.fileio import FileIO
 from stream_sink.spark import query
@@ -153,6 +154,50 @@ class DeltaSink:
             self.close()
             raise
 
+    def commit_written(
+        self, batch_id: int, written: DeltaBatch, touched: pa.Table | None = None
+    ) -> int:
+        """Record micro-batch ``batch_id`` whose files were written elsewhere (by
+        ``format("stream_sink")``'s executors) and commit it: durable (exactly once) on
+        return. ``touched``: in CDC modes, the keys the batch changed; their rows are
+        removed from the table's live files here (the copy-on-write half of the MERGE),
+        against the table as the previous batch left it. Returns the watermark after."""
+        try:
+            runtime = self._open(None)
+            committer = runtime.committer
+            if touched is not None and touched.num_rows and not committer.holds(batch_id):
+                snapshot = runtime.table.refresh().snapshot
+                rewritten = rewrite_touched(snapshot, runtime.table.io, touched, self.keys)
+                written = DeltaBatch.merge([rewritten, written])
+            failpoint(AFTER_DATA_FILES)
+            if committer.process(batch_id, written):
+                committer.snapshot_state(batch_id)
+                committer.complete_checkpoint(batch_id)
+                committer.notify_checkpoint_complete(batch_id)
+            return committer.watermark
+        except BaseException:
+            self.close()
+            raise
+
+    def discard_written(self, batch_id: int, written: DeltaBatch) -> None:
+        """Delete the files of an aborted ``batch_id`` unless the sink already holds the
+        batch; when the state cannot be opened nothing is deleted (an orphan is harmless)."""
+        try:
+            runtime = self._open(None)
+        except Exception as e:
+            log.warning(
+                "DeltaSink %s: batch %d aborted; files kept (%s)", self.sink_id, batch_id, e
+            )
+            self.close()
+            return
+        if runtime.committer.holds(batch_id):
+            return
+        for path in written.all_paths():
+            try:
+                runtime.table.io.delete(absolute_location(self.path, path))
+            except Exception as e:  # an orphan is harmless
+                log.warning("DeltaSink %s: could not delete %s: %s", self.sink_id, path, e)
+
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
@@ -163,7 +208,9 @@ class DeltaSink:
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _open(self, df: DataFrame) -> _Runtime:
+    def _open(self, df: DataFrame | None) -> _Runtime:
+        """The runtime for the current query id (restored on first use); ``df`` creates
+        the table from its schema when there is none yet (None: it must exist)."""
         spark_io = query.io_for(self.spark_checkpoint_location, self.storage_options)
         job_id = query.read_query_id(self.spark_checkpoint_location, spark_io)
         if self._runtime is not None and self._runtime.job_id == job_id:
@@ -191,9 +238,9 @@ class DeltaSink:
         self._runtime = _Runtime(job_id, table, committer)
         return self._runtime
 
-    def _table(self, df: DataFrame) -> DeltaTable:
+    def _table(self, df: DataFrame | None) -> DeltaTable:
         options = self.storage_options
-        if DeltaTable.is_delta_table(self.path, options):
+        if df is None or DeltaTable.is_delta_table(self.path, options):
             return DeltaTable.load(self.path, storage_options=options)
         from pyspark.sql.pandas.types import to_arrow_schema
 

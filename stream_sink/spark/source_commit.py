@@ -29,7 +29,8 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
 from stream_sink.spark.sink import IcebergSink
-from stream_sink.spark.source_options import parse_source_options
+from stream_sink.spark.source_delta_options import DeltaRouteOptions
+from stream_sink.spark.source_options import parse_route_options
 from stream_sink.spark.source_write import (
     PreparedWrite,
     SourceWriteTask,
@@ -44,6 +45,8 @@ from stream_sink.write.writer_factory import TaskWriterFactory
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
+    from stream_sink.spark.source_delta_write import DeltaPreparedWrite
+
 log = logging.getLogger("stream_sink.spark.source")
 
 BATCH_MODES = ("append", "overwrite")
@@ -51,9 +54,15 @@ BATCH_MODES = ("append", "overwrite")
 
 def prepare_write(
     options: Mapping[str, str], schema: StructType, *, streaming: bool, overwrite: bool
-) -> PreparedWrite:
-    """Parse ``options``, check ``schema`` against the table, plan the executors' work."""
-    parsed = parse_source_options(options, streaming=streaming)
+) -> PreparedWrite | DeltaPreparedWrite:
+    """Parse ``options``, check ``schema`` against the table, plan the executors' work
+    (a Delta target's: :func:`.source_delta_commit.prepare_delta_write`)."""
+    route = parse_route_options(options, streaming=streaming)
+    if isinstance(route, DeltaRouteOptions):
+        from stream_sink.spark.source_delta_commit import prepare_delta_write
+
+        return prepare_delta_write(route, schema, streaming=streaming, overwrite=overwrite)
+    parsed = route
     sink = parsed.sink
     if streaming and overwrite and sink.mode != "overwrite":
         raise InvalidOptionError(

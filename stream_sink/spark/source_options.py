@@ -8,6 +8,8 @@ are ``catalog.<key>``; snapshot summary properties are ``snapshot-property.<key>
 =============================  ======================================================
 option                         meaning (default)
 =============================  ======================================================
+``target``                     ``iceberg`` (the default) or ``delta`` (options of a
+                               Delta target: ``source_delta_options``)
 ``table``                      target table, ``db.name`` (required)
 ``mode``                       ``append`` | ``overwrite`` | ``upsert`` | ``changelog``
                                (``append``); batch writes: ``append`` | ``overwrite``
@@ -44,11 +46,16 @@ from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.options import SinkOptions, parse_options, resolve_location
+from stream_sink.spark.source_delta_options import (
+    DeltaRouteOptions,
+    parse_delta_options,
+    target_of,
+)
 
 CATALOG_PREFIX = "catalog."
 SNAPSHOT_PREFIX = "snapshot-property."
 SPARK_CHECKPOINT = "checkpointlocation"
-SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path"})
+SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path", "target"})
 """Options Spark itself sets or uses; accepted and not passed on."""
 
 SINK_OPTIONS = (
@@ -91,6 +98,15 @@ class SourceOptions:
         return load_catalog(self.catalog_name, **args)
 
 
+def parse_route_options(
+    options: Mapping[str, str], *, streaming: bool
+) -> SourceOptions | DeltaRouteOptions:
+    """The options of either target (``.option("target", ...)``); InvalidOptionError."""
+    if target_of(options) == "delta":
+        return parse_delta_options(options, streaming=streaming)
+    return parse_source_options(options, streaming=streaming)
+
+
 def normalize_key(key: str) -> str:
     """``order_by`` and ``Order-By`` are ``order-by``; catalog and snapshot property
     names after their prefix keep their spelling (lower-cased by Spark already)."""
@@ -104,7 +120,7 @@ def normalize_key(key: str) -> str:
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Check ``options`` (see module doc); raises InvalidOptionError."""
+    """Check ``options`` of an Iceberg target (see module doc); raises InvalidOptionError."""
     sink: dict[str, str] = {}
     catalog: dict[str, str] = {}
     props: dict[str, str] = {}
@@ -132,7 +148,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                 f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>"
             )
     if "table" not in sink:
-        raise InvalidOptionError("format('stream_sink') needs .option('table', 'db.name')")
+        path = next((v for k, v in options.items() if str(k).lower() == "path"), None)
+        delta = f", or .option('target', 'delta') to write a Delta table at {path!r}"
+        raise InvalidOptionError(
+            "format('stream_sink') needs .option('table', 'db.name') for an Iceberg table"
+            + (delta if path else "")
+        )
     if streaming and spark_checkpoint is None:
         raise InvalidOptionError(
             "format('stream_sink') needs Spark's .option('checkpointLocation', DIR): the "

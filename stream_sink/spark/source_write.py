@@ -38,6 +38,8 @@ class TaskOutput:
     result: bytes
     key_hashes: bytes = b""
     """Sorted distinct 64-bit key hashes (CDC modes), little-endian."""
+    touched: bytes = b""
+    """Delta CDC modes: the distinct keys the task changed, as an Arrow IPC stream."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class PreparedWrite:
 
     options: SourceOptions
     task: SourceWriteTask
+    driver = "stream_sink.spark.source_commit"
+    """The module whose commit and abort functions Spark's commit step calls."""
 
 
 def _select(

@@ -55,8 +55,12 @@ def test_the_command_line_reference_is_up_to_date() -> None:
 
 
 def test_every_data_source_option_is_documented() -> None:
+    from stream_sink.spark.source_delta_options import DELTA_OPTIONS
     from stream_sink.spark.source_options import NOT_ON_THIS_ROUTE, SINK_OPTIONS
 
     text = (REPO / "docs" / "spark-datasource.md").read_text()
+    iceberg, delta = text.split("## Delta Lake as the target", 1)
     for name in (*SINK_OPTIONS, *NOT_ON_THIS_ROUTE):
-        assert f"| `{name}` |" in text, f"docs/spark-datasource.md: no row for {name!r}"
+        assert f"| `{name}` |" in iceberg, f"docs/spark-datasource.md: no row for {name!r}"
+    for name in ("target", *DELTA_OPTIONS):
+        assert f"| `{name}` |" in delta, f"docs/spark-datasource.md, Delta: no row for {name!r}"

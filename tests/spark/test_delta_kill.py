@@ -20,21 +20,22 @@ from streams import write_batches
 from stream_sink.commit.delta_target import app_id
 from stream_sink.delta import DeltaTable
 from stream_sink.spark.query import read_query_id
+from stream_sink.spark.route import supports_data_source
 
 JOB = Path(__file__).with_name("delta_kill_job.py")
 FILES, APPEND_ROWS, KEYS = 5, 30, 10
 pytestmark = pytest.mark.spark
 
 
-def prepare(root: Path) -> tuple[list[list[dict]], list[list[dict]]]:
+def prepare(root: Path, files: int = FILES) -> tuple[list[list[dict]], list[list[dict]]]:
     appends = [
         [{"id": f * APPEND_ROWS + i, "data": f"f{f}", "p": f"p{i % 3}"} for i in range(APPEND_ROWS)]
-        for f in range(FILES)
+        for f in range(files)
     ]
     write_batches(root / "append-in", appends)
     rng = random.Random(5)
     upserts, seq = [], 0
-    for _ in range(FILES):
+    for _ in range(files):
         rows = []
         for _ in range(8):
             seq += 1
@@ -44,13 +45,15 @@ def prepare(root: Path) -> tuple[list[list[dict]], list[list[dict]]]:
     return appends, upserts
 
 
-def start(root: Path, failpoint: str | None = None) -> subprocess.Popen[str]:
+def start(
+    root: Path, failpoint: str | None = None, route: str = "foreach"
+) -> subprocess.Popen[str]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("STREAM_SINK_FAILPOINT", None)
     if failpoint:
         env["STREAM_SINK_FAILPOINT"] = failpoint
     return subprocess.Popen(
-        [sys.executable, str(JOB), str(root)],
+        [sys.executable, str(JOB), str(root), route],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -93,22 +96,30 @@ def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path
     out, _ = final.communicate(timeout=600)
     assert final.returncode == 0 and "done" in out
 
-    events = DeltaTable.load(str(tmp_path / "lake" / "events"))
-    latest = DeltaTable.load(str(tmp_path / "lake" / "latest"))
+    check_exactly_once(tmp_path, appends, upserts, FILES, "spark")
+
+
+def check_exactly_once(
+    root: Path, appends: list[list[dict]], upserts: list[list[dict]], files: int, spark_dir: str
+) -> None:
+    """Both tables hold every change exactly once, at every version, for every reader;
+    each version's ``txn`` names a higher batch than the one before."""
+    events = DeltaTable.load(str(root / "lake" / "events"))
+    latest = DeltaTable.load(str(root / "lake" / "latest"))
     want_ids = [r["id"] for b in appends for r in b]
     assert sorted(r["id"] for r in delta_rs_rows(events.location)) == sorted(want_ids)
     assert sorted((r["id"], r["data"]) for r in delta_rs_rows(latest.location)) == latest_after(
-        upserts, FILES - 1
+        upserts, files - 1
     )
     for table, chk in ((events, "dchk-append"), (latest, "dchk-upsert")):
-        query_id = read_query_id(str(tmp_path / chk / "spark"))
+        query_id = read_query_id(str(root / chk / spark_dir))
         # one appId: the restarts kept the query id and the sink id
         assert job_of(table) == app_id(query_id, os.path.basename(table.location))
         app = job_of(table)
         versions = list(range(1, table.version + 1))
         marks = [table.snapshot_at(v).txn_version(app) for v in versions]
         assert marks == sorted(set(marks)), f"a batch was committed twice: {marks}"
-        assert marks[-1] == FILES - 1
+        assert marks[-1] == files - 1
         duck = duckdb_delta_versions(table.location, versions)
         for v, mark, rows in zip(versions, marks, duck, strict=True):
             assert mark is not None
@@ -122,3 +133,25 @@ def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path
                 assert (
                     sorted((r["id"], r["data"]) for r in delta_rs_rows(table.location, v)) == want2
                 )
+
+
+SOURCE_FILES = 3
+"""Fewer batches on the Data Source route: each commit starts a Python worker."""
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
+def test_delta_data_source_route_killed_and_restarted_exactly_once(tmp_path: Path) -> None:
+    """``format("stream_sink")`` with target ``delta``: the commit worker killed after the
+    log's temporary file is written (the query fails, the batch is staged), the driver
+    killed mid-stream, then a run to the end."""
+    appends, upserts = prepare(tmp_path, SOURCE_FILES)
+    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "13")))
+    proc = start(tmp_path, failpoint="after-metadata-file-write@1", route="source")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0 and "done" not in out
+    kill_mid_stream(start(tmp_path, route="source"), rng)
+    final = start(tmp_path, route="source")
+    out, _ = final.communicate(timeout=600)
+    assert final.returncode == 0 and "done" in out
+    check_exactly_once(tmp_path, appends, upserts, SOURCE_FILES, "")

@@ -86,3 +86,47 @@ def test_errors_raised_inside_spark_come_back_as_their_class() -> None:
     worker = "Traceback ...\nstream_sink.exceptions.SchemaMismatchError: column 'id' is bad\n"
     assert isinstance(find_stream_sink_error(worker), SchemaMismatchError)
     assert find_stream_sink_error("java.lang.OutOfMemoryError: heap") is None
+
+
+def test_data_source_options_of_a_delta_target_are_checked_before_the_query_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stream_sink.spark.source_delta_options import DeltaRouteOptions
+    from stream_sink.spark.source_options import SourceOptions, parse_route_options
+
+    monkeypatch.chdir(tmp_path)
+    base = {"target": "delta", "path": "lake/t", "checkpointLocation": "chk"}
+    opts = parse_route_options(
+        {**base, "Mode": "upsert", "equality_fields": "a, b", "order-by": "lsn"}, streaming=True
+    )
+    assert isinstance(opts, DeltaRouteOptions)
+    assert opts.path == str(tmp_path / "lake" / "t")
+    assert opts.equality_fields == ("a", "b") and opts.order_by == ("lsn",)
+    assert opts.checkpoint_location == opts.spark_checkpoint_location == str(tmp_path / "chk")
+    iceberg = {"table": "db.t", "checkpointLocation": "chk", "target": "Iceberg"}
+    assert isinstance(parse_route_options(iceberg, streaming=True), SourceOptions)
+    for options, error in (
+        ({"target": "hudi"}, r"target='hudi' is not one of iceberg, delta"),
+        ({"table": "db.t"}, r"'table' is for Iceberg tables .*\.save\(DIR\)"),
+        ({"catalog.warehouse": "w"}, "is for Iceberg tables"),
+        ({"branch": "b"}, "no branches"),
+        ({"distribution": "hash"}, r"\.repartition"),
+        ({"oder-by": "x"}, "unknown option 'oder-by'; options are path, mode"),
+        ({"mode": "upsert", "order-by": "x"}, r"needs \.option\('equality-fields'"),
+        ({"mode": "upsert", "equality-fields": "id"}, r"needs \.option\('order-by'"),
+        (
+            {"mode": "changelog", "equality-fields": "id", "order-by": "x"},
+            r"needs \.option\('row-kind-column'",
+        ),
+        ({"order-by": "x"}, "upsert and changelog modes only"),
+        ({"mode": "merge"}, "mode='merge' is not one of"),
+        ({"checkpoint-interval-batches": "2"}, "only 1 is possible"),
+        ({"path": ""}, r"needs the table's location"),
+    ):
+        with pytest.raises(InvalidOptionError, match=error):
+            parse_route_options({**base, **options}, streaming=True)
+    with pytest.raises(InvalidOptionError, match=r"checkpointLocation"):
+        parse_route_options({"target": "delta", "path": "p"}, streaming=True)
+    assert parse_route_options({"target": "delta", "path": "p"}, streaming=False)
+    with pytest.raises(InvalidOptionError, match=r"or \.option\('target', 'delta'\) to write"):
+        parse_route_options({"path": "lake/t", "checkpointLocation": "c"}, streaming=True)

@@ -1,0 +1,200 @@
+"""Driver side of ``format("stream_sink")`` into a Delta table (``target`` ``delta``).
+
+The same steps as the Iceberg route (:mod:`.source_commit`): ``prepare_delta_write``
+when the query starts (options, table, schema checks, the executors' task),
+``commit_stream``/``abort_stream`` once per micro-batch in a fresh Python worker, which
+reopens a :class:`~stream_sink.spark.DeltaSink` on the operator state and runs the
+exactly-once protocol through the Delta commit target, one checkpoint and one commit
+per micro-batch: a copy-on-write MERGE must see the previous batch.
+
+In the CDC modes the commit also does the copy-on-write half of the MERGE: it removes
+the keys the tasks touched from the table's live files, reading and rewriting those
+files here, on the driver (Spark's commit step has no executors), against the table
+as the previous batch left it. A stream that touches many large files per batch is
+better served by ``DeltaSink.foreach_batch``, which rewrites them on the executors.
+
+Invariants: every check runs in ``prepare_delta_write``, before any file is written; a
+missing table is created there from the DataFrame's schema (idempotent);
+``commit_stream`` returns only when the batch is durable; ``abort_stream`` deletes a
+batch's files only when the sink does not hold the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from stream_sink.delta import DeltaTable
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.paths import absolute_location
+from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
+from stream_sink.spark.delta_sink import DeltaSink
+from stream_sink.spark.delta_tasks import TableShape, merge_batches
+from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
+from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
+from stream_sink.spark.source_write import TaskOutput, check_keys_disjoint
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger("stream_sink.spark.source")
+
+BATCH_MODES = ("append", "overwrite")
+
+
+def prepare_delta_write(
+    options: DeltaRouteOptions, schema: StructType, *, streaming: bool, overwrite: bool
+) -> DeltaPreparedWrite:
+    """Check ``schema`` against the table (created when missing), plan the executors' work."""
+    if streaming and overwrite and options.mode != "overwrite":
+        raise InvalidOptionError(
+            f"{WHERE}: outputMode('complete') replaces the table on every batch; use "
+            f"outputMode('append') (mode={options.mode!r}), or mode='overwrite'"
+        )
+    if not streaming:
+        if options.mode not in BATCH_MODES:
+            raise InvalidOptionError(
+                f"df.write.format('stream_sink') with target 'delta': mode={options.mode!r} "
+                "is for streams; batch writes take mode append or overwrite"
+            )
+        if overwrite:
+            options = dataclasses.replace(options, mode="overwrite")
+    columns = tuple(schema.fieldNames())
+    extra = {c for c in (options.row_kind_column, *options.order_by) if c}
+    table = _table(options, schema)
+    where = f"{WHERE}: Delta table {table.location}"
+    table_cols = tuple(table.schema.names)
+    _require(where, "the DataFrame lacks", [c for c in table_cols if c not in columns])
+    _require(where, "the DataFrame lacks", [c for c in extra if c not in columns])
+    _require(
+        where,
+        "the table lacks the key column(s)",
+        [c for c in options.equality_fields if c not in table_cols],
+    )
+    unknown = [c for c in columns if c not in table_cols and c not in extra]
+    if unknown:
+        raise SchemaMismatchError(
+            f"{where}: the DataFrame's column(s) {unknown} are not in the table (columns: "
+            f"{list(table_cols)}); select the table's columns before writing"
+        )
+    kept = tuple(c for c in columns if c in table_cols or c in extra)
+    task = DeltaSourceTask(
+        TableShape.of(table.snapshot),
+        kept,
+        mode=options.mode,
+        key_columns=options.equality_fields,
+        row_kind_column=options.row_kind_column,
+        order_columns=options.order_by,
+    )
+    return DeltaPreparedWrite(options, task)
+
+
+def _require(where: str, what: str, missing: list[str]) -> None:
+    if missing:
+        raise MissingColumnError(f"{where}: {what} {missing}")
+
+
+def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
+    """The table at ``options.path``; created from ``schema`` (without the row kind
+    column) when missing. ``partition-by`` must match an existing table's."""
+    if DeltaTable.is_delta_table(options.path):
+        table = DeltaTable.load(options.path)
+        given, have = options.partition_by, tuple(table.partition_columns)
+        if given and given != have:
+            raise InvalidOptionError(
+                f"{WHERE}: Delta table {table.location} is partitioned by {list(have)}, not "
+                f"{list(given)}; drop the partition-by option or write to a new path"
+            )
+        return table
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema)
+    drop = {options.row_kind_column} - {None}
+    arrow = pa.schema([f for f in arrow if f.name not in drop])
+    missing = [c for c in options.partition_by if c not in arrow.names]
+    if missing:
+        raise MissingColumnError(f"{WHERE}: partition-by names {missing}, not in the DataFrame")
+    return DeltaTable.create(options.path, arrow, partition_by=options.partition_by, exist_ok=True)
+
+
+def _written(
+    prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], what: str
+) -> tuple[DeltaBatch, pa.Table | None]:
+    """The tasks' files as one batch, and (CDC modes) every key they touched."""
+    present = [o for o in outputs if o is not None]
+    keys = prepared.task.key_columns
+    if keys:
+        check_keys_disjoint(present, prepared.options.path, keys, what)
+    written = merge_batches([o.result for o in present])
+    parts = [from_ipc(o.touched) for o in present if o.touched]
+    touched = pa.concat_tables(parts, promote_options="permissive") if parts else None
+    return written, touched
+
+
+def _sink(prepared: DeltaPreparedWrite) -> DeltaSink:
+    return DeltaSink(**prepared.options.sink_kwargs())
+
+
+def commit_stream(
+    prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
+) -> None:
+    """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
+    started = time.perf_counter()
+    written, touched = _written(prepared, outputs, f"batch {batch_id}")
+    sink = _sink(prepared)
+    try:
+        watermark = sink.commit_written(batch_id, written, touched)
+    finally:
+        sink.close()
+    log.info(
+        "Delta sink %s: committed batch %d (%d files added, watermark %d) in %.0f ms",
+        sink.sink_id,
+        batch_id,
+        len(written.adds),
+        watermark,
+        (time.perf_counter() - started) * 1e3,
+    )
+
+
+def abort_stream(
+    prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
+) -> None:
+    """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
+    written = merge_batches([o.result for o in outputs if o is not None])
+    sink = _sink(prepared)
+    try:
+        sink.discard_written(batch_id, written)
+    finally:
+        sink.close()
+
+
+def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    """One version for a batch write: an append, or a dynamic partition overwrite (the
+    partitions the write has rows in are replaced; all of an unpartitioned table)."""
+    from stream_sink.commit.delta_target import replace_partitions
+
+    written, _ = _written(prepared, outputs, "batch write")
+    table = DeltaTable.load(prepared.options.path)
+    txn = table.new_transaction().add_all(written.adds)
+    if prepared.options.mode == "overwrite":
+        replace_partitions(txn, written.adds, table.partition_columns)
+        txn.commit("WRITE", {"mode": "Overwrite"})
+    else:
+        txn.commit("WRITE", {"mode": "Append"})
+
+
+def abort_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    """Delete what the tasks of a failed batch write wrote (nothing was committed)."""
+    written = merge_batches([o.result for o in outputs if o is not None])
+    table = prepared.task.table
+    io = table.io()
+    for path in written.all_paths():
+        try:
+            io.delete(absolute_location(table.location, path))
+        except Exception as e:  # an orphan is harmless
+            log.warning("could not delete %s of an aborted write: %s", path, e)

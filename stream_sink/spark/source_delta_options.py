@@ -1,0 +1,213 @@
+"""Options of ``format("stream_sink")`` with ``.option("target", "delta")``: a Delta table.
+
+The target is chosen by the ``target`` option: ``iceberg`` (the default: a catalog
+table named by ``table``) or ``delta`` (a Delta table at ``path``, created from the
+DataFrame's schema when missing). Keys are normalized as for Iceberg (``-`` for
+``_``, lower case); lists are comma-separated.
+
+=============================  ======================================================
+option                         meaning (default)
+=============================  ======================================================
+``target``                     ``delta`` (required for Delta; ``iceberg`` otherwise)
+``path``                       the Delta table's location (or ``.save(path)``,
+                               ``.start(path)``; required)
+``mode``                       ``append`` | ``overwrite`` | ``upsert`` | ``changelog``
+                               (``append``); batch writes: ``append`` | ``overwrite``
+``partition-by``               partition columns of a table the sink creates
+``equality-fields``            key columns (required in CDC modes)
+``row-kind-column``            column of ``+I/-U/+U/-D`` (changelog; optional in upsert)
+``order-by``                   column(s) giving source order (required in CDC modes)
+``sink-id``                    stable name of the sink (the path's last part)
+``state-dir``                  operator state directory on the driver (``state``)
+``checkpoint-location``        the sink's completed checkpoints (Spark's
+                               ``checkpointLocation``)
+``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
+``checkpointLocation``         Spark's checkpoint location (required for streams)
+=============================  ======================================================
+
+Invariants: every check that needs no table runs here, so a bad option fails before
+the query starts; Iceberg-only options (``table``, ``branch``, ``catalog.*``,
+``snapshot-property.*``) and options without meaning on this route are refused with
+what to do instead; locations are made absolute on the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.spark.options import CDC_MODES, WRITE_MODES, resolve_location
+
+TARGET = "target"
+TARGETS = ("iceberg", "delta")
+WHERE = "format('stream_sink') with target 'delta'"
+DELTA_OPTIONS = (
+    "path",
+    "mode",
+    "partition-by",
+    "equality-fields",
+    "row-kind-column",
+    "order-by",
+    "sink-id",
+    "state-dir",
+    "checkpoint-location",
+    "checkpoint-interval-batches",
+)
+ICEBERG_ONLY = {
+    "table": "it names an Iceberg table; a Delta table is named by its path: "
+    ".option('path', DIR) or .save(DIR) / .start(DIR)",
+    "branch": "Delta tables have no branches",
+    "catalog.": "a Delta table needs no catalog: give its path",
+    "snapshot-property.": "Delta versions carry no snapshot summary",
+}
+NOT_ON_THIS_ROUTE = {
+    "distribution": "call .repartition(<key columns>) on the DataFrame before writeStream",
+    "checkpoint-interval-ms": "every micro-batch commits in Spark's commit step",
+    "metrics-port": "commits run in a short-lived Python worker",
+    "spark-checkpoint-location": "set Spark's .option('checkpointLocation', DIR)",
+}
+LIST_OPTIONS = ("partition-by", "equality-fields", "order-by")
+
+
+@dataclass(frozen=True)
+class DeltaRouteOptions:
+    """Parsed options of a Delta target: ``DeltaSink``'s keyword arguments."""
+
+    path: str
+    mode: str = "append"
+    partition_by: tuple[str, ...] = ()
+    equality_fields: tuple[str, ...] = ()
+    row_kind_column: str | None = None
+    order_by: tuple[str, ...] = ()
+    sink_id: str | None = None
+    checkpoint_location: str | None = None
+    spark_checkpoint_location: str | None = None
+    state_dir: str = "state"
+
+    @property
+    def is_cdc(self) -> bool:
+        return self.mode in CDC_MODES
+
+    def sink_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~stream_sink.spark.DeltaSink`."""
+        return {
+            "path": self.path,
+            "mode": self.mode,
+            "partition_by": self.partition_by,
+            "equality_fields": self.equality_fields,
+            "row_kind_column": self.row_kind_column,
+            "order_by": self.order_by,
+            "sink_id": self.sink_id,
+            "checkpoint_location": self.checkpoint_location,
+            "spark_checkpoint_location": self.spark_checkpoint_location,
+            "state_dir": self.state_dir,
+        }
+
+
+def target_of(options: Mapping[str, str]) -> str:
+    """``iceberg`` or ``delta``: the value of the ``target`` option (InvalidOptionError
+    for anything else)."""
+    for key, value in options.items():
+        if str(key).strip().lower() == TARGET:
+            target = str(value).strip().lower()
+            if target not in TARGETS:
+                raise InvalidOptionError(
+                    f"format('stream_sink'): target={value!r} is not one of "
+                    f"{', '.join(TARGETS)}; use .option('target', 'delta') for a Delta table"
+                )
+            return target
+    return "iceberg"
+
+
+def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> DeltaRouteOptions:
+    """Check ``options`` of a Delta target (see module doc); raises InvalidOptionError."""
+    from stream_sink.spark.source_options import SPARK_CHECKPOINT, normalize_key
+
+    given: dict[str, str] = {}
+    spark_checkpoint = None
+    for raw_key, value in options.items():
+        key = normalize_key(str(raw_key))
+        if key == SPARK_CHECKPOINT:
+            spark_checkpoint = str(value)
+        elif key == TARGET:
+            continue
+        elif key in DELTA_OPTIONS:
+            given[key] = str(value)
+        else:
+            raise InvalidOptionError(_refusal(str(raw_key), key))
+    if not given.get("path", "").strip():
+        raise InvalidOptionError(
+            f"{WHERE} needs the table's location: .option('path', DIR), or .save(DIR) / .start(DIR)"
+        )
+    if streaming and spark_checkpoint is None:
+        raise InvalidOptionError(
+            f"{WHERE} needs Spark's .option('checkpointLocation', DIR): the sink finds its "
+            "query id and commit log there"
+        )
+    interval = given.get("checkpoint-interval-batches", "1").strip()
+    if interval != "1":
+        raise InvalidOptionError(
+            f"{WHERE}: checkpoint-interval-batches={interval!r}: only 1 is possible (a Delta "
+            "MERGE must see the previous batch, so every micro-batch commits)"
+        )
+    spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
+    lists = {k: tuple(_split(given[k])) for k in LIST_OPTIONS if k in given}
+    parsed = DeltaRouteOptions(
+        path=resolve_location(given["path"].strip()),
+        mode=given.get("mode", "append").strip().lower(),
+        partition_by=lists.get("partition-by", ()),
+        equality_fields=lists.get("equality-fields", ()),
+        row_kind_column=given.get("row-kind-column") or None,
+        order_by=lists.get("order-by", ()),
+        sink_id=given.get("sink-id") or None,
+        checkpoint_location=given.get("checkpoint-location") or spark_root,
+        spark_checkpoint_location=spark_root,
+        state_dir=given.get("state-dir", "state"),
+    )
+    _check_modes(parsed)
+    return parsed
+
+
+def _refusal(raw_key: str, key: str) -> str:
+    for name, why in ICEBERG_ONLY.items():
+        if key == name or (name.endswith(".") and key.startswith(name)):
+            return f"{WHERE}: option {raw_key!r} is for Iceberg tables ({why})"
+    if key in NOT_ON_THIS_ROUTE:
+        return (
+            f"{WHERE}: option {raw_key!r} is not available on this route: "
+            + (NOT_ON_THIS_ROUTE[key])
+        )
+    return f"{WHERE}: unknown option {raw_key!r}; options are {', '.join(DELTA_OPTIONS)}"
+
+
+def _check_modes(o: DeltaRouteOptions) -> None:
+    if o.mode not in WRITE_MODES:
+        raise InvalidOptionError(f"{WHERE}: mode={o.mode!r} is not one of {', '.join(WRITE_MODES)}")
+    if o.is_cdc:
+        if not o.equality_fields:
+            raise InvalidOptionError(
+                f"{WHERE}: mode={o.mode!r} needs .option('equality-fields', 'k1,k2') (the key)"
+            )
+        if not o.order_by:
+            raise InvalidOptionError(
+                f"{WHERE}: mode={o.mode!r} needs .option('order-by', COLUMN) (the column(s) "
+                "giving source order)"
+            )
+        if o.mode == "changelog" and not o.row_kind_column:
+            raise InvalidOptionError(
+                f"{WHERE}: mode='changelog' needs .option('row-kind-column', COLUMN) (+I/-U/+U/-D)"
+            )
+    elif o.row_kind_column or o.equality_fields or o.order_by:
+        raise InvalidOptionError(
+            f"{WHERE}: row-kind-column, equality-fields and order-by apply to the upsert and "
+            f"changelog modes only, not to mode={o.mode!r}"
+        )
+
+
+def _split(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",")]
+    if any(not v for v in items):
+        raise InvalidOptionError(f"{WHERE}: {value!r} is not a comma-separated list of columns")
+    return items

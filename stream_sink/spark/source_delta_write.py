@@ -1,0 +1,103 @@
+"""What each Spark task of ``format("stream_sink")`` into a Delta table runs.
+
+- append and overwrite: the task's rows as data files.
+- upsert and changelog: the task's net changes (per key, the last change in source
+  order: :func:`stream_sink.delta.merge.net_changes`) as data files, plus the keys it
+  touched (Arrow IPC) and their 64-bit hashes. The driver's commit refuses a batch in
+  which two tasks wrote the same key (as for Iceberg) and removes the touched keys from
+  the table's live files (the copy-on-write half of the MERGE, which needs every task's
+  keys, so it runs in the commit).
+
+Invariants: a task returns file metadata only; a failure deletes the files it wrote
+before the error propagates; a retried attempt writes new, uniquely named files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from stream_sink.delta.actions import AddFile
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.merge import MergeMode, net_changes
+from stream_sink.delta.paths import absolute_location
+from stream_sink.delta.writer import write_data_files
+from stream_sink.spark.delta_tasks import TableShape
+from stream_sink.spark.executor import current_task_ids
+from stream_sink.spark.source_delta_options import DeltaRouteOptions
+from stream_sink.spark.source_write import TaskOutput, key_hashes
+
+
+@dataclass(frozen=True)
+class DeltaSourceTask:
+    """Picklable description of the executors' work for one query (or batch write)."""
+
+    table: TableShape
+    columns: tuple[str, ...]
+    """The DataFrame's columns the task keeps (the table's, plus the row kind and order
+    columns of CDC modes)."""
+    mode: str = "append"
+    key_columns: tuple[str, ...] = ()
+    row_kind_column: str | None = None
+    order_columns: tuple[str, ...] = ()
+
+    def run(self, batches: Iterator[pa.RecordBatch]) -> TaskOutput:
+        ids = current_task_ids()
+        io = self.table.io()
+        adds: list[AddFile] = []
+        touched = None
+        try:
+            data = _collect(batches, self.columns)
+            if self.key_columns and data.num_rows:
+                mode: MergeMode = "changelog" if self.mode == "changelog" else "upsert"
+                data, touched = net_changes(
+                    data, self.key_columns, mode, self.row_kind_column, self.order_columns
+                )
+            if data.num_rows:
+                schema = self.table.schema
+                data = data.select([n for n in data.column_names if n in schema.names])
+                adds = write_data_files(
+                    self.table.location, data, schema, self.table.partition_columns, io=io
+                )
+        except BaseException:
+            for a in adds:
+                with contextlib.suppress(Exception):  # the task fails anyway
+                    io.delete(absolute_location(self.table.location, a.path))
+            raise
+        result = DeltaBatch(tuple(adds)).to_bytes()
+        if touched is None or not touched.num_rows:
+            return TaskOutput(ids.partition_id, result)
+        return TaskOutput(
+            ids.partition_id, result, key_hashes(touched, self.key_columns), to_ipc(touched)
+        )
+
+
+@dataclass(frozen=True)
+class DeltaPreparedWrite:
+    """What the driver planned for one query or batch write into a Delta table."""
+
+    options: DeltaRouteOptions
+    task: DeltaSourceTask
+    driver = "stream_sink.spark.source_delta_commit"
+    """The module whose commit and abort functions Spark's commit step calls."""
+
+
+def _collect(batches: Iterator[pa.RecordBatch], columns: tuple[str, ...]) -> pa.Table:
+    parts = [b.select(list(columns)) for b in batches if b.num_rows]
+    if not parts:
+        return pa.table({c: pa.array([], pa.null()) for c in columns})
+    return pa.Table.from_batches(parts)
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def from_ipc(raw: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(raw)).read_all()

@@ -1,0 +1,120 @@
+"""``format("stream_sink")`` with ``.option("target", "delta")``: append and upsert
+streams into Delta tables exactly once across restarts, batch append and overwrite, and
+the errors a user meets at the start of the query; every table read back by delta-rs and
+DuckDB's delta extension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from delta_readers import delta_rs_rows, duckdb_delta_rows
+from streams import write_batches
+
+from stream_sink.delta import DeltaTable
+from stream_sink.spark import register
+from stream_sink.spark.route import supports_data_source
+
+pytestmark = pytest.mark.skipif(
+    not supports_data_source(), reason="Spark's Python Data Source API needs pyspark >= 4.0"
+)
+
+
+def stream(spark: Any, root: Path, name: str, schema: str, **options: str) -> Any:
+    """An available-now query over ``root/<name>-in`` into the Delta table ``root/<name>``."""
+    register(spark)
+    df = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(root / f"{name}-in"))
+    )
+    if options.get("mode") == "upsert":
+        df = df.repartition("id")
+    writer = (
+        df.writeStream.format("stream_sink")
+        .option("target", "delta")
+        .option("state-dir", str(root / "state"))
+        .option("checkpointLocation", str(root / f"chk-{name}"))
+    )
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    return writer.trigger(availableNow=True).start(str(root / name))
+
+
+def both_readers(location: str) -> list[list[dict[str, Any]]]:
+    return [delta_rs_rows(location), duckdb_delta_rows(location)]
+
+
+def test_append_stream_into_delta_exactly_once_across_restart(spark: Any, tmp_path: Path) -> None:
+    batches = [[{"id": f * 10 + i, "p": f"p{i % 2}"} for i in range(10)] for f in range(3)]
+    write_batches(tmp_path / "events-in", batches)
+    stream(spark, tmp_path, "events", "id long, p string", partition_by="p").awaitTermination()
+    write_batches(tmp_path / "events-in", [[{"id": 30 + i, "p": "p0"} for i in range(5)]], first=3)
+    stream(spark, tmp_path, "events", "id long, p string", partition_by="p").awaitTermination()
+    table = DeltaTable.load(str(tmp_path / "events"))
+    assert list(table.partition_columns) == ["p"]
+    for rows in both_readers(table.location):
+        assert sorted(r["id"] for r in rows) == list(range(35))
+    (app,) = table.snapshot.txns
+    marks = [table.snapshot_at(v).txn_version(app) for v in range(1, table.version + 1)]
+    assert marks == [0, 1, 2, 3]  # one version per micro-batch, one query id
+
+
+def test_upsert_stream_into_delta_keeps_each_keys_last_change(spark: Any, tmp_path: Path) -> None:
+    batches = [
+        [{"id": i % 4, "data": f"v{b}-{i}", "seq": b * 100 + i} for i in range(12)]
+        for b in range(2)
+    ]
+    batches.append([{"id": 0, "data": "late", "seq": 1}, {"id": 9, "data": "new", "seq": 300}])
+    write_batches(tmp_path / "latest-in", batches)
+    q = stream(
+        spark,
+        tmp_path,
+        "latest",
+        "id long, data string, seq long",
+        mode="upsert",
+        equality_fields="id",
+        order_by="seq",
+    )
+    q.awaitTermination()
+    want = sorted([(k, f"v1-{8 + k}") for k in range(1, 4)] + [(0, "late"), (9, "new")])
+    table = DeltaTable.load(str(tmp_path / "latest"))
+    for rows in both_readers(table.location):
+        assert sorted((r["id"], r["data"]) for r in rows) == want
+    infos = [table.log.read_commit(v)[0] for v in range(1, table.version + 1)]
+    # the first batch only adds; the later ones rewrite the files holding their keys
+    assert [i.values["operation"] for i in infos] == ["WRITE", "MERGE", "MERGE"]  # type: ignore[union-attr]
+
+
+def test_batch_append_and_overwrite_into_delta(spark: Any, tmp_path: Path) -> None:
+    register(spark)
+    df = spark.createDataFrame([(i, f"p{i % 2}") for i in range(6)], "id long, p string")
+    path = str(tmp_path / "t")
+
+    def save(frame: Any, mode: str) -> None:
+        frame.write.format("stream_sink").option("target", "delta").option(
+            "partition-by", "p"
+        ).mode(mode).save(path)
+
+    save(df, "append")
+    save(df, "append")
+    assert sorted(r["id"] for r in delta_rs_rows(path)) == sorted(list(range(6)) * 2)
+    save(df.where("p = 'p0'"), "overwrite")  # replaces partition p0 only
+    for rows in both_readers(path):
+        assert sorted(r["id"] for r in rows) == sorted([0, 2, 4, 1, 3, 5, 1, 3, 5])
+
+
+def test_bad_delta_options_fail_at_start_naming_the_fix(spark: Any, tmp_path: Path) -> None:
+    write_batches(tmp_path / "t-in", [[{"id": 1, "data": "a"}]])
+    with pytest.raises(Exception, match=r"needs \.option\('order-by'"):
+        stream(
+            spark, tmp_path, "t", "id long, data string", mode="upsert", equality_fields="id"
+        ).awaitTermination()
+    with pytest.raises(Exception, match="is for Iceberg tables"):
+        stream(spark, tmp_path, "t", "id long, data string", table="db.t").awaitTermination()
+    DeltaTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    with pytest.raises(Exception, match=r"not in the table"):
+        stream(spark, tmp_path, "t", "id long, data string").awaitTermination()
+    assert not list((tmp_path / "t").rglob("*.parquet"))
