@@ -9,8 +9,9 @@ After each successful commit the committing writer removes such leftovers, under
 conditions that together keep it from ever touching a temporary a live writer still
 needs:
 
-- the name is this writer family's (``.%020d.json.<32 hex>.tmp``, nothing else), and
-  its version is at or below the version just committed: a live writer holding it can
+- the name is this writer family's (``.%020d.json.<32 hex>.tmp``, nothing else; also
+  the temporaries of a checkpoint and of ``_last_checkpoint``), and its version is at or
+  below the version just committed: a live writer holding it can
   only lose the race for that version (its ``link`` fails on the existing name), so its
   temporary will never become a version;
 - its modification time is older than ``older_than_s`` (default one hour): a live
@@ -33,6 +34,13 @@ from .log import DeltaLog
 log = logging.getLogger(__name__)
 
 TEMP_NAME = re.compile(r"^\.(\d{20})\.json\.[0-9a-f]{32}\.tmp$")
+"""A commit's temporary (``FileIO.put_if_absent``)."""
+ATOMIC_TEMP_NAMES = (
+    re.compile(r"^(\d{20})\.checkpoint\.parquet\.[0-9a-f]{32}\.tmp$"),
+    re.compile(r"^_last_checkpoint\.[0-9a-f]{32}\.tmp$"),
+)
+"""Temporaries of ``FileIO.write_atomic`` (a checkpoint, ``_last_checkpoint``): a live
+writer that lost one only fails its checkpoint, which is logged, never the commit."""
 STALE_TEMP_AGE_S = 3600.0
 """Temporaries younger than this are never removed (see module docstring)."""
 
@@ -40,7 +48,7 @@ STALE_TEMP_AGE_S = 3600.0
 def stale_temporaries(
     delta_log: DeltaLog, committed: int, *, older_than_s: float = STALE_TEMP_AGE_S
 ) -> list[str]:
-    """Paths of commit temporaries of versions <= ``committed`` older than ``older_than_s``."""
+    """Paths of our temporaries (of versions <= ``committed``) older than ``older_than_s``."""
     io = delta_log.io
     if not io.supports_atomic_rename:  # object stores write no temporaries
         return []
@@ -48,8 +56,10 @@ def stale_temporaries(
     cutoff_ns = (time.time() - older_than_s) * 1e9
     stale = []
     for info in io.filesystem().get_file_info(selector):
-        match = TEMP_NAME.match(info.base_name)
-        if match is None or int(match.group(1)) > committed:
+        match = next(
+            (m for p in (TEMP_NAME, *ATOMIC_TEMP_NAMES) if (m := p.match(info.base_name))), None
+        )
+        if match is None or (match.groups() and int(match.group(1)) > committed):
             continue
         if info.mtime_ns is not None and info.mtime_ns < cutoff_ns:
             stale.append(info.path)

@@ -57,6 +57,9 @@ def test_temporary_left_by_a_killed_commit_is_removed_by_a_later_commit(tmp_path
     foreign = log_dir / ".00000000000000000001.json.someone-else.tmp"  # not our naming
     foreign.write_bytes(b"{}\n")
     age(foreign, STALE_TEMP_AGE_S + 60)
+    hint = log_dir / f"_last_checkpoint.{'b' * 32}.tmp"  # a killed checkpoint's
+    hint.write_bytes(b"{}")
+    age(hint, STALE_TEMP_AGE_S + 60)
 
     table = DeltaTable.load(location)
     table.append(pa.table({"id": [2]}))
