@@ -9,7 +9,7 @@ from typing import TextIO
 from stream_sink.cli.output import format_table
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.ops.drill import DrillOptions, modes_of, run_drill
-from stream_sink.ops.drill_jobs import DRILL_MODES, JobSpec
+from stream_sink.ops.drill_jobs import DRILL_MODES, TARGETS, JobSpec
 from stream_sink.ops.drill_mistakes import mistake_names
 from stream_sink.ops.drill_report import DrillReport
 from stream_sink.ops.drill_scenarios import failpoint_specs
@@ -71,6 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the report as JSON here (default: none)",
     )
     parser.add_argument(
+        "--target",
+        default="iceberg",
+        choices=TARGETS,
+        help="the built-in demo pipeline's table: the Iceberg table demo.orders, or a "
+        "Delta table (lake/orders in each scenario's directory, written by DeltaSink, "
+        "which commits every batch)",
+    )
+    parser.add_argument(
         "--job",
         default=None,
         metavar="MODULE:FUNCTION",
@@ -121,7 +129,18 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
     given = [args.job, args.table, args.expected]
     if any(given) and not all(given):
         raise InvalidOptionError("--job, --table and --expected go together")
-    job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo()
+    target = getattr(args, "target", "iceberg")
+    if args.job and target != "iceberg":
+        raise InvalidOptionError(
+            "--target chooses the built-in demo's table; a --job names its own with --table "
+            "(delta:PATH for a Delta table)"
+        )
+    mistakes = mistake_names(args.mistakes)
+    if target == "delta" and mistakes:
+        raise InvalidOptionError(
+            "--mistakes drills the Iceberg demo only; drop --target delta or --mistakes"
+        )
+    job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo(target)
     return DrillOptions(
         job=job,
         modes=modes,
@@ -135,7 +154,7 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
         checkpoint_interval_batches=args.checkpoint_interval_batches,
         max_kill_delay_s=args.max_kill_delay,
         parallel=args.parallel,
-        mistakes=mistake_names(args.mistakes),
+        mistakes=mistakes,
     )
 
 

@@ -1,4 +1,5 @@
-"""The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert.
+"""The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert
+(or DeltaSink, into a Delta table, when ``delta_path`` is set: the drill's Delta target).
 
 Run as its own process (``python -m stream_sink.demo.job CONFIG_JSON [READY_FILE]``) so
 the demo can kill it with SIGKILL and start it again from the same checkpoint location. Locally
@@ -44,6 +45,9 @@ class DemoConfig:
     checkpoint_interval_batches: int = 1
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    delta_path: str | None = None
+    """None: the Iceberg table ``demo.orders``; else a Delta table at this path, written by
+    ``DeltaSink`` (which commits every batch, whatever ``checkpoint_interval_batches``)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -89,7 +93,7 @@ def run_job(cfg: DemoConfig, ready_file: str | None = None) -> None:
     """Stream every input file into the table (available-now), then stop. With
     ``ready_file``, the moment the Spark session is up is written there (the demo's
     timing: :mod:`stream_sink.demo.timing`)."""
-    from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_debezium
+    from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
     from stream_sink.spark.options import to_spark_uri
     from stream_sink.spark.session import local_session
 
@@ -97,18 +101,7 @@ def run_job(cfg: DemoConfig, ready_file: str | None = None) -> None:
     if ready_file:
         record_spark_ready(ready_file)
     cdc = cfg.mode != "append"
-    sink = IcebergSink(
-        catalog=open_catalog(cfg),
-        table=TABLE,
-        mode=cfg.mode,
-        sink_id=SINK_ID,
-        row_kind_column=ROW_KIND_COLUMN if cdc else None,
-        order_by=ORDER_COLUMN if cdc else None,
-        distribution="hash",
-        checkpoint_location=cfg.checkpoint_location,
-        state_dir=cfg.state_dir,
-        checkpoint_interval_batches=cfg.checkpoint_interval_batches,
-    )
+    sink = _sink(cfg, ROW_KIND_COLUMN if cdc else None, ORDER_COLUMN if cdc else None)
     events = spark.readStream.option("maxFilesPerTrigger", cfg.files_per_trigger).text(
         to_spark_uri(cfg.input)
     )
@@ -126,6 +119,35 @@ def run_job(cfg: DemoConfig, ready_file: str | None = None) -> None:
     finally:
         sink.close()
         spark.stop()
+
+
+def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) -> Any:
+    """The demo's IcebergSink, or its DeltaSink when ``cfg.delta_path`` is set."""
+    from stream_sink.spark import DeltaSink, IcebergSink
+
+    if cfg.delta_path:
+        return DeltaSink(
+            path=cfg.delta_path,
+            mode=cfg.mode,
+            sink_id=SINK_ID,
+            equality_fields=list(KEY) if order_by else None,
+            row_kind_column=row_kind_column,
+            order_by=order_by,
+            checkpoint_location=cfg.checkpoint_location,
+            state_dir=cfg.state_dir,
+        )
+    return IcebergSink(
+        catalog=open_catalog(cfg),
+        table=TABLE,
+        mode=cfg.mode,
+        sink_id=SINK_ID,
+        row_kind_column=row_kind_column,
+        order_by=order_by,
+        distribution="hash",
+        checkpoint_location=cfg.checkpoint_location,
+        state_dir=cfg.state_dir,
+        checkpoint_interval_batches=cfg.checkpoint_interval_batches,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -416,11 +416,16 @@ def verify(
 def _verify_delta(
     job: JobSpec, context: dict[str, Any], expected: pa.Table
 ) -> dict[str, RowCounts | None]:
-    """A Delta table at ``delta:<path>`` (relative to the scenario's work dir) read by us
-    and by DuckDB's delta extension."""
+    """A Delta table at ``delta:<path>`` (relative to the scenario's work dir) read by us,
+    by delta-rs and by DuckDB's delta extension (each when installed)."""
     location = os.path.join(context["work_dir"], job.table[len(DELTA_PREFIX) :])
     found = DeltaTable.load(location).to_arrow()
     readers: dict[str, RowCounts | None] = {PRIMARY_READER: compare(expected, found)}
+    readers["delta-rs"] = None
+    with contextlib.suppress(ImportError):
+        from deltalake import DeltaTable as DeltaRs
+
+        readers["delta-rs"] = compare(expected, DeltaRs(location).to_pyarrow_table())
     readers["duckdb"] = None
     if duckdb_reader.available(duckdb_reader.DELTA_EXTENSION_PACKAGES):
         duck = duckdb_reader.read_delta_table(location, expected.column_names)

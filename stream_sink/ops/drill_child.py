@@ -6,9 +6,9 @@ status file, until it ends or is killed.
 "after-table-commit@1" | null}, ...]}``. For each step the process appends
 ``start <step>`` to STATUS_FILE, sets ``STREAM_SINK_FAILPOINT`` to the step's failpoint
 (or clears it) and re-reads it, calls ``job(**context)``, then appends ``done <step>``.
-Each micro-batch an ``IcebergSink`` starts in this process appends ``batch <step> <batch
-id>`` (random kills count their delay from the first one: a kill during Spark's start-up
-tests little).
+Each micro-batch an ``IcebergSink`` or ``DeltaSink`` starts in this process appends
+``batch <step> <batch id>`` (random kills count their delay from the first one: a kill
+during Spark's start-up tests little).
 Several steps share one process (and one JVM), so a drill pays Spark's start-up once per
 kill, not once per run. Exit status 0 when every step is done; an exception in the job
 ends the process with status 1 after printing it.
@@ -45,16 +45,21 @@ def run_plan(plan: dict[str, Any], status_path: str) -> None:
 
 
 def _report_batches(status_path: str, current: list[int]) -> None:
-    """Make every IcebergSink of this process report the micro-batches it starts."""
+    """Make every IcebergSink and DeltaSink of this process report the micro-batches it
+    starts."""
+    from stream_sink.spark.delta_sink import DeltaSink
     from stream_sink.spark.sink import IcebergSink
 
-    original = IcebergSink.foreach_batch
+    for cls in (IcebergSink, DeltaSink):
+        cls.foreach_batch = _reporting(cls.foreach_batch, status_path, current)  # type: ignore[method-assign]
 
-    def foreach_batch(self: IcebergSink, df: Any, batch_id: int) -> None:
+
+def _reporting(original: Any, status_path: str, current: list[int]) -> Any:
+    def foreach_batch(self: Any, df: Any, batch_id: int) -> None:
         _status(status_path, f"batch {current[0]} {batch_id}")
         original(self, df, batch_id)
 
-    IcebergSink.foreach_batch = foreach_batch  # type: ignore[method-assign]
+    return foreach_batch
 
 
 def _status(path: str, line: str) -> None:

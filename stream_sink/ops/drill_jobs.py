@@ -43,6 +43,10 @@ from stream_sink.exceptions import InvalidOptionError
 DEMO_JOB = "stream_sink.ops.drill_jobs:run_demo"
 DEMO_EXPECTED = "stream_sink.ops.drill_jobs:demo_rows"
 DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_demo"
+DELTA_DEMO_JOB = "stream_sink.ops.drill_jobs:run_delta_demo"
+DELTA_DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_delta_demo"
+DELTA_DEMO_TABLE = "delta:lake/orders"
+TARGETS = ("iceberg", "delta")
 DRILL_MODES = ("append", "changelog", "upsert")
 DELTA_PREFIX = "delta:"
 """``--table delta:<path>``: a Delta table at ``<work_dir>/<path>``."""
@@ -63,7 +67,13 @@ class JobSpec:
     """Called in the drill's process before the first run of each scenario."""
 
     @staticmethod
-    def demo() -> JobSpec:
+    def demo(target: str = "iceberg") -> JobSpec:
+        """The built-in demo pipeline into ``demo.orders`` (Iceberg) or into the Delta
+        table ``lake/orders`` of each scenario's work dir (``target="delta"``)."""
+        if target == "delta":
+            return JobSpec(DELTA_DEMO_JOB, DELTA_DEMO_TABLE, DEMO_EXPECTED, DELTA_DEMO_PREPARE)
+        if target != "iceberg":
+            raise InvalidOptionError(f"--target: expected {' or '.join(TARGETS)}, got {target!r}")
         return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE)
 
 
@@ -87,8 +97,9 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
 # --- the built-in demo pipeline ------------------------------------------------------------
 
 
-def _demo_config(context: Context) -> DemoConfig:
+def _demo_config(context: Context, delta: bool = False) -> DemoConfig:
     return DemoConfig(
+        delta_path=_delta_location(context) if delta else None,
         warehouse=context["warehouse"],
         checkpoint_location=context["checkpoint_location"],
         state_dir=context["state_dir"],
@@ -103,11 +114,7 @@ def _demo_config(context: Context) -> DemoConfig:
 def prepare_demo(**context: Any) -> None:
     """The shared input (written once per input dir) and the scenario's empty table."""
     cfg = _demo_config(context)
-    marker = os.path.join(context["input_dir"], "_drill_input.json")
-    if not os.path.exists(marker):
-        write_input(cfg, _stream(context))
-        with open(marker, "w") as f:
-            json.dump({k: context[k] for k in ("rows", "files", "seed")}, f)
+    _write_input_once(cfg, context)
     catalog = open_catalog(cfg)
     if not catalog.table_exists(TABLE):
         create_table(catalog)
@@ -116,6 +123,31 @@ def prepare_demo(**context: Any) -> None:
 def run_demo(**context: Any) -> None:
     """The demo's streaming job (:mod:`stream_sink.demo.job`) in the context's mode."""
     run_job(_demo_config(context))
+
+
+def _write_input_once(cfg: DemoConfig, context: Context) -> None:
+    marker = os.path.join(context["input_dir"], "_drill_input.json")
+    if not os.path.exists(marker):
+        write_input(cfg, _stream(context))
+        with open(marker, "w") as f:
+            json.dump({k: context[k] for k in ("rows", "files", "seed")}, f)
+
+
+def _delta_location(context: Context) -> str:
+    return os.path.join(context["work_dir"], DELTA_DEMO_TABLE[len(DELTA_PREFIX) :])
+
+
+def prepare_delta_demo(**context: Any) -> None:
+    """The shared input and the scenario's empty Delta table (the demo's schema)."""
+    from stream_sink.delta import DeltaTable
+
+    _write_input_once(_demo_config(context, delta=True), context)
+    DeltaTable.create(_delta_location(context), TABLE_SCHEMA, exist_ok=True)
+
+
+def run_delta_demo(**context: Any) -> None:
+    """The demo's streaming job into the scenario's Delta table (``DeltaSink``)."""
+    run_job(_demo_config(context, delta=True))
 
 
 def demo_rows(**context: Any) -> pa.Table:
