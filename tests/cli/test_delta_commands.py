@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,3 +45,29 @@ def test_table_commands_and_read_accept_a_delta_table_path(
     assert sorted(json.loads(line)["id"] for line in out.splitlines()) == [1, 2, 3]
     code, out = run(capsys, "read", loc, "--snapshot-id", "0")
     assert code == 0 and "(no rows)" in out
+
+
+def test_read_accepts_a_delta_table_on_s3_configured_by_the_aws_environment(
+    s3_props: dict[str, str],
+) -> None:
+    loc = f"s3://lake/cli-delta/{uuid.uuid4().hex}"
+    table = DeltaTable.create(loc, pa.schema([("id", pa.int64())]), storage_options=s3_props)
+    table.append(pa.table({"id": [1, 2]}))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "AWS_ENDPOINT_URL": s3_props["s3.endpoint"],
+        "AWS_ACCESS_KEY_ID": s3_props["s3.access-key-id"],
+        "AWS_SECRET_ACCESS_KEY": s3_props["s3.secret-access-key"],
+        "AWS_REGION": s3_props["s3.region"],
+    }
+    code = "from stream_sink.cli.main import main; raise SystemExit(main())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "read", loc, "--format", "jsonl"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(json.loads(line)["id"] for line in proc.stdout.splitlines()) == [1, 2]
