@@ -30,7 +30,7 @@ def stream(spark: Any, root: Path, name: str, schema: str, **options: str) -> An
         .option("maxFilesPerTrigger", 1)
         .json(str(root / f"{name}-in"))
     )
-    if options.get("mode") == "upsert":
+    if options.get("mode") in ("upsert", "changelog"):
         df = df.repartition("id")
     writer = (
         df.writeStream.format("stream_sink")
@@ -118,3 +118,30 @@ def test_bad_delta_options_fail_at_start_naming_the_fix(spark: Any, tmp_path: Pa
     with pytest.raises(Exception, match=r"not in the table"):
         stream(spark, tmp_path, "t", "id long, data string").awaitTermination()
     assert not list((tmp_path / "t").rglob("*.parquet"))
+
+
+def test_changelog_stream_into_delta_applies_deletes_and_updates(
+    spark: Any, tmp_path: Path
+) -> None:
+    def change(op: str, key: int, data: str, seq: int) -> dict[str, Any]:
+        return {"op": op, "id": key, "data": data, "seq": seq}
+
+    batches = [
+        [change("+I", k, f"a{k}", k) for k in range(3)],
+        [change("-U", 0, "a0", 10), change("+U", 0, "b0", 11), change("-D", 1, "a1", 12)],
+    ]
+    write_batches(tmp_path / "cl-in", batches)
+    stream(
+        spark,
+        tmp_path,
+        "cl",
+        "op string, id long, data string, seq long",
+        mode="changelog",
+        row_kind_column="op",
+        equality_fields="id",
+        order_by="seq",
+    ).awaitTermination()
+    table = DeltaTable.load(str(tmp_path / "cl"))
+    assert table.schema.names == ["id", "data", "seq"]  # the row kind column is not stored
+    for rows in both_readers(table.location):
+        assert sorted((r["id"], r["data"]) for r in rows) == [(0, "b0"), (2, "a2")]
