@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from stream_sink.exceptions import UnsupportedError
 from stream_sink.io.fileio import FileIO
 from stream_sink.read.delete_index import POS_FILE_PATH_ID, POS_POS_ID
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.threads import usable_cpus
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.types import LongType, NestedField, StringType
 
@@ -105,8 +106,11 @@ class EqualityKeys:
 
 def _sorted_distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique`` by sort and neighbour compare (NumPy 2's hash-based unique is
-    several times slower on large int64 arrays)."""
-    values = np.sort(values)
+    several times slower on large int64 arrays). Keys concatenated from delete files
+    that are each sorted form a few ascending runs, which the stable sort (timsort)
+    merges about 3x faster than quicksort; shuffled keys go to quicksort."""
+    descents = np.count_nonzero(values[1:] < values[:-1]) if len(values) > 1 else 0
+    values = np.sort(values, kind="stable" if descents * 64 < len(values) else "quicksort")
     if len(values) < 2:
         return values
     keep = np.empty(len(values), dtype=bool)
@@ -196,12 +200,15 @@ class DeleteReader:
     # --- equality deletes --------------------------------------------------------------------
 
     def equality_keys(self, deletes: Sequence[DataFile]) -> list[EqualityKeys]:
-        """The keys of the equality delete files among ``deletes``, one per id set."""
-        groups: dict[tuple[int, ...], list[DataFile]] = {}
-        for d in deletes:
-            if d.content == DataFileContent.EQUALITY_DELETES and d.equality_ids:
-                groups.setdefault(tuple(sorted(d.equality_ids)), []).append(d)
-        return [self._keys(ids, files) for ids, files in sorted(groups.items())]
+        """The keys of the equality delete files among ``deletes``, one per id set, in
+        the order of :meth:`equality_id_sets`."""
+        groups = _equality_groups(deletes)
+        return [self._keys(ids, groups[ids]) for ids in sorted(groups)]
+
+    @staticmethod
+    def equality_id_sets(deletes: Sequence[DataFile]) -> list[tuple[int, ...]]:
+        """The sets of equality field ids among ``deletes`` (from metadata, no reading)."""
+        return sorted(_equality_groups(deletes))
 
     def _keys(self, ids: tuple[int, ...], files: list[DataFile]) -> EqualityKeys:
         cache_key = (ids, tuple(sorted(f.file_path for f in files)))
@@ -210,7 +217,12 @@ class DeleteReader:
         )
 
     def _combine(self, ids: tuple[int, ...], files: list[DataFile]) -> EqualityKeys:
-        tables = [self._equality_file(f, ids) for f in files]
+        if len(files) > 1:  # Parquet decoding releases the GIL: read the files side by side
+            workers = min(len(files), usable_cpus(), 8)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                tables = list(pool.map(lambda f: self._equality_file(f, ids), files))
+        else:
+            tables = [self._equality_file(files[0], ids)]
         combined = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return EqualityKeys.of(ids, combined.columns)
 
@@ -234,6 +246,14 @@ class DeleteReader:
             projection = FileProjection(pf.schema_arrow, fields)
             raw = pf.read(columns=projection.columns, use_threads=True)
             return projection.conform(raw)
+
+
+def _equality_groups(deletes: Sequence[DataFile]) -> dict[tuple[int, ...], list[DataFile]]:
+    groups: dict[tuple[int, ...], list[DataFile]] = {}
+    for d in deletes:
+        if d.content == DataFileContent.EQUALITY_DELETES and d.equality_ids:
+            groups.setdefault(tuple(sorted(d.equality_ids)), []).append(d)
+    return groups
 
 
 def _group_positions(table: pa.Table) -> dict[str, np.ndarray]:

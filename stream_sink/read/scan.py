@@ -17,7 +17,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,6 +31,7 @@ from stream_sink.read.binding import bind
 from stream_sink.read.expressions import AlwaysTrue, Expression, to_expression
 from stream_sink.read.planner import FileScanTask, Planner
 from stream_sink.read.task_reader import TaskReader
+from stream_sink.read.threads import usable_cpus
 from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
@@ -76,7 +76,7 @@ class _Scan:
         if len(tasks) == 1:
             parts = [list(reader.read(tasks[0]))]
         else:
-            workers = min(len(tasks), _usable_cpus(), 16)
+            workers = min(len(tasks), usable_cpus(), 16)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 parts = list(pool.map(lambda task: list(reader.read(task)), tasks))
         tables = [t for part in parts for t in part]
@@ -150,14 +150,6 @@ class IncrementalAppendScan(_Scan):
 
     def plan_files(self) -> list[FileScanTask]:
         return Planner(self.table, self.row_filter).plan_appends(reversed(self.snapshots))
-
-
-def _usable_cpus() -> int:
-    """CPUs this process may run on (``os.cpu_count`` counts the host's in containers)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 2
 
 
 # --- choosing snapshots -------------------------------------------------------------------

@@ -5,6 +5,10 @@ pass the residual filter (:mod:`stream_sink.read.row_groups`); else read the nee
 columns by field id, drop the rows position deletes name, drop rows failing the
 residual filter, drop rows whose equality key is deleted, keep the output columns.
 
+The equality-deleted keys are loaded on a second thread while the first row group is
+read and filtered (Parquet decoding releases the GIL); a failure loading them is raised
+by the task even when no row group needed them.
+
 Invariant: output tables have exactly the Arrow schema of the scan's output
 fields (``schema_to_arrow`` of them), whatever schema the file was written with.
 """
@@ -12,6 +16,7 @@ fields (``schema_to_arrow`` of them), whatever schema the file was written with.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -50,13 +55,30 @@ class TaskReader:
                 f"{f.file_format.value}; only Parquet data files are read"
             )
         positions = self.deletes.positions_for(task.delete_files, f.file_path)
-        eq_keys = self.deletes.equality_keys(task.delete_files)
-        fields, key_names = self._fields(task.residual, eq_keys)
+        id_sets = self.deletes.equality_id_sets(task.delete_files)
+        if not id_sets:
+            yield from self._read(task, positions, id_sets, None)
+            return
+        with ThreadPoolExecutor(max_workers=1) as loader:
+            keys = loader.submit(self.deletes.equality_keys, task.delete_files)
+            yield from self._read(task, positions, id_sets, keys)
+            keys.result()  # raises what loading the keys raised, even when no row needed them
+
+    def _read(
+        self,
+        task: FileScanTask,
+        positions: np.ndarray,
+        id_sets: list[tuple[int, ...]],
+        loading: Future[list[EqualityKeys]] | None,
+    ) -> Iterator[pa.Table]:
+        f = task.data_file
+        fields, key_names = self._fields(task.residual, id_sets)
         row_filter = (
             None if isinstance(task.residual, AlwaysTrue) else to_arrow_expression(task.residual)
         )
         constants = self._constants(task)
         names = [o.name for o in self._output]
+        eq_keys: list[EqualityKeys] | None = None if loading else []
         with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
             projection = FileProjection(pf.schema_arrow, fields)
             stats = RowGroupFilter(task.residual, pf.metadata, projection.file_fields())
@@ -75,7 +97,10 @@ class TaskReader:
                     t = t.filter(pa.array(keep))
                 if row_filter is not None and t.num_rows:
                     t = t.filter(row_filter)
-                for keys in eq_keys:
+                if eq_keys is None and t.num_rows:
+                    assert loading is not None
+                    eq_keys = loading.result()
+                for keys in eq_keys or ():
                     if not t.num_rows:
                         break
                     dead = keys.deleted([t.column(key_names[i]) for i in keys.field_ids])
@@ -85,7 +110,7 @@ class TaskReader:
                     yield t.select(names)
 
     def _fields(
-        self, residual: Expression, eq_keys: list[EqualityKeys]
+        self, residual: Expression, id_sets: list[tuple[int, ...]]
     ) -> tuple[list[NestedField], dict[int, str]]:
         """Top-level fields to read (output first) and the column name of each key id."""
         fields = list(self._output)
@@ -96,8 +121,8 @@ class TaskReader:
                 fields.append(top)
                 have.add(top.field_id)
         key_names: dict[int, str] = {}
-        for keys in eq_keys:
-            for fid in keys.field_ids:
+        for ids in id_sets:
+            for fid in ids:
                 if fid in key_names:
                     continue
                 f = self._field_for_id(fid)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 import fastavro
@@ -393,19 +395,32 @@ def compact_json(value: Any) -> str:
 
 
 class AvroContents:
-    """A decoded Avro file: header metadata, the writer schema and the records."""
+    """A decoded Avro file: header metadata, the writer schema and the records.
 
-    def __init__(self, metadata: dict[str, str], schema: dict[str, Any], records: list[Any]):
+    ``schema`` is parsed once per distinct schema text and shared by every file written
+    with it (a table's manifests share a handful): read it, never change it."""
+
+    def __init__(
+        self,
+        metadata: dict[str, str],
+        schema: dict[str, Any],
+        records: list[Any],
+        schema_text: str = "",
+    ):
         self.metadata = metadata
         self.schema = schema
         self.records = records
+        self.schema_text = schema_text
+        """The writer schema as the header holds it (a cache key for decoders)."""
 
 
 def read_avro_file(fileio: FileIO, location: str) -> AvroContents:
     """Read a whole Avro file; damage raises CorruptMetadataError naming ``location``.
 
-    Records use the writer's field names; logical types are not decoded (fastavro
-    decodes those of the writer schema, so the header is rewritten without them).
+    Records use the writer's field names; logical types are not decoded (the records
+    are read with the writer schema stripped of them). Blocks compressed with ``null``
+    or ``deflate`` (what Iceberg writes) are decoded here with the schema parsed once
+    per distinct schema text; other codecs go through fastavro's container reader.
     """
     data = fileio.read_bytes(location)
     try:
@@ -414,19 +429,70 @@ def read_avro_file(fileio: FileIO, location: str) -> AvroContents:
         if not isinstance(header, dict) or header["magic"] != b"Obj\x01":
             raise ValueError("not an Avro container file (bad magic)")
         meta = dict(header["meta"])
-        schema = json.loads(meta["avro.schema"])
-        meta["avro.schema"] = json.dumps(strip_logical_types(schema)).encode("utf-8")
-        plain = io.BytesIO()
-        fastavro.schemaless_writer(plain, _HEADER_SCHEMA, dict(header, meta=meta))
-        plain.write(data[stream.tell() :])
-        plain.seek(0)
-        records = list(fastavro.reader(plain))
+        schema_text = _text(meta["avro.schema"])
+        schema, meta["avro.schema"], parsed = _parsed_schema(schema_text)
+        codec = _text(meta.get("avro.codec", b"null"))
+        if codec in _BLOCK_CODECS:
+            records = _read_blocks(stream, data, header["sync"], codec, parsed)
+        else:
+            plain = io.BytesIO()
+            fastavro.schemaless_writer(plain, _HEADER_SCHEMA, dict(header, meta=meta))
+            plain.write(data[stream.tell() :])
+            plain.seek(0)
+            records = list(fastavro.reader(plain))
     except Exception as e:  # fastavro raises many unrelated types on damaged input
         raise CorruptMetadataError(f"cannot read Avro file {location}: {e!r}") from e
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise CorruptMetadataError(f"Avro file {location} does not hold records")
     metadata = {k: _text(v) for k, v in header["meta"].items()}
-    return AvroContents(metadata, schema, records)
+    return AvroContents(metadata, schema, records, schema_text)
+
+
+@lru_cache(maxsize=64)
+def _parsed_schema(text: str) -> tuple[Any, bytes, Any]:
+    """The writer schema as JSON, its text without logical types (see
+    :func:`read_avro_file`) and that schema parsed for fastavro; once per schema."""
+    schema = json.loads(text)
+    plain = strip_logical_types(schema)
+    return schema, json.dumps(plain).encode("utf-8"), fastavro.parse_schema(plain)
+
+
+_BLOCK_CODECS = ("null", "deflate")
+
+
+def _read_blocks(
+    stream: io.BytesIO, data: bytes, sync: bytes, codec: str, schema: Any
+) -> list[Any]:
+    """The records of the data blocks after the header (Avro spec: each block is a
+    record count and a byte size as zig-zag longs, the bytes, then the sync marker)."""
+    records: list[Any] = []
+    end = len(data)
+    while stream.tell() < end:
+        count, size = _read_long(stream), _read_long(stream)
+        if count < 0 or size < 0:
+            raise ValueError(f"bad block header at byte {stream.tell()}")
+        block = stream.read(size)
+        if len(block) != size or stream.read(16) != sync:
+            raise ValueError(f"truncated block or wrong sync marker before byte {stream.tell()}")
+        if codec == "deflate":
+            block = zlib.decompress(block, -15)
+        body = io.BytesIO(block)
+        records.extend(fastavro.schemaless_reader(body, schema, None) for _ in range(count))
+    return records
+
+
+def _read_long(stream: io.BytesIO) -> int:
+    """One zig-zag varint long."""
+    shift = result = 0
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            raise ValueError("unexpected end of file in a block header")
+        b = byte[0]
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1)
+        shift += 7
 
 
 # The container file header (Avro spec, "Object Container Files").
@@ -508,7 +574,8 @@ class RecordView:
 
 
 def named_types(schema: AvroSchema) -> dict[str, AvroSchema]:
-    """Every named type defined in ``schema`` by name (to follow references)."""
+    """Every named type defined in ``schema`` by name (to follow references); the
+    result holds ``schema``'s own dicts, so it is read-only like them."""
     out: dict[str, AvroSchema] = {}
 
     def walk(s: AvroSchema) -> None:

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum, IntEnum
@@ -328,13 +329,17 @@ def read_manifest(
     """
     contents = avro.read_avro_file(io, manifest.manifest_path)
     try:
-        codec = _EntryReader(contents.schema, partition_type)
+        codec = _entry_reader(contents.schema_text, contents.schema, partition_type)
         entries = [codec.decode(r, manifest) for r in contents.records]
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as e:
         raise CorruptMetadataError(
             f"manifest {manifest.manifest_path} has a malformed entry: {e!r}"
         ) from e
     return [_inherit(e, manifest) for e in entries]
+
+
+_ENTRY_READERS: dict[tuple[str, StructType | None], _EntryReader] = {}
+_ENTRY_READERS_LOCK = threading.Lock()
 
 
 def _inherit(entry: ManifestEntry, manifest: ManifestFile) -> ManifestEntry:
@@ -418,8 +423,25 @@ def _avro_value(t: IcebergType, value: Any) -> Any:
     return value
 
 
+def _entry_reader(
+    schema_text: str, schema: dict[str, Any], partition_type: StructType | None
+) -> _EntryReader:
+    """The decoder for ``schema`` (its text is the key: a table's manifests share a few
+    schemas, and building a decoder costs as much as decoding a small manifest)."""
+    key = (schema_text, partition_type)
+    reader = _ENTRY_READERS.get(key)
+    if reader is None:
+        reader = _EntryReader(schema, partition_type)
+        with _ENTRY_READERS_LOCK:
+            if len(_ENTRY_READERS) >= 64:
+                _ENTRY_READERS.pop(next(iter(_ENTRY_READERS)))
+            _ENTRY_READERS[key] = reader
+    return reader
+
+
 class _EntryReader:
-    """Decodes manifest_entry records of any version by field id."""
+    """Decodes manifest_entry records of any version by field id (immutable once built,
+    so one instance serves every manifest with its schema, from any thread)."""
 
     def __init__(self, schema: dict[str, Any], partition_type: StructType | None) -> None:
         named = avro.named_types(schema)
