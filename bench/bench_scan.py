@@ -8,14 +8,14 @@ then ``deleted_keys`` distinct random keys deleted through the upsert delta writ
 has every delete file applied.
 
 Times are the medians of ``ROUNDS`` rounds in which the readers take turns (other load
-on the machine hits all alike; the best round is printed too); peak memory is
-measured in a fresh process per reader (RSS growth over one read). All read the
-same metadata file: ours with ``table.scan().to_arrow()`` and ``to_reader()`` (streamed, batches dropped); DuckDB with
-``SELECT * FROM iceberg_scan(...)`` fetched as an Arrow table (one run, stopped after
-the timeout: DuckDB 1.5.5 applies equality deletes in time that grows with rows times
-deleted keys, about 200 s at 300,000 rows and 30,000 keys on two cores); and, as a
-second baseline, DuckDB reading the same Parquet files with a hash anti-join on the
-key. Row counts must agree.
+on the machine hits all alike; the best round is printed too); peak memory is measured
+in a fresh process per reader (RSS growth over one read). All read the same metadata
+file: ours with ``table.scan().to_arrow()`` and ``to_reader()`` (streamed, batches
+dropped); DuckDB with ``SELECT * FROM iceberg_scan(...)`` fetched as an Arrow table (one
+run, stopped after the timeout: DuckDB 1.5.5 applies equality deletes in time that grows
+with rows times deleted keys, about 200 s at 300,000 rows and 30,000 keys on two cores);
+and, as a second baseline, DuckDB reading the same Parquet files with a hash anti-join
+on the key. Row counts must agree.
 
 Filtered reads (``id < rows / 20``, the first 5% of the keys) compare our scan, which
 skips files and row groups by their statistics (the table writes row groups of
