@@ -61,6 +61,17 @@ class ParquetOptions:
     page_bytes: int = _MIB
     dict_page_bytes: int | None = None
 
+    def writer_kwargs(self) -> dict[str, object]:
+        """Keyword arguments of ``pyarrow.parquet.ParquetWriter`` for these settings
+        (row groups are cut by the caller, at ``row_group_bytes``)."""
+        return {
+            "compression": self.codec,
+            "compression_level": self.codec_level,
+            "data_page_size": self.page_bytes,
+            "dictionary_pagesize_limit": self.dict_page_bytes,
+            "write_statistics": True,
+        }
+
 
 @dataclass(frozen=True)
 class WriteConfig:

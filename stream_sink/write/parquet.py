@@ -98,13 +98,7 @@ class ParquetAppender:
             with io_failure("creating data file", location):
                 self._stream = io.open_output(location)
                 self._writer = pq.ParquetWriter(
-                    self._stream,
-                    self._arrow_schema,
-                    compression=opts.codec,
-                    compression_level=opts.codec_level,
-                    data_page_size=opts.page_bytes,
-                    dictionary_pagesize_limit=opts.dict_page_bytes,
-                    write_statistics=True,
+                    self._stream, self._arrow_schema, **opts.writer_kwargs()
                 )
         except BaseException:
             self.abort()
