@@ -440,11 +440,11 @@ def read_avro_file(fileio: FileIO, location: str) -> AvroContents:
             plain.write(data[stream.tell() :])
             plain.seek(0)
             records = list(fastavro.reader(plain))
+        metadata = {k: _text(v) for k, v in header["meta"].items()}
     except Exception as e:  # fastavro raises many unrelated types on damaged input
         raise CorruptMetadataError(f"cannot read Avro file {location}: {e!r}") from e
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise CorruptMetadataError(f"Avro file {location} does not hold records")
-    metadata = {k: _text(v) for k, v in header["meta"].items()}
     return AvroContents(metadata, schema, records, schema_text)
 
 
