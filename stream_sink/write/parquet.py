@@ -112,7 +112,7 @@ class ParquetAppender:
         if data.num_rows == 0:
             return
         for fid in self._plan.nan_ids:
-            self._nan_counts[fid] += _count_nan(data, self._paths[fid])
+            self._nan_counts[fid] += count_nan(data, self._paths[fid])
         self._pending.append(data)
         self._pending_rows += data.num_rows
         self._pending_bytes += data.nbytes if nbytes is None else nbytes
@@ -202,9 +202,9 @@ class ParquetAppender:
     def _data_file(self, md: pq.FileMetaData, size: int) -> DataFile:
         m = footer_column_stats(md, self._plan)
         counts = (m.value_counts, m.null_value_counts, self._nan_counts)
-        unresolved = {fid for fid in m.unresolved if not _all_nan_or_null(fid, *counts)}
+        unresolved = {fid for fid in m.unresolved if not all_nan_or_null(fid, *counts)}
         if unresolved:
-            lo, hi = self._bounds_from_file(unresolved)
+            lo, hi = bounds_from_file(self._io, self.location, self._spec, unresolved)
             m.lower.update(lo)
             m.upper.update(hi)
         lower, upper = serialize_bounds(m.lower, m.upper, self._plan)
@@ -228,33 +228,39 @@ class ParquetAppender:
             sort_order_id=s.sort_order_id,
         )
 
-    def _bounds_from_file(self, ids: set[int]) -> tuple[dict[int, Any], dict[int, Any]]:
-        """min/max of ``ids`` computed from the finished file (footer had none)."""
-        tops = sorted({int(self._paths[fid][0]) for fid in ids})
-        names = [self._arrow_schema.field(i).name for i in tops]
-        with self._io.open_input(self.location) as f:
-            table = pq.read_table(f, columns=names, schema=self._arrow_schema)
-        lower: dict[int, Any] = {}
-        upper: dict[int, Any] = {}
-        for fid in ids:
-            path = self._paths[fid]
-            local = (tops.index(int(path[0])), *path[1:])
-            t = self._plan.types[fid]
-            arrays = list(leaf_values(table, local))
-            values = pa.chunked_array(arrays) if arrays else None
-            if values is None or len(values) == 0:
-                continue
-            if isinstance(t, (FloatType, DoubleType)):
-                values = values.filter(pc.invert(pc.is_nan(values)))
-            mm = pc.min_max(values)
-            lo, hi = mm["min"], mm["max"]
-            if lo.is_valid:
-                lower[fid] = to_internal(pa.array([lo.as_py()], values.type), t)[0]
-                upper[fid] = to_internal(pa.array([hi.as_py()], values.type), t)[0]
-        return lower, upper
+
+def bounds_from_file(
+    io: FileIO, location: str, spec: FileSpec, ids: set[int]
+) -> tuple[dict[int, Any], dict[int, Any]]:
+    """min/max (internal values, NaN left out) of the fields ``ids`` computed from the
+    data of the finished file at ``location`` (for fields whose footer had none)."""
+    arrow_schema, paths, plan = spec.arrow_schema, spec.leaf_paths, spec.plan
+    tops = sorted({int(paths[fid][0]) for fid in ids})
+    names = [arrow_schema.field(i).name for i in tops]
+    with io.open_input(location) as f:
+        table = pq.read_table(f, columns=names, schema=arrow_schema)
+    lower: dict[int, Any] = {}
+    upper: dict[int, Any] = {}
+    for fid in ids:
+        path = paths[fid]
+        local = (tops.index(int(path[0])), *path[1:])
+        t = plan.types[fid]
+        arrays = list(leaf_values(table, local))
+        values = pa.chunked_array(arrays) if arrays else None
+        if values is None or len(values) == 0:
+            continue
+        if isinstance(t, (FloatType, DoubleType)):
+            values = values.filter(pc.invert(pc.is_nan(values)))
+        mm = pc.min_max(values)
+        lo, hi = mm["min"], mm["max"]
+        if lo.is_valid:
+            lower[fid] = to_internal(pa.array([lo.as_py()], values.type), t)[0]
+            upper[fid] = to_internal(pa.array([hi.as_py()], values.type), t)[0]
+    return lower, upper
 
 
-def _count_nan(data: pa.Table, path: LeafPath) -> int:
+def count_nan(data: pa.Table, path: LeafPath) -> int:
+    """NaN values of the float/double leaf at ``path`` of ``data``."""
     total = 0
     for arr in leaf_values(data, path):
         if not len(arr) or arr.null_count == len(arr):
@@ -266,7 +272,7 @@ def _count_nan(data: pa.Table, path: LeafPath) -> int:
     return int(total)
 
 
-def _all_nan_or_null(
+def all_nan_or_null(
     fid: int,
     values: dict[int, int],
     nulls: dict[int, int],
