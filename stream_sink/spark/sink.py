@@ -49,6 +49,7 @@ from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, mer
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.routing import Router, TableTemplate
+from stream_sink.spark.spark_files import ROUTES, choose_route, write_batch
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -88,6 +89,11 @@ class IcebergSink:
     ``stream_sink.spark.routing``); rows whose value names no table stop the query, or go
     to ``dead_letter_table`` (append only, every column) when given.
 
+    ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
+    (Spark's own Parquet writer where it writes the table's files exactly, pyarrow
+    otherwise; see ``stream_sink.spark.spark_files``), ``"spark"`` (insist; falls back
+    only where Spark cannot), ``"arrow"`` (always pyarrow). CDC modes always use pyarrow.
+
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
     DataFrame's before the batch is written; see ``stream_sink.spark.evolution``).
@@ -123,8 +129,14 @@ class IcebergSink:
         table_template: Mapping[str, Any] | None = None,
         maintenance: MaintenanceOptions | None = None,
         dead_letter_table: str | None = None,
+        write_route: str = "auto",
     ) -> None:
         self.catalog = catalog
+        if write_route not in ROUTES:
+            raise InvalidOptionError(
+                f"write_route={write_route!r}: expected one of {', '.join(ROUTES)}"
+            )
+        self.write_route = write_route
         self.options: SinkOptions = parse_options(
             table=table,
             mode=mode,
@@ -165,6 +177,7 @@ class IcebergSink:
         self.maintenance_options = maintenance
         self._maintenance: SinkMaintenance | None = None
         self._plans: dict[str, BatchPlan] = {}
+        self._route = ""
         self._writer_metrics = WriterMetrics()
         self._committer_metrics: CommitterMetricsSnapshot | None = None
         REGISTRY.register(self)
@@ -465,6 +478,12 @@ class IcebergSink:
             operation_id=f"{job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}",
             delta_options=plan.delta_options,
         )
+        route, why = choose_route(self.write_route, self.options.mode, factory)
+        if route != self._route:
+            log.info("sink %s: data files written by the %s route (%s)", self.sink_id, route, why)
+            self._route = route
+        if route == "spark":
+            return write_batch(plan.prepare(df, batch_id), factory, table.name)
         ties = df.sparkSession.sparkContext.accumulator(0) if plan.tie_columns else None
         task = WriteTask(
             factory, plan.insert_kind_column, plan.tie_columns, plan.drop_columns, ties

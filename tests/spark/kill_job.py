@@ -81,7 +81,12 @@ def main(root: Path, route: str, master: str) -> None:
         return
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
     common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
-    append = IcebergSink(table="db.events", checkpoint_location=str(root / "chk-append"), **common)
+    append = IcebergSink(
+        table="db.events",
+        checkpoint_location=str(root / "chk-append"),
+        write_route="spark",  # Spark's own Parquet writer writes the appended files
+        **common,
+    )
     run(spark, append, root / "append-in", APPEND_SCHEMA)
     upsert = IcebergSink(
         table="db.latest",

@@ -102,11 +102,15 @@ def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path
     out, _ = final.communicate(timeout=1200)
     assert final.returncode == 0 and "done" in out
 
-    check_exactly_once(tmp_path, latest)
+    check_exactly_once(tmp_path, latest, spark_files=True)
 
 
 def check_exactly_once(
-    root: Path, latest: dict[int, str], java: bool = False, files: int = FILES
+    root: Path,
+    latest: dict[int, str],
+    java: bool = False,
+    files: int = FILES,
+    spark_files: bool = False,
 ) -> None:
     """Every appended row once and every key's last value, read by stream_sink and DuckDB
     (and Java Iceberg when ``java``); no batch committed twice; one job id per table."""
@@ -114,6 +118,9 @@ def check_exactly_once(
     events, upserts = catalog.load_table("db.events"), catalog.load_table("db.latest")
     ids = sorted(events.scan().to_arrow().column("id").to_pylist())
     assert ids == list(range(files * APPEND_ROWS))  # every row, exactly once
+    if spark_files:  # the append stream's files are Spark's own (write_route="spark")
+        names = [t.file_path.rsplit("/", 1)[-1] for t in events.scan().plan_files()]
+        assert names and all(n.startswith("part-") for n in names)
     got = upserts.scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["data"]) for r in got) == sorted(latest.items())
     assert sorted(r["id"] for r in duckdb_rows(events.metadata_location)) == ids

@@ -1,0 +1,64 @@
+"""Which route writes a batch's data files (``write_route``), decided before any Spark
+job: Spark's own Parquet writer only where it writes exactly the files Iceberg expects."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import stream_sink as ss
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.spark import IcebergSink
+from stream_sink.spark.spark_files import choose_route
+from stream_sink.write.writer_factory import TaskWriterFactory
+
+PLAIN = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.string()), ("x", pa.float64())])
+
+
+def factory(tmp_path: Path, schema: pa.Schema = PLAIN, **kwargs: Any) -> TaskWriterFactory:
+    catalog = ss.load_catalog("r", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("db")
+    return TaskWriterFactory.for_table(catalog.create_table("db.t", schema=schema, **kwargs))
+
+
+def test_auto_takes_spark_for_append_and_overwrite_only(tmp_path: Path) -> None:
+    f = factory(tmp_path, partition_spec=[("bucket", "id", 4), ("truncate", "s", 2)])
+    assert choose_route("auto", "append", f)[0] == "spark"
+    assert choose_route("auto", "overwrite", f)[0] == "spark"
+    assert choose_route("auto", "upsert", f)[0] == "arrow"
+    assert choose_route("arrow", "append", f)[0] == "arrow"
+
+
+@pytest.mark.parametrize(
+    ("schema", "spec", "why"),
+    [
+        (pa.schema([("id", pa.int64()), ("li", pa.list_(pa.int64()))]), None, "'li'"),
+        (pa.schema([("id", pa.int64()), ("b", pa.binary(16))]), None, "'b'"),
+        (pa.schema([("id", pa.int64()), ("t", pa.time64("us"))]), None, "'t'"),
+        (pa.schema([("id", pa.int64()), ("x", pa.float64())]), [("identity", "x")], "x"),
+        (pa.schema([("ts", pa.timestamp("us"))]), [("day", "ts")], "ts"),
+    ],
+)
+def test_what_spark_cannot_write_exactly_takes_pyarrow_even_when_asked(
+    tmp_path: Path, schema: pa.Schema, spec: Any, why: str
+) -> None:
+    route, reason = choose_route("spark", "append", factory(tmp_path, schema, partition_spec=spec))
+    assert route == "arrow" and why in reason
+
+
+def test_auto_keeps_pyarrow_off_local_paths_and_for_other_codecs(tmp_path: Path) -> None:
+    remote = dataclasses.replace(factory(tmp_path), data_location="s3://bucket/t/data")
+    assert choose_route("auto", "append", remote)[0] == "arrow"
+    assert choose_route("spark", "append", remote)[0] == "spark"
+    f = factory(tmp_path / "b", properties={"write.parquet.compression-codec": "brotli"})
+    assert choose_route("spark", "append", f) == ("arrow", "codec brotli")
+
+
+def test_an_unknown_route_is_refused(tmp_path: Path) -> None:
+    catalog = ss.load_catalog("r", type="hadoop", warehouse=str(tmp_path / "wh"))
+    with pytest.raises(InvalidOptionError, match="write_route='fast'"):
+        IcebergSink(catalog=catalog, table="db.t", write_route="fast")
