@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 INPUT_SEQUENCE = "_stream_sink_input_seq"
-_SHOWN = 200
+SHOWN_CHARS = 200
+"""Characters of an input row shown in a null key or order value message."""
 
 
 ORDER_HINT = (
@@ -41,7 +42,7 @@ def guarded(
     from pyspark.sql.types import StructType
 
     batch = f"batch {batch_id}" if batch_id is not None else "the batch"
-    row = F.substring(F.to_json(F.struct(*(column(c) for c in df.columns))), 1, _SHOWN)
+    row = F.substring(F.to_json(F.struct(*(column(c) for c in df.columns))), 1, SHOWN_CHARS)
     checked: dict[str, Column] = {}
     for k in keys:
         text = f"{batch}: equality field {k!r} is null in input row "

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stream_sink.spark.task_sort import TaskSort
 from stream_sink.spark.ties import add_to, count_ties
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import write_through
@@ -64,10 +65,14 @@ class WriteTask:
     """Columns that reach the task only to count ties; dropped before writing."""
     ties: Any = None
     """A Spark accumulator the task adds its tie count to (None: not counted)."""
+    sort: TaskSort | None = None
+    """CDC batches read in one task: check and order the rows here (see task_sort)."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ids = current_task_ids()
         counter = [0]
+        if self.sort is not None:
+            batches = self.sort(batches)
         if self.tie_columns:
             batches = count_ties(batches, self.tie_columns, self.drop_columns, counter)
         if self.insert_kind_column is not None:

@@ -77,6 +77,17 @@ class BatchPlan:
             return spread
         return spread.select(*(distribution.column(c) for c in (*self.columns, *self.drop_columns)))
 
+    def prepare_one_task(self, df: DataFrame) -> DataFrame:
+        """CDC: ``df`` cut to the columns the task takes, as read (no guard, shuffle or
+        sort: for a batch read in one task, which checks and orders it itself)."""
+        extra = [c for c in self.options.order_by if c not in self.columns]
+        return df.select(*(distribution.column(c) for c in (*self.columns, *extra)))
+
+    @property
+    def one_task_drop_columns(self) -> tuple[str, ...]:
+        """CDC read in one task: order columns that are not written (no input sequence)."""
+        return tuple(c for c in self.options.order_by if c not in self.columns)
+
     @property
     def tie_columns(self) -> tuple[str, ...]:
         """CDC: the columns whose equal values make two changes a tie (key, order)."""

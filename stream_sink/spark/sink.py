@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
@@ -49,7 +49,9 @@ from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, mer
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.routing import Router, TableTemplate
+from stream_sink.spark.single_task import runs_in_one_task
 from stream_sink.spark.spark_files import ROUTES, choose_route, write_batch
+from stream_sink.spark.task_sort import TaskSort
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -488,15 +490,29 @@ class IcebergSink:
         task = WriteTask(
             factory, plan.insert_kind_column, plan.tie_columns, plan.drop_columns, ties
         )
-        prepared = plan.prepare(df, batch_id)
+        job = self._one_task_job(df, plan, task, batch_id)
+        if job is None:
+            job = plan.prepare(df, batch_id).mapInArrow(task, RESULT_DDL)
         try:
-            rows = prepared.mapInArrow(task, RESULT_DDL).collect()
+            rows = job.collect()
         except Exception as e:
             reraise_stream_sink_error(e)
             raise
         if ties is not None and ties.value:
             self._writer_metrics.ties(int(ties.value))
         return merge_results([bytes(r[RESULT_COLUMN]) for r in rows])
+
+    def _one_task_job(
+        self, df: DataFrame, plan: BatchPlan, task: WriteTask, batch_id: int
+    ) -> DataFrame | None:
+        """A CDC batch Spark reads in one small partition: the write job without shuffle,
+        its task checking and ordering the rows (see ``single_task``); None otherwise."""
+        if not plan.options.is_cdc:
+            return None
+        sort = TaskSort(plan.equality_fields, plan.options.order_by, f"batch {batch_id}")
+        local = replace(task, drop_columns=plan.one_task_drop_columns, sort=sort)
+        job = plan.prepare_one_task(df).mapInArrow(local, RESULT_DDL)
+        return job if runs_in_one_task(job) else None
 
     def _checkpoint(self, runtime: _Runtime, checkpoint_id: int) -> None:
         committer = runtime.committer

@@ -1,5 +1,6 @@
 """Quiet surprises in CDC input made explicit: null order values and null keys are
-refused naming the batch and the input row; ties keep input order; Debezium updates
+refused naming the batch and the input row; ties keep input order, whether the batch is
+ordered in its one task or shuffled by key; Debezium updates
 without a before image retract the old row in changelog mode; Kafka tombstones delete
 their key."""
 
@@ -59,12 +60,13 @@ def test_null_order_value_and_null_key_are_refused_naming_batch_and_input_row(
     (source / "batch-00001.json").write_text(
         json.dumps({**order(2, "new", 2.0), "seq": 2, "order_id": None}) + "\n"
     )
-    with pytest.raises(
-        StreamingQueryException,
-        match=r"NullKeyError: batch 1: equality field 'order_id' is null in "
-        r"input row \{.*\"seq\":2",
-    ):
-        _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), df)
+    for stream in (df, df.repartition(2)):  # checked in the one task, or before the shuffle
+        with pytest.raises(
+            StreamingQueryException,
+            match=r"NullKeyError: batch 1: equality field 'order_id' is null in "
+            r"input row \{.*\"seq\":2",
+        ):
+            _run(spark, _sink(catalog, tmp_path, "db.o", mode="upsert", order_by="seq"), stream)
 
 
 def test_ties_in_order_values_keep_input_order_and_are_counted(spark: Any, tmp_path: Path) -> None:
@@ -133,3 +135,50 @@ def test_debezium_update_without_before_image_and_kafka_tombstones(
     )
     _run(spark, sink, changes)
     assert rows_of(catalog, "db.log") == [(1, "paid", 1.5)]
+
+
+def test_a_batch_read_in_one_task_and_a_shuffled_batch_give_the_same_table(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A small batch Spark reads in one partition is ordered inside its task (no
+    shuffle); a batch read in two partitions (two files per trigger) is shuffled by key.
+    Updates, deletes, re-inserts and ties give the same rows and tie counts either way."""
+    from stream_sink.spark.single_task import runs_in_one_task
+
+    catalog = orders_catalog(tmp_path)
+    first = [{**order(i, "new", float(i)), "seq": i, "kind": "+I"} for i in range(1, 7)]
+    second = [
+        {**order(2, "paid", 2.5), "seq": 9, "kind": "+U"},
+        {**order(3, "gone", 3.0), "seq": 8, "kind": "-D"},
+        {**order(2, "tie-a", 2.6), "seq": 10, "kind": "+U"},
+        {**order(2, "tie-b", 2.7), "seq": 10, "kind": "+U"},
+        {**order(4, "gone", 4.0), "seq": 11, "kind": "-D"},
+        {**order(4, "back", 4.5), "seq": 12, "kind": "+I"},
+        {**order(7, "new", 7.0), "seq": 13, "kind": "+I"},
+    ]
+    source = tmp_path / "in"
+    write_batches(source, [first[:3], first[3:], second[:4], second[4:]])
+    schema = f"{ROW_SCHEMA}, seq long, kind string"
+    files = sorted(str(p) for p in source.glob("*.json"))
+    assert runs_in_one_task(spark.read.schema(schema).json(files[0]))
+    assert not runs_in_one_task(spark.read.schema(schema).json(files[0]), max_bytes=0)
+    assert not runs_in_one_task(spark.read.schema(schema).json(files[:2]))
+    expected = [
+        (1, "new", 1.0),
+        (2, "tie-b", 2.7),
+        (4, "back", 4.5),
+        (5, "new", 5.0),
+        (6, "new", 6.0),
+        (7, "new", 7.0),
+    ]
+    for name, files_per_batch in (("db.one", 1), ("db.spread", 2)):
+        stream = (
+            spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", files_per_batch)
+            .json(str(source))
+        )
+        catalog.create_table(name, schema=ORDERS, identifier_fields=["order_id"])
+        sink = _sink(catalog, tmp_path, name, mode="upsert", row_kind_column="kind", order_by="seq")
+        _run(spark, sink, stream)
+        assert rows_of(catalog, name) == expected, name
+        assert sink.metrics_snapshot().writer.cdc_order_ties == 1, name

@@ -1,0 +1,252 @@
+"""Upsert stream: ``IcebergSink(mode="upsert")`` against what a Spark user would write
+instead, ``foreachBatch`` + dedup by key + ``MERGE INTO`` (merge-on-read) with Apache
+Iceberg's own Spark runtime, on the same CDC changes in the same Spark session.
+
+Run: ``.venv-spark35/bin/python bench/bench_upsert_merge.py [--files 10]
+[--rows 40000] [--keys 100000] [--rounds 3]`` (pyspark 3.5: Iceberg's runtime jar is
+built for it; see ``bench/iceberg_spark.py``).
+
+Input: ``files`` Parquet files of ``rows`` changes each (one file per micro-batch):
+``id`` drawn from ``keys`` ids, a payload, ``seq`` (the source order, increasing) and
+``_row_kind`` (``+I`` for a new id, else 85% ``+U`` and 15% ``-D``).
+
+- (a) MERGE: per batch, the latest change of each id (``row_number`` over ``seq``
+  descending), then ``MERGE INTO`` deleting ``-D`` ids and updating or inserting the
+  rest; the table has ``write.{delete,update,merge}.mode=merge-on-read``.
+- (b) ours: ``IcebergSink(mode="upsert", row_kind_column="_row_kind", order_by="seq")``.
+
+One untimed warm-up round of both first; then ``rounds`` interleaved rounds, each on a
+fresh table; medians, the ratio MERGE time / ours (above 1: ours is faster), the peak
+RSS of the driver, and the final tables of both compared exactly with each other and
+with the expected rows (computed with pyarrow), all read by Iceberg's Spark reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from iceberg_spark import iceberg_session
+
+import stream_sink as ss
+from stream_sink.spark import IcebergSink
+
+COLUMNS = "id BIGINT NOT NULL, name STRING, amount DOUBLE, qty INT, seq BIGINT"
+MOR = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+
+def make_input(directory: Path, files: int, rows: int, keys: int) -> pa.Table:
+    """Write the change files; return every change (for the expected result)."""
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(16)
+    seen = np.zeros(keys, dtype=bool)
+    parts = []
+    for f in range(files):
+        ids = rng.integers(0, keys, rows)
+        # a key's first change in the stream is an insert; later ones update or delete
+        first = ~seen[ids]
+        _, at = np.unique(ids, return_index=True)
+        new = np.zeros(rows, dtype=bool)
+        new[at] = first[at]
+        seen[ids] = True
+        kinds = np.where(new, "+I", np.where(rng.random(rows) < 0.15, "-D", "+U"))
+        table = pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "name": pa.array(np.char.add("name-", ids.astype(str)).astype(object)),
+                "amount": pa.array(rng.random(rows) * 100),
+                "qty": pa.array(rng.integers(0, 1000, rows).astype(np.int32)),
+                "seq": pa.array(np.arange(f * rows, (f + 1) * rows, dtype=np.int64)),
+                "_row_kind": pa.array(kinds.astype(object), pa.string()),
+            }
+        )
+        path = directory / f"part-{f:05d}.parquet"
+        pq.write_table(table, path)
+        stamp = time.time() - 10_000 + f  # Spark's file source orders files by mtime
+        os.utime(path, (stamp, stamp))
+        parts.append(table)
+    return pa.concat_tables(parts)
+
+
+def expected_rows(changes: pa.Table) -> pa.Table:
+    """The last change per id, without ids whose last change is a delete."""
+    last = changes.sort_by([("id", "ascending"), ("seq", "descending")])
+    ids = last.column("id").to_numpy()
+    keep = np.ones(len(ids), dtype=bool)
+    keep[1:] = ids[1:] != ids[:-1]
+    last = last.filter(pa.array(keep))
+    last = last.filter(pc.not_equal(last.column("_row_kind"), "-D"))
+    return last.drop_columns(["_row_kind"])
+
+
+def stream(spark: Any, source: Path) -> Any:
+    return (
+        spark.readStream.schema(spark.read.parquet(str(source)).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(source))
+    )
+
+
+def create(spark: Any, name: str, identifier: bool) -> None:
+    props = ", ".join(f"'{k}'='{v}'" for k, v in MOR.items())
+    spark.sql(f"CREATE TABLE hc.db.{name} ({COLUMNS}) USING iceberg TBLPROPERTIES ({props})")
+    if identifier:
+        spark.sql(f"ALTER TABLE hc.db.{name} SET IDENTIFIER FIELDS id")
+
+
+def run_merge(spark: Any, source: Path, work: Path, name: str) -> float:
+    create(spark, name, identifier=False)
+
+    def merge(df: Any, batch_id: int) -> None:
+        view = f"changes_{batch_id}"
+        df.createOrReplaceTempView(view)
+        df.sparkSession.sql(
+            f"""
+            MERGE INTO hc.db.{name} t
+            USING (
+              SELECT * FROM (
+                SELECT *, row_number() OVER (PARTITION BY id ORDER BY seq DESC) AS rn
+                FROM {view}) WHERE rn = 1
+            ) s
+            ON t.id = s.id
+            WHEN MATCHED AND s._row_kind = '-D' THEN DELETE
+            WHEN MATCHED THEN UPDATE SET
+              t.name = s.name, t.amount = s.amount, t.qty = s.qty, t.seq = s.seq
+            WHEN NOT MATCHED AND s._row_kind != '-D' THEN INSERT
+              (id, name, amount, qty, seq) VALUES (s.id, s.name, s.amount, s.qty, s.seq)
+            """
+        )
+        df.sparkSession.catalog.dropTempView(view)
+
+    started = time.perf_counter()
+    q = (
+        stream(spark, source)
+        .writeStream.foreachBatch(merge)
+        .option("checkpointLocation", str(work / f"chk-{name}"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return time.perf_counter() - started
+
+
+def run_sink(spark: Any, source: Path, work: Path, warehouse: Path, name: str) -> float:
+    create(spark, name, identifier=True)
+    catalog = ss.load_catalog("bench", type="hadoop", warehouse=str(warehouse))
+    sink = IcebergSink(
+        catalog=catalog,
+        table=f"db.{name}",
+        mode="upsert",
+        row_kind_column="_row_kind",
+        order_by="seq",
+        checkpoint_location=str(work / f"chk-{name}"),
+        state_dir=str(work / f"state-{name}"),
+    )
+    started = time.perf_counter()
+    q = (
+        stream(spark, source)
+        .writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    sink.close()
+    return time.perf_counter() - started
+
+
+def compare(spark: Any, tables: list[str], expected: pa.Table) -> None:
+    """Every table read by Iceberg's Spark reader equals ``expected`` exactly."""
+    want = spark.createDataFrame(expected.to_pandas()).select("id", "name", "amount", "qty", "seq")
+    for name in tables:
+        # the session's catalog caches tables: the streams committed from elsewhere
+        spark.sql(f"REFRESH TABLE hc.db.{name}")
+        got = spark.table(f"hc.db.{name}").select("id", "name", "amount", "qty", "seq")
+        extra, missing = got.exceptAll(want).count(), want.exceptAll(got).count()
+        if extra or missing or got.count() != expected.num_rows:
+            spark.sql(f"SELECT snapshot_id, operation, summary FROM hc.db.{name}.snapshots").show(
+                30, truncate=120
+            )
+            raise SystemExit(f"{name}: {extra} unexpected rows, {missing} missing rows")
+    print(f"  final tables equal ({expected.num_rows:,} live keys): {', '.join(tables)}")
+
+
+def jvm_peak_mib(spark: Any) -> float:
+    """Peak RSS (VmHWM) of the session's JVM, 0 when it cannot be read."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (AttributeError, OSError):
+        pass
+    return 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=10)
+    ap.add_argument("--rows", type=int, default=40_000, help="changes per file")
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-upsert-merge-"))
+    warehouse = root / "warehouse"
+    try:
+        changes = make_input(root / "input", args.files, args.rows, args.keys)
+        make_input(root / "warm", 2, 1000, 500)
+        expected = expected_rows(changes)
+        spark = iceberg_session(str(warehouse))
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS hc.db")
+        print(
+            f"upsert: {changes.num_rows:,} changes in {args.files} files (one per micro-batch) "
+            f"-> {expected.num_rows:,} live keys; load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        run_merge(spark, root / "warm", root, "warm_merge")
+        run_sink(spark, root / "warm", root, warehouse, "warm_sink")
+        merge_times, sink_times = [], []
+        for r in range(args.rounds):
+            merge_times.append(run_merge(spark, root / "input", root, f"merge{r}"))
+            sink_times.append(run_sink(spark, root / "input", root, warehouse, f"sink{r}"))
+            print(
+                f"  round {r}: MERGE {merge_times[-1]:6.2f} s   ours {sink_times[-1]:6.2f} s   "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+        m, s = statistics.median(merge_times), statistics.median(sink_times)
+        n = changes.num_rows
+        print(f"  foreachBatch + MERGE INTO (merge-on-read): {m:6.2f} s  {n / m:10,.0f} rows/s")
+        print(f"  IcebergSink(mode='upsert')               : {s:6.2f} s  {n / s:10,.0f} rows/s")
+        print(f"  ratio MERGE time / ours: {m / s:.2f}x")
+        compare(spark, [f"merge{args.rounds - 1}", f"sink{args.rounds - 1}"], expected)
+        jvm = jvm_peak_mib(spark)
+        spark.stop()
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS: Python driver {own:.0f} MiB, JVM {jvm:.0f} MiB (both routes share them)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
