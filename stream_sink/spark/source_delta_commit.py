@@ -84,7 +84,7 @@ def prepare_delta_write(
         )
     kept = tuple(c for c in columns if c in table_cols or c in extra)
     task = DeltaSourceTask(
-        TableShape.of(table.snapshot),
+        TableShape.of(table.snapshot, options.storage),
         kept,
         mode=options.mode,
         key_columns=options.equality_fields,
@@ -102,8 +102,9 @@ def _require(where: str, what: str, missing: list[str]) -> None:
 def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
     """The table at ``options.path``; created from ``schema`` (without the row kind
     column) when missing. ``partition-by`` must match an existing table's."""
-    if DeltaTable.is_delta_table(options.path):
-        table = DeltaTable.load(options.path)
+    storage = options.storage
+    if DeltaTable.is_delta_table(options.path, storage):
+        table = DeltaTable.load(options.path, storage_options=storage)
         given, have = options.partition_by, tuple(table.partition_columns)
         if given and given != have:
             raise InvalidOptionError(
@@ -119,7 +120,13 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
     missing = [c for c in options.partition_by if c not in arrow.names]
     if missing:
         raise MissingColumnError(f"{WHERE}: partition-by names {missing}, not in the DataFrame")
-    return DeltaTable.create(options.path, arrow, partition_by=options.partition_by, exist_ok=True)
+    return DeltaTable.create(
+        options.path,
+        arrow,
+        partition_by=options.partition_by,
+        exist_ok=True,
+        storage_options=storage,
+    )
 
 
 def _written(
@@ -179,7 +186,7 @@ def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | No
     from stream_sink.commit.delta_target import replace_partitions
 
     written, _ = _written(prepared, outputs, "batch write")
-    table = DeltaTable.load(prepared.options.path)
+    table = DeltaTable.load(prepared.options.path, storage_options=prepared.options.storage)
     txn = table.new_transaction().add_all(written.adds)
     if prepared.options.mode == "overwrite":
         replace_partitions(txn, written.adds, table.partition_columns)

@@ -23,6 +23,9 @@ option                         meaning (default)
                                ``checkpointLocation``)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
+``s3.<key>``                   FileIO property of the table's store (``s3.endpoint``,
+                               ``s3.access-key-id``, ``s3.secret-access-key``,
+                               ``s3.region``), for a ``path`` on ``s3://``
 =============================  ======================================================
 
 Invariants: every check that needs no table runs here, so a bad option fails before
@@ -69,6 +72,8 @@ NOT_ON_THIS_ROUTE = {
     "spark-checkpoint-location": "set Spark's .option('checkpointLocation', DIR)",
 }
 LIST_OPTIONS = ("partition-by", "equality-fields", "order-by")
+STORAGE_PREFIX = "s3."
+"""Options passed to the table's FileIO (``DeltaSink(storage_options=...)``)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,12 @@ class DeltaRouteOptions:
     checkpoint_location: str | None = None
     spark_checkpoint_location: str | None = None
     state_dir: str = "state"
+    storage_options: tuple[tuple[str, str], ...] = ()
+    """FileIO properties of the table's store (``s3.*``)."""
+
+    @property
+    def storage(self) -> dict[str, str]:
+        return dict(self.storage_options)
 
     @property
     def is_cdc(self) -> bool:
@@ -103,6 +114,7 @@ class DeltaRouteOptions:
             "checkpoint_location": self.checkpoint_location,
             "spark_checkpoint_location": self.spark_checkpoint_location,
             "state_dir": self.state_dir,
+            "storage_options": self.storage,
         }
 
 
@@ -126,6 +138,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
     from stream_sink.spark.source_options import SPARK_CHECKPOINT, normalize_key
 
     given: dict[str, str] = {}
+    storage: dict[str, str] = {}
     spark_checkpoint = None
     for raw_key, value in options.items():
         key = normalize_key(str(raw_key))
@@ -133,6 +146,8 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
             spark_checkpoint = str(value)
         elif key == TARGET:
             continue
+        elif key.startswith(STORAGE_PREFIX):
+            storage[str(raw_key).strip().lower()] = str(value)
         elif key in DELTA_OPTIONS:
             given[key] = str(value)
         else:
@@ -165,6 +180,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         checkpoint_location=given.get("checkpoint-location") or spark_root,
         spark_checkpoint_location=spark_root,
         state_dir=given.get("state-dir", "state"),
+        storage_options=tuple(sorted(storage.items())),
     )
     _check_modes(parsed)
     return parsed
@@ -179,7 +195,10 @@ def _refusal(raw_key: str, key: str) -> str:
             f"{WHERE}: option {raw_key!r} is not available on this route: "
             + (NOT_ON_THIS_ROUTE[key])
         )
-    return f"{WHERE}: unknown option {raw_key!r}; options are {', '.join(DELTA_OPTIONS)}"
+    return (
+        f"{WHERE}: unknown option {raw_key!r}; options are {', '.join(DELTA_OPTIONS)}, "
+        f"{STORAGE_PREFIX}<key>"
+    )
 
 
 def _check_modes(o: DeltaRouteOptions) -> None:

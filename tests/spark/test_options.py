@@ -103,6 +103,11 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
     assert opts.path == str(tmp_path / "lake" / "t")
     assert opts.equality_fields == ("a", "b") and opts.order_by == ("lsn",)
     assert opts.checkpoint_location == opts.spark_checkpoint_location == str(tmp_path / "chk")
+    on_s3 = parse_route_options(
+        {**base, "path": "s3://b/t", "S3.Endpoint": "http://h:9000"}, streaming=True
+    )
+    assert isinstance(on_s3, DeltaRouteOptions) and on_s3.path == "s3://b/t"
+    assert on_s3.sink_kwargs()["storage_options"] == {"s3.endpoint": "http://h:9000"}
     iceberg = {"table": "db.t", "checkpointLocation": "chk", "target": "Iceberg"}
     assert isinstance(parse_route_options(iceberg, streaming=True), SourceOptions)
     for options, error in (

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_rows
 from streams import run_available, write_batches
 
 import stream_sink as ss
 from stream_sink.delta import DeltaTable
 from stream_sink.io import FileIO
-from stream_sink.spark import DeltaSink, IcebergSink
+from stream_sink.spark import DeltaSink, IcebergSink, register
+from stream_sink.spark.route import supports_data_source
 
 
 def test_append_stream_on_s3_with_sql_catalog_survives_restart_and_lost_state(
@@ -120,6 +122,46 @@ def test_delta_upsert_stream_on_s3_survives_restart(
     assert table.version == 3  # create + one version per batch, none twice
     for rows in (
         table.to_arrow().to_pylist(),
+        delta_rs_rows(table.location, s3=s3_props),
+        duckdb_delta_rows(table.location, s3=s3_props),
+    ):
+        assert sorted((r["id"], r["v"]) for r in rows) == want
+
+
+@pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
+def test_delta_data_source_route_upserts_a_table_on_s3(
+    spark: Any, tmp_path: Path, s3_props: dict[str, str]
+) -> None:
+    """``format("stream_sink")`` with target ``delta`` and ``s3.*`` options: the table is
+    created on S3, each batch committed by a conditional PUT."""
+    source = tmp_path / "route-in"
+    write_batches(
+        source,
+        [
+            [{"id": i, "v": f"a{i}", "seq": i} for i in range(4)],
+            [{"id": 1, "v": "b1", "seq": 10}, {"id": 5, "v": "b5", "seq": 11}],
+        ],
+    )
+    register(spark)
+    df = spark.readStream.schema("id long, v string, seq long").option("maxFilesPerTrigger", 1)
+    writer = (
+        df.json(str(source))
+        .repartition("id")
+        .writeStream.format("stream_sink")
+        .option("target", "delta")
+        .option("mode", "upsert")
+        .option("equality-fields", "id")
+        .option("order-by", "seq")
+        .option("state-dir", str(tmp_path / "route-state"))
+        .option("checkpointLocation", str(tmp_path / "route-chk"))
+    )
+    for key, value in s3_props.items():
+        writer = writer.option(key, value)
+    writer.trigger(availableNow=True).start("s3://lake/route/t").awaitTermination()
+    want = sorted([(0, "a0"), (1, "b1"), (2, "a2"), (3, "a3"), (5, "b5")])
+    table = DeltaTable.load("s3://lake/route/t", storage_options=s3_props)
+    assert table.version == 2  # create + one version per batch
+    for rows in (
         delta_rs_rows(table.location, s3=s3_props),
         duckdb_delta_rows(table.location, s3=s3_props),
     ):
