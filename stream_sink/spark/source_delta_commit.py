@@ -69,13 +69,16 @@ def prepare_delta_write(
     table = _table(options, schema)
     where = f"{WHERE}: Delta table {table.location}"
     table_cols = tuple(table.schema.names)
-    _require(where, "the DataFrame lacks", [c for c in table_cols if c not in columns])
-    _require(where, "the DataFrame lacks", [c for c in extra if c not in columns])
+    lacking = [c for c in table_cols if c not in columns]
+    _require(where, f"the DataFrame lacks the table's column(s) {lacking}; add them", lacking)
+    unnamed = [c for c in sorted(extra) if c not in columns]
     _require(
         where,
-        "the table lacks the key column(s)",
-        [c for c in options.equality_fields if c not in table_cols],
+        f"the DataFrame lacks {unnamed}, named by row-kind-column or order-by; fix the option",
+        unnamed,
     )
+    no_key = [c for c in options.equality_fields if c not in table_cols]
+    _require(where, f"the table has no key column(s) {no_key}; fix equality-fields", no_key)
     unknown = [c for c in columns if c not in table_cols and c not in extra]
     if unknown:
         raise SchemaMismatchError(
@@ -94,9 +97,9 @@ def prepare_delta_write(
     return DeltaPreparedWrite(options, task)
 
 
-def _require(where: str, what: str, missing: list[str]) -> None:
+def _require(where: str, message: str, missing: list[str]) -> None:
     if missing:
-        raise MissingColumnError(f"{where}: {what} {missing}")
+        raise MissingColumnError(f"{where}: {message}")
 
 
 def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:

@@ -118,6 +118,16 @@ def test_bad_delta_options_fail_at_start_naming_the_fix(spark: Any, tmp_path: Pa
     with pytest.raises(Exception, match=r"not in the table"):
         stream(spark, tmp_path, "t", "id long, data string").awaitTermination()
     assert not list((tmp_path / "t").rglob("*.parquet"))
+    write_batches(tmp_path / "u-in", [[{"id": 1, "data": "a"}]])
+    with pytest.raises(Exception, match=r"lacks \['lsn'\], named by row-kind-column or order-by"):
+        stream(
+            spark,
+            tmp_path,
+            "u",
+            "id long, data string",
+            **{"mode": "upsert", "equality-fields": "id", "order-by": "lsn"},
+        ).awaitTermination()
+    assert not list((tmp_path / "u").rglob("*.parquet"))
 
 
 def test_changelog_stream_into_delta_applies_deletes_and_updates(
