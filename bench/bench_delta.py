@@ -1,23 +1,32 @@
 """Upsert delta writer on a CDC stream: rows/s and peak memory.
 
-Run: ``python bench/bench_delta.py [rows] [batch_rows] [rows_per_task]`` (defaults
-1,000,000, 10,000 and all rows in one task). The stream is 88% inserts of new ids,
+Run: ``python bench/bench_delta.py [rows] [batch_rows] [rows_per_task] [--baseline REV]``
+(defaults 1,000,000, 10,000, all rows in one task, and ``bf56fbc~1``). The stream is
+88% inserts of new ids (so about 0.86 x rows keys are live at the end),
 10% updates (``+U``) and 2% deletes (``-D``) of ids inserted in any earlier batch,
 shuffled within each batch. Each measurement runs in a fresh process that builds the
 same stream, so peak memory (RSS above the process's state before writing) belongs
 to that writer alone. Baselines in the same run: ``pyarrow.parquet`` writing the
-same batches (row kind dropped) with the same codec, and the append TaskWriter.
+same batches (row kind dropped) with the same codec, the append TaskWriter, and the
+delta writer of git revision ``REV`` (default: the commit before the key index, whose
+writer kept a Python dict entry per live key), exported with ``git archive`` into a
+temporary directory and run by this same script in a subprocess with that tree first on
+``PYTHONPATH``; ``--baseline none`` skips it.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import multiprocessing as mp
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -85,8 +94,10 @@ def run_delta(batches: list[pa.Table], root: str, rows_per_task: int) -> str:
             task, written = task + 1, 0
             writer = factory.create(0, task)
     _count(writer.complete(), summary)
+    live = summary["data"] - summary["pos"]
     return (
-        f"data rows {summary['data']}, eq-delete rows {summary['eq']}, pos deletes {summary['pos']}"
+        f"live keys {live:,}; data rows {summary['data']:,}, eq-delete rows {summary['eq']:,}, "
+        f"pos deletes {summary['pos']:,}"
     )
 
 
@@ -128,23 +139,73 @@ def _measure(args: tuple[str, int, int, int]) -> tuple[float, int, str]:
     return elapsed, peak, note
 
 
+BASELINE = "bf56fbc~1"
+"""The commit before the key index: the delta writer with a Python dict per live key."""
+
+
+def run_baseline(rev: str, args: tuple[str, int, int, int]) -> tuple[float, int, str]:
+    """``_measure(args)`` with the stream_sink of git revision ``rev``, in a subprocess."""
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", rev, "stream_sink"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        env = {**os.environ, "PYTHONPATH": tree}
+        out = subprocess.run(
+            [sys.executable, __file__, "--measure", *map(str, args)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    elapsed, peak, note, origin = json.loads(out.splitlines()[-1])
+    if not origin.startswith(tree):
+        raise SystemExit(f"the baseline ran {origin}, not the exported revision")
+    return elapsed, peak, note
+
+
 def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    batch_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    rows_per_task = int(sys.argv[3]) if len(sys.argv) > 3 else rows
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rows", nargs="?", type=int, default=1_000_000)
+    ap.add_argument("batch_rows", nargs="?", type=int, default=10_000)
+    ap.add_argument("rows_per_task", nargs="?", type=int, default=0)
+    ap.add_argument("--baseline", default=BASELINE, help="git revision, or 'none'")
+    ap.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.measure:  # a subprocess measuring one writer: one JSON line on stdout
+        import stream_sink
+
+        name, *sizes = a.measure
+        result = _measure((name, *(int(x) for x in sizes)))  # type: ignore[arg-type]
+        print(json.dumps([*result, stream_sink.__file__]))
+        return
+    rows, batch_rows, rows_per_task = a.rows, a.batch_rows, a.rows_per_task or a.rows
     ctx = mp.get_context("spawn")
-    print(f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task")
+    print(
+        f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     results = {}
+    args = (rows, batch_rows, rows_per_task)
     with ctx.Pool(1, maxtasksperchild=1) as pool:
         for name in ("run_parquet", "run_append", "run_delta"):
-            results[name] = pool.apply(_measure, ((name, rows, batch_rows, rows_per_task),))
-    base = results["run_parquet"][0]
+            results[name[4:]] = pool.apply(_measure, ((name, *args),))
+    if a.baseline != "none":
+        results[f"delta@{a.baseline}"] = run_baseline(a.baseline, ("run_delta", *args))
+    base = results["parquet"][0]
     for name, (elapsed, peak, note) in results.items():
         print(
-            f"{name[4:]:>8}: {elapsed:6.2f} s  {rows / elapsed:>10,.0f} rows/s  "
+            f"{name:>16}: {elapsed:6.2f} s  {rows / elapsed:>10,.0f} rows/s  "
             f"ratio {base / elapsed:4.2f}x of pyarrow.parquet  "
             f"peak +{peak / 2**20:6.0f} MiB  ({note})"
         )
+    if a.baseline != "none":
+        old = results[f"delta@{a.baseline}"][0]
+        print(f"delta writer rows/s: {old / results['delta'][0]:.2f}x of {a.baseline}'s")
+    print(f"load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
