@@ -1,7 +1,8 @@
 """Upsert delta writer on a CDC stream: rows/s and peak memory.
 
 Run: ``python bench/bench_delta.py [rows] [batch_rows] [rows_per_task] [--baseline REV]``
-(defaults 1,000,000, 10,000, all rows in one task, and ``bf56fbc~1``). The stream is
+(defaults 1,000,000, 10,000, all rows in one task, and ``bf56fbc~1``; ``--rounds``
+interleaved rounds, default 3, medians). The stream is
 88% inserts of new ids (so about 0.86 x rows keys are live at the end),
 10% updates (``+U``) and 2% deletes (``-D``) of ids inserted in any earlier batch,
 shuffled within each batch. Each measurement runs in a fresh process that builds the
@@ -167,12 +168,19 @@ def run_baseline(rev: str, args: tuple[str, int, int, int]) -> tuple[float, int,
     return elapsed, peak, note
 
 
+def _median(measured: list[tuple[float, int, str]]) -> tuple[float, int, str]:
+    """The median time, the largest peak, the note."""
+    times = sorted(m[0] for m in measured)
+    return times[len(times) // 2], max(m[1] for m in measured), measured[0][2]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("rows", nargs="?", type=int, default=1_000_000)
     ap.add_argument("batch_rows", nargs="?", type=int, default=10_000)
     ap.add_argument("rows_per_task", nargs="?", type=int, default=0)
     ap.add_argument("--baseline", default=BASELINE, help="git revision, or 'none'")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
     ap.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.measure:  # a subprocess measuring one writer: one JSON line on stdout
@@ -188,13 +196,16 @@ def main() -> None:
         f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task; "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    results = {}
+    runs: dict[str, list[tuple[float, int, str]]] = {}
     args = (rows, batch_rows, rows_per_task)
-    with ctx.Pool(1, maxtasksperchild=1) as pool:
-        for name in ("run_parquet", "run_append", "run_delta"):
-            results[name[4:]] = pool.apply(_measure, ((name, *args),))
-    if a.baseline != "none":
-        results[f"delta@{a.baseline}"] = run_baseline(a.baseline, ("run_delta", *args))
+    for _ in range(a.rounds):  # interleaved: a change of load hits every writer alike
+        with ctx.Pool(1, maxtasksperchild=1) as pool:
+            for name in ("run_parquet", "run_append", "run_delta"):
+                runs.setdefault(name[4:], []).append(pool.apply(_measure, ((name, *args),)))
+        if a.baseline != "none":
+            old = run_baseline(a.baseline, ("run_delta", *args))
+            runs.setdefault(f"delta@{a.baseline}", []).append(old)
+    results = {name: _median(measured) for name, measured in runs.items()}
     base = results["parquet"][0]
     for name, (elapsed, peak, note) in results.items():
         print(
@@ -203,8 +214,8 @@ def main() -> None:
             f"peak +{peak / 2**20:6.0f} MiB  ({note})"
         )
     if a.baseline != "none":
-        old = results[f"delta@{a.baseline}"][0]
-        print(f"delta writer rows/s: {old / results['delta'][0]:.2f}x of {a.baseline}'s")
+        before = results[f"delta@{a.baseline}"][0]
+        print(f"delta writer rows/s: {before / results['delta'][0]:.2f}x of {a.baseline}'s")
     print(f"load {os.getloadavg()[0]:.1f}")
 
 

@@ -14,6 +14,10 @@ Input: ``files`` Parquet files of ``rows`` changes each (one file per micro-batc
   descending), then ``MERGE INTO`` deleting ``-D`` ids and updating or inserting the
   rest; the table has ``write.{delete,update,merge}.mode=merge-on-read``.
 - (b) ours: ``IcebergSink(mode="upsert", row_kind_column="_row_kind", order_by="seq")``.
+  Each batch is one small file, read in one partition, so the sink orders it inside
+  its one task (``stream_sink.spark.single_task``).
+- (c) ours, shuffled: the same sink forced onto the route it takes for batches read in
+  several partitions (shuffle by key, Spark's sort), to show what (b) saves.
 
 One untimed warm-up round of both first; then ``rounds`` interleaved rounds, each on a
 fresh table; medians, the ratio MERGE time / ours (above 1: ours is faster), the peak
@@ -44,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from iceberg_spark import iceberg_session
 
 import stream_sink as ss
+import stream_sink.spark.sink as sink_module
 from stream_sink.spark import IcebergSink
 
 COLUMNS = "id BIGINT NOT NULL, name STRING, amount DOUBLE, qty INT, seq BIGINT"
@@ -150,8 +155,13 @@ def run_merge(spark: Any, source: Path, work: Path, name: str) -> float:
     return time.perf_counter() - started
 
 
-def run_sink(spark: Any, source: Path, work: Path, warehouse: Path, name: str) -> float:
+def run_sink(
+    spark: Any, source: Path, work: Path, warehouse: Path, name: str, shuffled: bool = False
+) -> float:
     create(spark, name, identifier=True)
+    one_task = sink_module.runs_in_one_task
+    if shuffled:
+        sink_module.runs_in_one_task = lambda job, *a: False  # type: ignore[assignment]
     catalog = ss.load_catalog("bench", type="hadoop", warehouse=str(warehouse))
     sink = IcebergSink(
         catalog=catalog,
@@ -172,6 +182,7 @@ def run_sink(spark: Any, source: Path, work: Path, warehouse: Path, name: str) -
     )
     q.awaitTermination()
     sink.close()
+    sink_module.runs_in_one_task = one_task  # type: ignore[assignment]
     return time.perf_counter() - started
 
 
@@ -208,7 +219,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10)
     ap.add_argument("--rows", type=int, default=40_000, help="changes per file")
     ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-upsert-merge-"))
     warehouse = root / "warehouse"
@@ -225,21 +236,27 @@ def main() -> None:
         )
         run_merge(spark, root / "warm", root, "warm_merge")
         run_sink(spark, root / "warm", root, warehouse, "warm_sink")
-        merge_times, sink_times = [], []
+        times: dict[str, list[float]] = {"merge": [], "ours": [], "shuffled": []}
         for r in range(args.rounds):
-            merge_times.append(run_merge(spark, root / "input", root, f"merge{r}"))
-            sink_times.append(run_sink(spark, root / "input", root, warehouse, f"sink{r}"))
+            times["merge"].append(run_merge(spark, root / "input", root, f"merge{r}"))
+            times["ours"].append(run_sink(spark, root / "input", root, warehouse, f"sink{r}"))
+            times["shuffled"].append(
+                run_sink(spark, root / "input", root, warehouse, f"shuffled{r}", shuffled=True)
+            )
             print(
-                f"  round {r}: MERGE {merge_times[-1]:6.2f} s   ours {sink_times[-1]:6.2f} s   "
+                f"  round {r}: MERGE {times['merge'][-1]:6.2f} s   ours {times['ours'][-1]:6.2f} s"
+                f"   ours shuffled {times['shuffled'][-1]:6.2f} s   "
                 f"load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        m, s = statistics.median(merge_times), statistics.median(sink_times)
+        m, s, sh = (statistics.median(times[k]) for k in ("merge", "ours", "shuffled"))
         n = changes.num_rows
         print(f"  foreachBatch + MERGE INTO (merge-on-read): {m:6.2f} s  {n / m:10,.0f} rows/s")
         print(f"  IcebergSink(mode='upsert')               : {s:6.2f} s  {n / s:10,.0f} rows/s")
-        print(f"  ratio MERGE time / ours: {m / s:.2f}x")
-        compare(spark, [f"merge{args.rounds - 1}", f"sink{args.rounds - 1}"], expected)
+        print(f"  the same, shuffled by key                : {sh:6.2f} s  {n / sh:10,.0f} rows/s")
+        print(f"  ratio MERGE time / ours: {m / s:.2f}x (shuffled route: {m / sh:.2f}x)")
+        last = args.rounds - 1
+        compare(spark, [f"merge{last}", f"sink{last}", f"shuffled{last}"], expected)
         jvm = jvm_peak_mib(spark)
         spark.stop()
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-MAX_BYTES = 64 * 1024 * 1024
-"""Largest estimated input (Spark's ``sizeInBytes``) of a batch sorted in its task."""
+MAX_BYTES = 32 * 1024 * 1024
+"""Largest estimated input (Spark's ``sizeInBytes``) of a batch sorted in its task. The
+estimate of a file source is the files' size, and compressed Parquet can grow several
+times in memory: the task holds the batch and its sorted copy. The saving (one stage per
+batch) matters most for small batches anyway."""
 
 _EXCHANGES = ("Exchange", "AdaptiveSparkPlan", "Subquery")
 
