@@ -106,13 +106,15 @@ class ParquetAppender:
 
     # --- writing ----------------------------------------------------------------------
 
-    def write(self, data: pa.Table, nbytes: int | None = None) -> None:
+    def write(self, data: pa.Table, nbytes: int | None = None, nan_free: bool = False) -> None:
         """Append rows (already in the file's Arrow schema); ``nbytes``: their Arrow size
-        when the caller knows it."""
+        when the caller knows it; ``nan_free``: the caller checked that no float column
+        of ``data`` holds a NaN (:func:`has_nan`), so they need not be counted."""
         if data.num_rows == 0:
             return
-        for fid in self._plan.nan_ids:
-            self._nan_counts[fid] += count_nan(data, self._paths[fid])
+        if not nan_free:
+            for fid in self._plan.nan_ids:
+                self._nan_counts[fid] += count_nan(data, self._paths[fid])
         self._pending.append(data)
         self._pending_rows += data.num_rows
         self._pending_bytes += data.nbytes if nbytes is None else nbytes
@@ -257,6 +259,12 @@ def bounds_from_file(
             lower[fid] = to_internal(pa.array([lo.as_py()], values.type), t)[0]
             upper[fid] = to_internal(pa.array([hi.as_py()], values.type), t)[0]
     return lower, upper
+
+
+def has_nan(data: pa.Table, spec: FileSpec) -> bool:
+    """Whether any float/double column of ``data`` (in ``spec``'s Arrow form) holds a NaN:
+    one pass over a whole batch instead of one per partition slice of it."""
+    return any(count_nan(data, spec.leaf_paths[fid]) for fid in spec.plan.nan_ids)
 
 
 def count_nan(data: pa.Table, path: LeafPath) -> int:

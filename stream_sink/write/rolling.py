@@ -75,8 +75,9 @@ class RollingFileWriter:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, data: pa.Table) -> list[Segment]:
-        """Append ``data`` (in the file schema); returns where its rows went."""
+    def write(self, data: pa.Table, nan_free: bool = False) -> list[Segment]:
+        """Append ``data`` (in the file schema); returns where its rows went. ``nan_free``:
+        see :meth:`ParquetAppender.write`."""
         segments: list[Segment] = []
         n = data.num_rows
         per_row = data.nbytes / max(n, 1)
@@ -86,7 +87,7 @@ class RollingFileWriter:
             take = self._rows_to_next_roll(appender, per_row, n - offset)
             segments.append(Segment(appender.location, appender.rows, offset, take))
             piece = data.slice(offset, take) if take < n else data
-            appender.write(piece, int(per_row * take))
+            appender.write(piece, int(per_row * take), nan_free)
             offset += take
             if appender.rows % self._check_rows == 0 and self._reached_target(appender):
                 self.roll()

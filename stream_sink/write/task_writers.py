@@ -38,7 +38,7 @@ from stream_sink.table.arrow import conform_to_schema
 from stream_sink.table.manifest import DataFile
 from stream_sink.write.file_factory import OutputFileFactory
 from stream_sink.write.grouping import group_by_partition
-from stream_sink.write.parquet import FileSpec
+from stream_sink.write.parquet import FileSpec, has_nan
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter, Segment
 
@@ -179,8 +179,9 @@ class PartitionedFanoutWriter(BaseTaskWriter):
     def _write(self, batch: pa.RecordBatch | pa.Table) -> None:
         data = self.conform(batch)
         f = self.factory
+        nan_free = not has_nan(data, self._spec)  # once per batch, not once per partition
         for group in group_by_partition(data, f.spec, f.schema):
-            self._writer_for(group.partition).write(group.rows)
+            self._writer_for(group.partition).write(group.rows, nan_free)
         self.bound_memory(self._open.values())
 
     def _writer_for(self, partition: tuple[Any, ...]) -> RollingFileWriter:

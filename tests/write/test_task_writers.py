@@ -186,3 +186,27 @@ def test_factory_survives_pickling_and_writes_the_same(catalog: Catalog) -> None
         )
 
     assert without_path(ours) == without_path(theirs)
+
+
+def test_fanout_counts_nan_per_file_whether_or_not_the_batch_has_any(catalog: Catalog) -> None:
+    """A batch with NaN in one partition only, then a batch without any: each file's
+    nan_value_counts equals the NaNs in its own rows."""
+    table = catalog.create_table("db.t", ARROW, partition_spec=[("identity", "cat")])
+    with_nan = rows(0, 300).set_column(
+        2, "v", pa.array([float("nan") if i % 5 == 1 else i / 3 for i in range(300)])
+    )
+    writer = TaskWriterFactory.for_table(table).create(0, 0)
+    writer.write(with_nan)
+    writer.write(rows(300, 300))
+    files = writer.complete().data_files
+    v = table.schema().find_field("v").field_id
+    counts = {f.partition: (f.nan_value_counts or {}).get(v, 0) for f in files}
+    written = {
+        f.partition: sum(
+            x != x for x in pq.read_table(f.file_path, columns=["v"]).column("v").to_pylist()
+        )
+        for f in files
+    }
+    assert counts == written
+    assert sum(counts.values()) == 60  # i % 5 == 1: category c1, or null when i % 11 == 0
+    assert {p for p, n in counts.items() if n} == {("c1",), (None,)}
