@@ -119,8 +119,8 @@ class FileIO:
         """A stream that creates (or replaces) ``location``; parents are made."""
         fs = self.filesystem()
         path = self.path_of(location)
-        if self.scheme == "file":
-            fs.create_dir(os.path.dirname(path), recursive=True)
+        if self.scheme == "file":  # os.makedirs: one stat and one mkdir for a new leaf,
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # pyarrow walks from the root
         return fs.open_output_stream(path)  # type: ignore[return-value]
 
     def write_bytes(self, location: str, data: bytes, *, overwrite: bool = False) -> None:
