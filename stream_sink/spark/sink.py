@@ -50,7 +50,7 @@ from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.routing import Router, TableTemplate
 from stream_sink.spark.single_task import runs_in_one_task
-from stream_sink.spark.spark_files import ROUTES, choose_route, write_batch
+from stream_sink.spark.spark_files import ROUTES, Projection, choose_route, write_batch
 from stream_sink.spark.task_sort import TaskSort
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
@@ -179,6 +179,7 @@ class IcebergSink:
         self.maintenance_options = maintenance
         self._maintenance: SinkMaintenance | None = None
         self._plans: dict[str, BatchPlan] = {}
+        self._projections: dict[str, Projection] = {}
         self._route = ""
         self._writer_metrics = WriterMetrics()
         self._committer_metrics: CommitterMetricsSnapshot | None = None
@@ -485,7 +486,8 @@ class IcebergSink:
             log.info("sink %s: data files written by the %s route (%s)", self.sink_id, route, why)
             self._route = route
         if route == "spark":
-            return write_batch(plan.prepare(df, batch_id), factory, table.name)
+            projection = self._projection(factory, plan, table)
+            return write_batch(plan.prepare(df, batch_id), factory, table.name, projection)
         ties = df.sparkSession.sparkContext.accumulator(0) if plan.tie_columns else None
         task = WriteTask(
             factory, plan.insert_kind_column, plan.tie_columns, plan.drop_columns, ties
@@ -514,6 +516,16 @@ class IcebergSink:
         job = plan.prepare_one_task(df).mapInArrow(local, RESULT_DDL)
         return job if runs_in_one_task(job) else None
 
+    def _projection(self, factory: TaskWriterFactory, plan: BatchPlan, table: Table) -> Projection:
+        """The Spark route's columns for this schema, spec and data columns (built once)."""
+        meta = table.metadata
+        key = f"{meta.current_schema_id}/{meta.default_spec_id}/{plan.columns}"
+        projection = self._projections.get(key)
+        if projection is None:
+            projection = Projection.build(factory, plan.columns, table.name)
+            self._projections[key] = projection
+        return projection
+
     def _checkpoint(self, runtime: _Runtime, checkpoint_id: int) -> None:
         committer = runtime.committer
         committer.snapshot_state(checkpoint_id)
@@ -527,6 +539,7 @@ class IcebergSink:
             self._router.abandon()
         runtime, self._runtime = self._runtime, None
         self._plans.clear()
+        self._projections.clear()
         if runtime is not None:
             self._committer_metrics = runtime.committer.metrics.snapshot()
             try:

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -90,25 +91,48 @@ def spark_unsupported(factory: TaskWriterFactory) -> str | None:
     return None
 
 
-def write_batch(df: DataFrame, factory: TaskWriterFactory, where: str) -> WriteResult:
+@dataclass(frozen=True)
+class Projection:
+    """The columns Spark writes for one table schema, spec and set of data columns.
+
+    Built once and reused for every batch of that shape: each column expression is a
+    call into the JVM, and a batch should not pay for them again."""
+
+    columns: tuple[Any, ...]
+    parts: tuple[PartitionColumn | None, ...]
+
+    @staticmethod
+    def build(factory: TaskWriterFactory, present: Sequence[str], where: str) -> Projection:
+        parts = tuple(partition_columns(factory.spec, factory.schema))
+        named = [p.column.alias(p.name) for p in parts if p is not None]
+        return Projection((*file_columns(factory.schema, present, where), *named), parts)
+
+    @property
+    def partition_names(self) -> list[str]:
+        return [p.name for p in self.parts if p is not None]
+
+
+def write_batch(
+    df: DataFrame, factory: TaskWriterFactory, where: str, projection: Projection | None = None
+) -> WriteResult:
     """Write ``df`` (the batch, distributed, with the table's columns) as data files of
-    ``factory``'s table in a new directory; their DataFiles (see module doc)."""
-    schema, spec = factory.schema, factory.spec
-    parts = partition_columns(spec, schema)
-    named = [p for p in parts if p is not None]
-    columns = file_columns(schema, df.columns, where)
-    out = df.select(*columns, *(p.column.alias(p.name) for p in named))
+    ``factory``'s table in a new directory; their DataFiles (see module doc).
+    ``projection``: built for ``df``'s columns and ``factory``'s schema and spec (built
+    here when None)."""
+    if projection is None:
+        projection = Projection.build(factory, df.columns, where)
+    out = df.select(*projection.columns)
     directory = f"{factory.data_location}/{factory.operation_id}"
     writer = out.write.mode("append").options(**_write_options(factory))
-    if named:
-        writer = writer.partitionBy(*(p.name for p in named))
+    if projection.partition_names:
+        writer = writer.partitionBy(*projection.partition_names)
     try:
         with _session_settings(df.sparkSession, _needed_settings(factory)):
             writer.parquet(directory)
     except Exception as e:
         reraise_stream_sink_error(e)
         raise
-    return _describe(factory, directory, parts)
+    return _describe(factory, directory, list(projection.parts))
 
 
 def _write_options(factory: TaskWriterFactory) -> dict[str, str]:

@@ -133,3 +133,21 @@ def test_a_dataframe_that_does_not_fit_the_table_is_refused_naming_columns(
     message = str(info.value)
     assert "SchemaMismatchError" in message and "'extra'" in message and "'id'" in message
     assert catalog.load_table("db.t").snapshots() == []
+
+
+@pytest.mark.parametrize("route", ["spark", "arrow"])
+def test_overwrite_replaces_the_partitions_each_batch_writes(
+    spark: Any, tmp_path: Path, route: str
+) -> None:
+    catalog = new_table(tmp_path, [("identity", "data")])
+    first = rows(0, 6)  # d0, d1, d2
+    second = [{"id": 100 + i, "data": "d1"} for i in range(2)]
+    write_batches(tmp_path / "in", [first, second])
+    run(spark, tmp_path, sink_for(catalog, tmp_path, mode="overwrite", write_route=route))
+    table = catalog.load_table("db.t")
+    assert [s.summary["operation"] for s in table.snapshots()] == ["overwrite", "overwrite"]
+    kept = [r["id"] for r in first if r["data"] != "d1"]
+    assert table_ids(catalog) == sorted([*kept, 100, 101])
+    assert sorted(r["id"] for r in duckdb_rows(table.metadata_location)) == table_ids(catalog)
+    names = [t.file_path.rsplit("/", 1)[-1] for t in table.scan().plan_files()]
+    assert all(n.startswith("part-") == (route == "spark") for n in names)
