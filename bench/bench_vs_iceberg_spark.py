@@ -3,7 +3,8 @@
 Run with the pyspark 3.5 interpreter (Iceberg's runtime jar is built for Spark 3.5):
 ``.venv-spark35/bin/python bench/bench_vs_iceberg_spark.py [files] [rows_per_file] [rounds]
 [route]`` (defaults 8 x 250,000, 5 rounds, route ``auto``; ``route`` is the sink's
-``write_route``: ``auto``, ``spark`` or ``arrow``).
+``write_route``: ``auto``, ``spark`` or ``arrow``; ``both`` runs the sink twice per
+round, once on each route, to compare them in the same run).
 
 The same Parquet input (``files`` files, ``maxFilesPerTrigger=2``, availableNow) goes
 through (a) ``writeStream.format("iceberg").toTable("hc.db.<t>")`` and (b)
@@ -138,18 +139,28 @@ def report(times: dict[str, list[float]], files: int, rows: int, jvm_mib: float)
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"  {name:13s} median {med:7.2f} s {total / med:12,.0f} rows/s  (runs {ts})")
-    ice, ours = times["iceberg"], times["iceberg-sink"]
-    paired = statistics.median(a / b for a, b in zip(ice, ours, strict=True))
-    ratio = statistics.median(ice) / statistics.median(ours)
-    print(
-        f"  ratio iceberg / iceberg-sink time: median {ratio:.2f}x, "
-        f"median of per-round ratios {paired:.2f}x (goal >= 1.0)"
-    )
+    ice = times["iceberg"]
+    for name, ours in times.items():
+        if name == "iceberg":
+            continue
+        paired = statistics.median(a / b for a, b in zip(ice, ours, strict=True))
+        ratio = statistics.median(ice) / statistics.median(ours)
+        print(
+            f"  ratio iceberg / {name} time: median {ratio:.2f}x, "
+            f"median of per-round ratios {paired:.2f}x (goal >= 1.0)"
+        )
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"  peak RSS (both sides, one session): driver Python {own:,.0f} MiB, "
         f"JVM {jvm_mib:,.0f} MiB"
     )
+
+
+def _sink_runner(route: str) -> Runner:
+    def run(spark: Any, source: Path, work: Path, name: str) -> float:
+        return run_sink(spark, source, work, name, route)
+
+    return run
 
 
 def main(files: int = 8, rows: int = 250_000, rounds: int = 5, route: str = "auto") -> None:
@@ -160,10 +171,9 @@ def main(files: int = 8, rows: int = 250_000, rounds: int = 5, route: str = "aut
         spark = iceberg_session(str(root / "warehouse"))
         spark.sql("CREATE NAMESPACE IF NOT EXISTS hc.db")
 
-        def sink(spark: Any, source: Path, work: Path, name: str) -> float:
-            return run_sink(spark, source, work, name, route)
-
-        runners: dict[str, Runner] = {"iceberg": run_iceberg, "iceberg-sink": sink}
+        runners: dict[str, Runner] = {"iceberg": run_iceberg}
+        for r in ("spark", "arrow") if route == "both" else (route,):
+            runners["iceberg-sink" if route != "both" else f"sink-{r}"] = _sink_runner(r)
         times = run_rounds(spark, root, rounds, files * rows, runners)
         report(times, files, rows, jvm_peak_mib(spark))
         spark.stop()
