@@ -24,6 +24,7 @@ from read_support import (
 
 from stream_sink.exceptions import MissingFileError
 from stream_sink.read import TableScan
+from stream_sink.read.deletes import EqualityKeys
 from stream_sink.table.partitioning import build_partition_spec
 
 SCHEMA = pa.schema(
@@ -205,3 +206,18 @@ def test_equality_deletes_skip_data_files_with_disjoint_keys(catalog) -> None:
         t, deletes=[equality_deletes(t, pa.table({"k": pa.array([None, "zzz"], pa.string())}))]
     )
     assert all(len(task.delete_files) >= 1 for task in TableScan(t).plan_files())
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [5, 7, 9, 1_000],  # dense: looked up in a bitmap
+        [-(2**63), 0, 2**63 - 1],  # the widest range: binary search
+        [2**63 - 3, 2**63 - 1],  # dense at the top of the range
+    ],
+)
+def test_integer_keys_mark_exactly_the_deleted_rows(keys: list[int]) -> None:
+    deleted = EqualityKeys.of((1,), [pa.chunked_array([pa.array([*keys, None], pa.int64())])])
+    rows = [-(2**63), -1, 0, 4, 5, 6, 7, 9, 10, 999, 1_000, 1_001, 2**63 - 3, 2**63 - 1, None]
+    got = deleted.deleted([pa.array(rows, pa.int64())]).tolist()
+    assert got == [r is None or r in keys for r in rows]
