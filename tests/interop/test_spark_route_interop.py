@@ -10,6 +10,7 @@ file must be Spark's (``part-…``) and every reader must return exactly the row
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from readers import canonical_rows, duckdb_columns, pyiceberg_rows
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
+from stream_sink.table.conversions import from_bytes
 from stream_sink.table.schema import Schema
 
 pytestmark = pytest.mark.spark
@@ -106,6 +108,25 @@ def test_spark_wrote_every_file_and_our_scan_and_duckdb_agree(
     assert canonical_rows(got, SPARK_SCHEMA) == expected
     duck = duckdb_columns(table.metadata_location, list(COLUMNS))
     assert canonical_rows(duck, SPARK_SCHEMA, list(COLUMNS)) == expected
+
+
+def test_metrics_from_spark_footers_count_nulls_and_nans(written: dict[str, Any]) -> None:
+    """NaN is in no footer: it is counted from the data, and kept out of the bounds."""
+    table = written["tables"]["unpartitioned"]
+    files = [t.data_file for t in table.scan().plan_files()]
+    data = rows().select(list(COLUMNS))
+    for name in ("f", "d"):
+        fid = SPARK_SCHEMA.find_field(name).field_id
+        values = data.column(name).to_pylist()
+        nans = sum(1 for v in values if v is not None and v != v)
+        assert (nans > 0) == (name == "d")  # the rows hold NaN in d (f has -0.0, inf)
+        assert sum(f.nan_value_counts[fid] for f in files) == nans
+        assert sum(f.null_value_counts[fid] for f in files) == values.count(None)
+        t = SPARK_SCHEMA.find_field(name).field_type
+        bounds = [from_bytes(t, f.upper_bounds[fid]) for f in files]
+        bounds += [from_bytes(t, f.lower_bounds[fid]) for f in files]
+        assert not any(math.isnan(b) for b in bounds)
+    assert sum(f.record_count for f in files) == data.num_rows
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
