@@ -12,7 +12,8 @@ same batches (row kind dropped) with the same codec, the append TaskWriter, and 
 delta writer of git revision ``REV`` (default: the commit before the key index, whose
 writer kept a Python dict entry per live key), exported with ``git archive`` into a
 temporary directory and run by this same script in a subprocess with that tree first on
-``PYTHONPATH``; ``--baseline none`` skips it.
+``PYTHONPATH``; ``--baseline none`` skips it. ``--writers delta`` runs the delta writer
+alone (100M keys: ``bench_delta.py 116000000 --writers delta --baseline none --rounds 1``).
 """
 
 from __future__ import annotations
@@ -181,6 +182,11 @@ def main() -> None:
     ap.add_argument("rows_per_task", nargs="?", type=int, default=0)
     ap.add_argument("--baseline", default=BASELINE, help="git revision, or 'none'")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
+    ap.add_argument(
+        "--writers",
+        default="parquet,append,delta",
+        help="which of parquet, append, delta run (for 100M keys: delta alone)",
+    )
     ap.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.measure:  # a subprocess measuring one writer: one JSON line on stdout
@@ -191,6 +197,9 @@ def main() -> None:
         print(json.dumps([*result, stream_sink.__file__]))
         return
     rows, batch_rows, rows_per_task = a.rows, a.batch_rows, a.rows_per_task or a.rows
+    writers = [w for w in ("parquet", "append", "delta") if w in a.writers.split(",")]
+    if not writers:
+        raise SystemExit(f"--writers: expected parquet, append and/or delta, got {a.writers!r}")
     ctx = mp.get_context("spawn")
     print(
         f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task; "
@@ -200,20 +209,20 @@ def main() -> None:
     args = (rows, batch_rows, rows_per_task)
     for _ in range(a.rounds):  # interleaved: a change of load hits every writer alike
         with ctx.Pool(1, maxtasksperchild=1) as pool:
-            for name in ("run_parquet", "run_append", "run_delta"):
+            for name in (f"run_{w}" for w in writers):
                 runs.setdefault(name[4:], []).append(pool.apply(_measure, ((name, *args),)))
-        if a.baseline != "none":
+        if a.baseline != "none" and "delta" in writers:
             old = run_baseline(a.baseline, ("run_delta", *args))
             runs.setdefault(f"delta@{a.baseline}", []).append(old)
     results = {name: _median(measured) for name, measured in runs.items()}
-    base = results["parquet"][0]
+    base = results["parquet"][0] if "parquet" in results else None
     for name, (elapsed, peak, note) in results.items():
+        ratio = f"ratio {base / elapsed:4.2f}x of pyarrow.parquet  " if base else ""
         print(
             f"{name:>16}: {elapsed:6.2f} s  {rows / elapsed:>10,.0f} rows/s  "
-            f"ratio {base / elapsed:4.2f}x of pyarrow.parquet  "
-            f"peak +{peak / 2**20:6.0f} MiB  ({note})"
+            f"{ratio}peak +{peak / 2**20:6.0f} MiB  ({note})"
         )
-    if a.baseline != "none":
+    if a.baseline != "none" and "delta" in results:
         before = results[f"delta@{a.baseline}"][0]
         print(f"delta writer rows/s: {before / results['delta'][0]:.2f}x of {a.baseline}'s")
     print(f"load {os.getloadavg()[0]:.1f}")
