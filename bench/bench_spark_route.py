@@ -39,6 +39,9 @@ import pyarrow.parquet as pq
 import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session, register
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from streams import drain_into, parquet_stream
+
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False),
@@ -78,14 +81,6 @@ def new_table(work: Path) -> Any:
     return catalog
 
 
-def stream(spark: Any, source: Path) -> Any:
-    return (
-        spark.readStream.schema(spark.read.parquet(str(source)).schema)
-        .option("maxFilesPerTrigger", 1)
-        .parquet(str(source))
-    )
-
-
 def per_batch_ms(query: Any) -> list[float]:
     return [
         float(p["durationMs"]["triggerExecution"])
@@ -104,22 +99,13 @@ def run_foreach(spark: Any, source: Path, work: Path, mode: str) -> tuple[float,
         state_dir=str(work / "state"),
         **extra,
     )
-    started = time.perf_counter()
-    q = (
-        stream(spark, source)
-        .writeStream.foreachBatch(sink.foreach_batch)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    sink.close()
-    return time.perf_counter() - started, per_batch_ms(q)
+    elapsed, q = drain_into(sink, parquet_stream(spark, source, 1))
+    return elapsed, per_batch_ms(q)
 
 
 def run_source(spark: Any, source: Path, work: Path, mode: str) -> tuple[float, list[float]]:
     new_table(work)
-    df = stream(spark, source)
+    df = parquet_stream(spark, source, 1)
     if mode == "upsert":
         df = df.repartition("key")
     w = (

@@ -35,6 +35,9 @@ import pyarrow.parquet as pq
 import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from streams import drain_into, parquet_stream
+
 FILES_PER_TRIGGER = 4
 CODEC = "snappy"
 SCHEMA = pa.schema(
@@ -69,19 +72,10 @@ def make_input(directory: Path, files: int, rows: int) -> None:
         pq.write_table(table, directory / f"part-{f:05d}.parquet")
 
 
-def stream(spark: Any, source: Path) -> Any:
-    spark_schema = spark.read.parquet(str(source)).schema
-    return (
-        spark.readStream.schema(spark_schema)
-        .option("maxFilesPerTrigger", FILES_PER_TRIGGER)
-        .parquet(str(source))
-    )
-
-
 def run_parquet(spark: Any, source: Path, work: Path) -> float:
     started = time.perf_counter()
     q = (
-        stream(spark, source)
+        parquet_stream(spark, source, FILES_PER_TRIGGER)
         .writeStream.format("parquet")
         .option("path", str(work / "out"))
         .option("compression", CODEC)
@@ -110,17 +104,8 @@ def run_sink(spark: Any, source: Path, work: Path, mode: str = "append") -> floa
         state_dir=str(work / "state"),
         **extra,
     )
-    started = time.perf_counter()
-    q = (
-        stream(spark, source)
-        .writeStream.foreachBatch(sink.foreach_batch)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    sink.close()
-    return time.perf_counter() - started
+    elapsed, _ = drain_into(sink, parquet_stream(spark, source, FILES_PER_TRIGGER))
+    return elapsed
 
 
 Runner = Callable[[Any, Path, Path], float]

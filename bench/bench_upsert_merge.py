@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iceberg_spark import iceberg_session
+from streams import drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
 import stream_sink.spark.sink as sink_module
@@ -104,14 +105,6 @@ def expected_rows(changes: pa.Table) -> pa.Table:
     return last.drop_columns(["_row_kind"])
 
 
-def stream(spark: Any, source: Path) -> Any:
-    return (
-        spark.readStream.schema(spark.read.parquet(str(source)).schema)
-        .option("maxFilesPerTrigger", 1)
-        .parquet(str(source))
-    )
-
-
 def create(spark: Any, name: str, identifier: bool) -> None:
     props = ", ".join(f"'{k}'='{v}'" for k, v in MOR.items())
     spark.sql(f"CREATE TABLE hc.db.{name} ({COLUMNS}) USING iceberg TBLPROPERTIES ({props})")
@@ -145,7 +138,7 @@ def run_merge(spark: Any, source: Path, work: Path, name: str) -> float:
 
     started = time.perf_counter()
     q = (
-        stream(spark, source)
+        parquet_stream(spark, source, 1)
         .writeStream.foreachBatch(merge)
         .option("checkpointLocation", str(work / f"chk-{name}"))
         .trigger(availableNow=True)
@@ -172,18 +165,9 @@ def run_sink(
         checkpoint_location=str(work / f"chk-{name}"),
         state_dir=str(work / f"state-{name}"),
     )
-    started = time.perf_counter()
-    q = (
-        stream(spark, source)
-        .writeStream.foreachBatch(sink.foreach_batch)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    sink.close()
+    elapsed, _ = drain_into(sink, parquet_stream(spark, source, 1))
     sink_module.runs_in_one_task = one_task  # type: ignore[assignment]
-    return time.perf_counter() - started
+    return elapsed
 
 
 def compare(spark: Any, tables: list[str], expected: pa.Table) -> None:
@@ -200,18 +184,6 @@ def compare(spark: Any, tables: list[str], expected: pa.Table) -> None:
             )
             raise SystemExit(f"{name}: {extra} unexpected rows, {missing} missing rows")
     print(f"  final tables equal ({expected.num_rows:,} live keys): {', '.join(tables)}")
-
-
-def jvm_peak_mib(spark: Any) -> float:
-    """Peak RSS (VmHWM) of the session's JVM, 0 when it cannot be read."""
-    try:
-        pid = spark.sparkContext._gateway.proc.pid
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (AttributeError, OSError):
-        pass
-    return 0.0
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_spark_sink import SCHEMA, make_input
 from iceberg_spark import iceberg_session
+from streams import drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
@@ -49,19 +50,11 @@ refuses optional data for a required column."""
 DDL = "id bigint, key bigint, ts timestamp, category string, value double, note string"
 
 
-def stream(spark: Any, source: Path) -> Any:
-    return (
-        spark.readStream.schema(spark.read.parquet(str(source)).schema)
-        .option("maxFilesPerTrigger", FILES_PER_TRIGGER)
-        .parquet(str(source))
-    )
-
-
 def run_iceberg(spark: Any, source: Path, work: Path, name: str) -> float:
     spark.sql(f"CREATE TABLE hc.db.{name} ({DDL}) USING iceberg")
     started = time.perf_counter()
     q = (
-        stream(spark, source)
+        parquet_stream(spark, source, FILES_PER_TRIGGER)
         .writeStream.format("iceberg")
         .outputMode("append")
         .option("checkpointLocation", str(work / "chk"))
@@ -82,17 +75,8 @@ def run_sink(spark: Any, source: Path, work: Path, name: str, route: str = "auto
         state_dir=str(work / "state"),
         write_route=route,
     )
-    started = time.perf_counter()
-    q = (
-        stream(spark, source)
-        .writeStream.foreachBatch(sink.foreach_batch)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    sink.close()
-    return time.perf_counter() - started
+    elapsed, _ = drain_into(sink, parquet_stream(spark, source, FILES_PER_TRIGGER))
+    return elapsed
 
 
 Runner = Callable[[Any, Path, Path, str], float]
@@ -116,18 +100,6 @@ def run_rounds(
             times[side].append(elapsed)
             print(f"round {r + 1} {side:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s")
     return times
-
-
-def jvm_peak_mib(spark: Any) -> float:
-    """Peak resident memory (VmHWM) of the session's JVM; 0 when it cannot be read."""
-    try:
-        pid = spark.sparkContext._gateway.proc.pid
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except (AttributeError, OSError, ValueError):
-        pass
-    return 0.0
 
 
 def report(times: dict[str, list[float]], files: int, rows: int, jvm_mib: float) -> None:

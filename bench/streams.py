@@ -1,0 +1,51 @@
+"""What the Spark stream benchmarks share: a Parquet file stream, a sink run until the
+input is drained, and the JVM's peak memory.
+
+Invariants: every run uses ``trigger(availableNow=True)``, so a timed run ends when the
+input it was given is committed, and the time includes the query's start and stop (the
+same for every side of a comparison).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+
+def parquet_stream(spark: Any, source: Path, files_per_trigger: int) -> Any:
+    """A streaming DataFrame over the Parquet files in ``source``, oldest first."""
+    return (
+        spark.readStream.schema(spark.read.parquet(str(source)).schema)
+        .option("maxFilesPerTrigger", files_per_trigger)
+        .parquet(str(source))
+    )
+
+
+def drain_into(sink: Any, df: Any) -> tuple[float, Any]:
+    """Seconds until ``df`` is drained into ``sink`` (an IcebergSink), and the query.
+
+    The sink is closed afterwards; the query is returned for its progress reports.
+    """
+    started = time.perf_counter()
+    q = (
+        df.writeStream.foreachBatch(sink.foreach_batch)
+        .option("checkpointLocation", sink.spark_checkpoint_location)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    sink.close()
+    return time.perf_counter() - started, q
+
+
+def jvm_peak_mib(spark: Any) -> float:
+    """Peak resident memory (VmHWM) of the session's JVM; 0 when it cannot be read."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (AttributeError, OSError, ValueError):
+        pass
+    return 0.0
