@@ -25,7 +25,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
 from stream_sink.spark.sink import IcebergSink
@@ -36,6 +35,7 @@ from stream_sink.spark.source_write import (
     SourceWriteTask,
     TaskOutput,
     check_keys_disjoint,
+    runs_as_overwrite,
 )
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from stream_sink.spark.source_delta_write import DeltaPreparedWrite
 
 log = logging.getLogger("stream_sink.spark.source")
-
-BATCH_MODES = ("append", "overwrite")
 
 
 def prepare_write(
@@ -64,20 +62,16 @@ def prepare_write(
         return prepare_delta_write(route, schema, streaming=streaming, overwrite=overwrite)
     parsed = route
     sink = parsed.sink
-    if streaming and overwrite and sink.mode != "overwrite":
-        raise InvalidOptionError(
-            f"format('stream_sink'): outputMode('complete') replaces the table on every "
-            f"batch; use outputMode('append') (mode={sink.mode!r}), or mode='overwrite'"
-        )
-    if not streaming:
-        if sink.mode not in BATCH_MODES:
-            raise InvalidOptionError(
-                f"df.write.format('stream_sink'): mode={sink.mode!r} is for streams; batch "
-                "writes take mode append or overwrite (table.upsert() upserts a batch)"
-            )
-        if overwrite:
-            sink = dataclasses.replace(sink, mode="overwrite")
-            parsed = dataclasses.replace(parsed, sink=sink)
+    if runs_as_overwrite(
+        sink.mode,
+        streaming=streaming,
+        overwrite=overwrite,
+        where="format('stream_sink')",
+        batch_where="df.write.format('stream_sink')",
+        hint=" (table.upsert() upserts a batch)",
+    ):
+        sink = dataclasses.replace(sink, mode="overwrite")
+        parsed = dataclasses.replace(parsed, sink=sink)
     catalog = parsed.open_catalog()
     try:
         table = catalog.load_table(sink.table)

@@ -37,33 +37,26 @@ from stream_sink.spark.delta_sink import DeltaSink
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
 from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
 from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
-from stream_sink.spark.source_write import TaskOutput, check_keys_disjoint
+from stream_sink.spark.source_write import TaskOutput, check_keys_disjoint, runs_as_overwrite
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger("stream_sink.spark.source")
 
-BATCH_MODES = ("append", "overwrite")
-
 
 def prepare_delta_write(
     options: DeltaRouteOptions, schema: StructType, *, streaming: bool, overwrite: bool
 ) -> DeltaPreparedWrite:
     """Check ``schema`` against the table (created when missing), plan the executors' work."""
-    if streaming and overwrite and options.mode != "overwrite":
-        raise InvalidOptionError(
-            f"{WHERE}: outputMode('complete') replaces the table on every batch; use "
-            f"outputMode('append') (mode={options.mode!r}), or mode='overwrite'"
-        )
-    if not streaming:
-        if options.mode not in BATCH_MODES:
-            raise InvalidOptionError(
-                f"df.write.format('stream_sink') with target 'delta': mode={options.mode!r} "
-                "is for streams; batch writes take mode append or overwrite"
-            )
-        if overwrite:
-            options = dataclasses.replace(options, mode="overwrite")
+    if runs_as_overwrite(
+        options.mode,
+        streaming=streaming,
+        overwrite=overwrite,
+        where=WHERE,
+        batch_where="df.write.format('stream_sink') with target 'delta'",
+    ):
+        options = dataclasses.replace(options, mode="overwrite")
     columns = tuple(schema.fieldNames())
     extra = {c for c in (options.row_kind_column, *options.order_by) if c}
     table = _table(options, schema)

@@ -22,12 +22,41 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from stream_sink.exceptions import ValidationError
+from stream_sink.exceptions import InvalidOptionError, ValidationError
 from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
 from stream_sink.spark.source_options import SourceOptions
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 HASH_DTYPE = np.dtype("<u8")
+
+
+BATCH_MODES = ("append", "overwrite")
+
+
+def runs_as_overwrite(
+    mode: str, *, streaming: bool, overwrite: bool, where: str, batch_where: str, hint: str = ""
+) -> bool:
+    """Whether a write through the route in ``mode`` runs as mode ``overwrite`` instead.
+
+    Invariants: a stream replaces the table (``outputMode('complete')``) only in mode
+    ``overwrite``; a batch write runs in ``append`` or ``overwrite`` only, and Spark's
+    ``mode('overwrite')`` makes it ``overwrite``. Anything else is refused before a file
+    is written. ``where``/``batch_where`` name the route in the error; ``hint`` ends the
+    batch-mode error.
+    """
+    if streaming and overwrite and mode != "overwrite":
+        raise InvalidOptionError(
+            f"{where}: outputMode('complete') replaces the table on every batch; use "
+            f"outputMode('append') (mode={mode!r}), or mode='overwrite'"
+        )
+    if streaming:
+        return False
+    if mode not in BATCH_MODES:
+        raise InvalidOptionError(
+            f"{batch_where}: mode={mode!r} is for streams; batch writes take mode append "
+            f"or overwrite{hint}"
+        )
+    return overwrite and mode != "overwrite"
 
 
 @dataclass(frozen=True)
