@@ -9,16 +9,17 @@ A key is reduced to a 64-bit fingerprint per row, vectorized over a batch:
   reference to a copy of its key values and a fingerprint match counts only after
   the real values compare equal (collision handling).
 
-Entries live in runs sorted by fingerprint, each at most a quarter of the one before
-(a log-structured merge): new keys form a new run, and the two newest runs merge while
-the newer one holds at least a quarter of the older one's entries. So each entry is
-copied O(log n) times, a lookup is one ``searchsorted`` per run (O(log n) runs), and
-deleted entries are dropped when they reach half of all entries (compaction).
+Entries live in an open-addressing hash table (linear probing) of parallel arrays,
+probed for a whole batch at once: each step advances every unresolved row by one slot.
+The table is rebuilt (deleted entries dropped) when its entries would pass 3/4 of its
+slots, to ``_GROW`` slots per live key, and when deleted entries pass half of all.
+So integer keys cost 16 bytes per slot, at most 16 x ``_GROW`` bytes per live key.
 
 Invariants:
-- A real key has at most one entry across all runs; entries with equal fingerprints
-  are adjacent in their run. A deleted key keeps its entry with position -1 (found
-  again when re-inserted) until the next compaction drops it.
+- A real key has at most one entry. An empty slot has position ``_EMPTY`` (-2); a
+  deleted key keeps its entry with position -1 (found again when re-inserted) until the
+  next rebuild drops it, so slots never become empty and probe chains stay unbroken.
+- Entries never exceed 3/4 of the slots, so every probe ends at an empty slot.
 - Positions are non-negative; -1 means absent everywhere in the API.
 - Rows passed to :meth:`KeyIndex.remember` in one call hold distinct keys.
 """
@@ -26,8 +27,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -38,24 +38,11 @@ Column: TypeAlias = pa.ChunkedArray | pa.Array
 
 _NONE = np.empty(0, dtype=np.int64)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+_EMPTY = -2
+_MIN_SLOTS = 64
 _MIN_COMPACT = 4096
-
-
-@dataclass
-class _Run:
-    """Entries sorted by fingerprint; ``ref`` indexes the stored key values (hashed keys)."""
-
-    fp: np.ndarray
-    pos: np.ndarray
-    ref: np.ndarray
-
-    @staticmethod
-    def empty() -> _Run:
-        return _Run(_NONE, _NONE, _NONE)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.fp.nbytes + self.pos.nbytes + self.ref.nbytes)
+_GROW = 1.8  # slots per live key after a rebuild (16 x 1.8 = 28.8 B per integer key)
+_MAX_LOAD = 0.75
 
 
 class KeyIndex:
@@ -70,101 +57,166 @@ class KeyIndex:
             raise ValueError(f"hash_bits must be in [1, 64], got {hash_bits}")
         self._bits = hash_bits
         self._exact: bool | None = None
-        self._runs: list[_Run] = []
-        self._deleted = 0
-        self._stored: pa.Table | None = None
+        self.clear()
 
     def __len__(self) -> int:
-        """Entries held, deleted ones included until compaction."""
-        return sum(len(r.fp) for r in self._runs)
+        """Entries held, deleted ones included until the next rebuild."""
+        return self._used
 
     @property
     def live(self) -> int:
         """Keys with a position (deleted entries not counted)."""
-        return len(self) - self._deleted
+        return self._used - self._deleted
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the index arrays and the stored key values."""
+        """Bytes held by the table arrays and the stored key values."""
         stored = self._stored.nbytes if self._stored is not None else 0
-        return sum(r.nbytes for r in self._runs) + stored
+        return int(self._fp.nbytes + self._pos.nbytes + self._ref.nbytes) + stored
 
     def lookup(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         """Position of the key of each of ``rows`` (-1: absent)."""
         out = np.full(len(rows), -1, dtype=np.int64)
-        if not len(self) or not len(rows):
+        if not self._used or not len(rows):
             return out
-        fp = self._fingerprints(keys, rows)
-        order = np.argsort(fp)
-        for run in self._runs:
-            at = self._find(run, fp, order, keys, rows)
-            hit = at >= 0
-            out[hit] = run.pos[at[hit]]
+        slot, found = self._probe(self._fingerprints(keys, rows), keys, rows)
+        out[found] = self._pos[slot[found]]
         return out
 
     def forget(self, keys: Sequence[Column], rows: np.ndarray) -> None:
         """Delete the keys of ``rows`` (absent ones are ignored)."""
-        if not len(self) or not len(rows):
+        if not self._used or not len(rows):
             return
-        fp = self._fingerprints(keys, rows)
-        order = np.argsort(fp)
-        for run in self._runs:
-            at = self._find(run, fp, order, keys, rows)
-            at = at[at >= 0]
-            self._deleted += int(np.count_nonzero(run.pos[at] >= 0))
-            run.pos[at] = -1
-        if self._deleted > len(self) // 2 and len(self) >= _MIN_COMPACT:
-            self._compact()
+        slot, found = self._probe(self._fingerprints(keys, rows), keys, rows)
+        hit = slot[found]
+        self._deleted += int(np.count_nonzero(self._pos[hit] >= 0))
+        self._pos[hit] = -1
+        if self._deleted > self._used // 2 and self._used >= _MIN_COMPACT:
+            self._rebuild(0)
 
     def remember(self, keys: Sequence[Column], rows: np.ndarray, positions: np.ndarray) -> None:
         """Set the position of the key of each of ``rows`` (distinct keys) to ``positions``."""
         if not len(rows):
             return
         fp = self._fingerprints(keys, rows)
-        new = np.ones(len(rows), dtype=bool)
-        order = np.argsort(fp)
-        for run in self._runs:
-            at = self._find(run, fp, order, keys, rows)
-            hit = at >= 0
-            self._deleted -= int(np.count_nonzero(run.pos[at[hit]] < 0))
-            run.pos[at[hit]] = positions[hit]
-            new &= ~hit
+        if self._used + len(rows) > _MAX_LOAD * len(self._pos):
+            self._rebuild(len(rows))
+        slot, found = self._probe(fp, keys, rows)
+        hit = slot[found]
+        self._deleted -= int(np.count_nonzero(self._pos[hit] < 0))
+        self._pos[hit] = positions[found]
+        new = ~found
         if new.any():
-            self._add(fp[new], positions[new], keys, rows[new])
+            self._place(fp[new], positions[new].astype(np.int64), slot[new], keys, rows[new])
 
     def clear(self) -> None:
-        self._runs, self._deleted, self._stored = [], 0, None
+        self._fp, self._pos, self._ref = _NONE, _NONE, _NONE
+        self._used, self._deleted = 0, 0
+        self._stored: pa.Table | None = None
 
     # --- internals ---------------------------------------------------------------------
 
-    def _find(
+    def _probe(
+        self, fp: np.ndarray, keys: Sequence[Column], rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the slot of its key's entry (found) or the empty slot ending its chain."""
+        slots = len(self._pos)
+        slot = _home(fp, slots)
+        found = np.zeros(len(fp), dtype=bool)
+        todo = np.arange(len(fp))
+        while len(todo):
+            at = slot[todo]
+            pos = self._pos[at]
+            empty = pos == _EMPTY
+            match = ~empty & (self._fp[at] == fp[todo])
+            if not self._exact and match.any():
+                m = np.flatnonzero(match)
+                match[m] = self._same_keys(self._ref[at[m]], keys, rows[todo[m]])
+            found[todo[match]] = True
+            go_on = ~(empty | match)
+            todo, at = todo[go_on], at[go_on] + 1
+            at[at == slots] = 0
+            slot[todo] = at
+        return slot, found
+
+    def _place(
         self,
-        run: _Run,
         fp: np.ndarray,
-        order: np.ndarray,
+        pos: np.ndarray,
+        slot: np.ndarray,
         keys: Sequence[Column],
         rows: np.ndarray,
-    ) -> np.ndarray:
-        """Index in ``run`` of the entry of each row's key (-1: none); ``order`` sorts ``fp``."""
-        found = np.full(len(fp), -1, dtype=np.int64)
-        if not len(run.fp):
-            return found
-        left = _search(run.fp, fp, order, "left")
+    ) -> None:
+        """New entries (distinct keys, none in the table) from ``slot``, the chains' ends."""
+        ref = self._store(keys, rows)
+        self._fill(fp, pos, ref, slot)
+
+    def _fill(self, fp: np.ndarray, pos: np.ndarray, ref: np.ndarray, slot: np.ndarray) -> None:
+        """Each entry into the first empty slot from its ``slot`` on (first come wins)."""
+        slots = len(self._pos)
+        todo = np.arange(len(fp))
+        slot = slot.copy()
+        while len(todo):
+            at = slot[todo]
+            free = np.flatnonzero(self._pos[at] == _EMPTY)
+            _, first = np.unique(at[free], return_index=True)
+            win = todo[free[first]]
+            where = slot[win]
+            self._fp[where], self._pos[where] = fp[win], pos[win]
+            if not self._exact:
+                self._ref[where] = ref[win]
+            placed = np.zeros(len(todo), dtype=bool)
+            placed[free[first]] = True
+            todo, at = todo[~placed], at[~placed] + 1
+            at[at == slots] = 0
+            slot[todo] = at
+        self._used += len(fp)
+
+    def _store(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
+        """Copies of the key values of ``rows`` (hashed keys only) and their references."""
         if self._exact:
-            inside = left < len(run.fp)
-            hit = inside & (run.fp[np.minimum(left, len(run.fp) - 1)] == fp)
-            found[hit] = left[hit]
-            return found
-        count = _search(run.fp, fp, order, "right") - left
-        todo = np.flatnonzero(count > 0)
-        step = 0
-        while len(todo):  # the k-th entry of each matching fingerprint, k = 0, 1, ...
-            candidates = left[todo] + step
-            same = self._same_keys(run.ref[candidates], keys, rows[todo])
-            found[todo[same]] = candidates[same]
-            step += 1
-            todo = todo[~same & (count[todo] > step)]
-        return found
+            return _NONE
+        start = self._stored.num_rows if self._stored is not None else 0
+        taken = pa.table(
+            [c.take(pa.array(rows, pa.int64())) for c in keys],
+            names=[str(i) for i in range(len(keys))],
+        )
+        stored = self._stored
+        self._stored = taken if stored is None else pa.concat_tables([stored, taken])
+        return np.arange(start, start + len(rows), dtype=np.int64)
+
+    def _rebuild(self, incoming: int) -> None:
+        """A new table of live entries only, with room for ``incoming`` more."""
+        keep = self._pos >= 0
+        fp, pos = self._fp[keep], self._pos[keep]
+        ref = _NONE
+        if not self._exact and self._stored is not None:
+            self._stored = self._stored.take(pa.array(self._ref[keep], pa.int64()))
+            self._stored = self._stored.combine_chunks()
+            ref = np.arange(len(fp), dtype=np.int64)
+        slots = max(_MIN_SLOTS, int((len(fp) + incoming) * _GROW))
+        self._fp = np.zeros(slots, dtype=np.int64)
+        self._pos = np.full(slots, _EMPTY, dtype=np.int64)
+        self._ref = _NONE if self._exact else np.full(slots, -1, dtype=np.int64)
+        self._used, self._deleted = 0, 0
+        if not len(fp):
+            return
+        home = _home(fp, slots)
+        order = np.argsort(home, kind="stable")
+        home = home[order]
+        # into an empty table in home order, entry i lands at max(home_i, slot_{i-1} + 1)
+        rank = np.arange(len(home), dtype=np.int64)
+        slot = np.maximum.accumulate(home - rank) + rank
+        inside = slot < slots
+        at, chosen = slot[inside], order[inside]
+        self._fp[at], self._pos[at] = fp[chosen], pos[chosen]
+        if not self._exact:
+            self._ref[at] = ref[chosen]
+        self._used = len(at)
+        rest = order[~inside]  # wrapped past the last slot: from slot 0 on
+        if len(rest):
+            rest_ref = ref[rest] if len(ref) else ref
+            self._fill(fp[rest], pos[rest], rest_ref, np.zeros(len(rest), dtype=np.int64))
 
     def _same_keys(self, refs: np.ndarray, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         assert self._stored is not None
@@ -175,38 +227,6 @@ class KeyIndex:
             equal = pc.equal(stored, column.take(row_array))
             same &= np.asarray(_numpy(equal), dtype=bool)
         return same
-
-    def _add(
-        self, fp: np.ndarray, pos: np.ndarray, keys: Sequence[Column], rows: np.ndarray
-    ) -> None:
-        ref = _NONE
-        if not self._exact:
-            start = self._stored.num_rows if self._stored is not None else 0
-            ref = np.arange(start, start + len(rows), dtype=np.int64)
-            taken = pa.table(
-                [c.take(pa.array(rows, pa.int64())) for c in keys],
-                names=[str(i) for i in range(len(keys))],
-            )
-            stored = self._stored
-            self._stored = taken if stored is None else pa.concat_tables([stored, taken])
-        runs = self._runs
-        runs.append(_merge([_Run(fp, pos.astype(np.int64), ref)], self._exact))
-        while len(runs) > 1 and len(runs[-1].fp) * 4 >= len(runs[-2].fp):
-            newer = runs.pop()
-            runs[-1] = _insert(runs[-1], newer, self._exact)
-
-    def _compact(self) -> None:
-        """One ``main`` run without deleted entries; stored key values rewritten to match."""
-        merged = _Run.empty()
-        for newer in self._runs:
-            merged = _insert(merged, newer, self._exact)
-        live = merged.pos >= 0
-        ref = merged.ref[live] if len(merged.ref) else _NONE
-        run = _Run(merged.fp[live], merged.pos[live], ref)
-        if not self._exact and self._stored is not None:
-            self._stored = self._stored.take(pa.array(run.ref, pa.int64())).combine_chunks()
-            run.ref = np.arange(len(run.fp), dtype=np.int64)
-        self._runs, self._deleted = [run], 0
 
     def _fingerprints(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         if self._exact is None:
@@ -224,34 +244,10 @@ class KeyIndex:
         return hashed.view(np.int64)
 
 
-def _merge(runs: Sequence[_Run], exact: bool | None) -> _Run:
-    """Runs concatenated and stably sorted by fingerprint (equal ones stay adjacent)."""
-    nonempty = [r for r in runs if len(r.fp)]
-    if not nonempty:
-        return _Run.empty()
-    fp = np.concatenate([r.fp for r in nonempty])
-    order = np.argsort(fp, kind="stable")
-    pos = np.concatenate([r.pos for r in nonempty])[order]
-    ref = _NONE if exact else np.concatenate([r.ref for r in nonempty])[order]
-    return _Run(fp[order], pos, ref)
-
-
-def _search(
-    sorted_fp: np.ndarray, fp: np.ndarray, order: np.ndarray, side: Literal["left", "right"]
-) -> np.ndarray:
-    """``searchsorted`` of the queries in sorted ``order`` (far fewer cache misses)."""
-    at = np.empty(len(fp), dtype=np.int64)
-    at[order] = np.searchsorted(sorted_fp, fp[order], side=side)
-    return at
-
-
-def _insert(run: _Run, new: _Run, exact: bool | None) -> _Run:
-    """Sorted ``new`` entries merged into sorted ``run`` in one pass (after equal ones)."""
-    if not len(run.fp):
-        return new
-    at = np.searchsorted(run.fp, new.fp, side="right")
-    ref = _NONE if exact else np.insert(run.ref, at, new.ref)
-    return _Run(np.insert(run.fp, at, new.fp), np.insert(run.pos, at, new.pos), ref)
+def _home(fp: np.ndarray, slots: int) -> np.ndarray:
+    """Home slot in ``[0, slots)`` of each fingerprint (Fibonacci hashing, slots < 2**32)."""
+    mixed = fp.view(np.uint64) * _MIX
+    return ((mixed >> np.uint64(32)) * np.uint64(slots) >> np.uint64(32)).astype(np.int64)
 
 
 def _integer_like(t: pa.DataType) -> bool:
