@@ -206,7 +206,9 @@ class KeyIndex:
         home = home[order]
         # into an empty table in home order, entry i lands at max(home_i, slot_{i-1} + 1)
         rank = np.arange(len(home), dtype=np.int64)
-        slot = np.maximum.accumulate(home - rank) + rank
+        slot = home - rank
+        np.maximum.accumulate(slot, out=slot)
+        slot += rank
         inside = slot < slots
         at, chosen = slot[inside], order[inside]
         self._fp[at], self._pos[at] = fp[chosen], pos[chosen]
@@ -247,7 +249,10 @@ class KeyIndex:
 def _home(fp: np.ndarray, slots: int) -> np.ndarray:
     """Home slot in ``[0, slots)`` of each fingerprint (Fibonacci hashing, slots < 2**32)."""
     mixed = fp.view(np.uint64) * _MIX
-    return ((mixed >> np.uint64(32)) * np.uint64(slots) >> np.uint64(32)).astype(np.int64)
+    mixed >>= np.uint64(32)
+    mixed *= np.uint64(slots)
+    mixed >>= np.uint64(32)
+    return mixed.view(np.int64)
 
 
 def _integer_like(t: pa.DataType) -> bool:
