@@ -7,10 +7,10 @@ What each row does is decided per batch in :mod:`stream_sink.write.delta_plan`.
 Invariants:
 - Per partition there is one data file sequence, one equality delete file sequence
   and one set of position deletes, plus the index from each key to the position of its
-  live row written by this writer (across all batches until ``complete``; NumPy
-  arrays, 16 bytes per integer key, see :mod:`stream_sink.write.key_index`). A key in
-  that map is deleted by position, any other by equality (Iceberg #15305: an equality
-  delete never applies to data of the same commit).
+  live row written by this writer (across all batches until ``complete``; a NumPy
+  hash table, about 29 bytes per live integer key at most, see
+  :mod:`stream_sink.write.key_index`). A key in that map is deleted by position, any
+  other by equality (Iceberg #15305: an equality delete never applies to data of the same commit).
 - Input is checked before anything is written: row kind column present, equality
   columns present and non-null, known row kinds, the rest matching the table. Every
   error names the column and, for values, the row's position in the batch; after it
