@@ -8,6 +8,9 @@ Invariants:
   partition (the delta writers' positions rely on it).
 - Groups come in order of their partition values (nulls last).
 - The batch is copied once (one ``take`` in partition order), not once per partition.
+- A group's ``nbytes``, when known, equals ``rows.nbytes`` (Arrow's count for the
+  slice), computed for all groups at once from the copy's buffers instead of walking
+  each slice's buffers (which costs more than the rest of a slice's bookkeeping).
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from stream_sink.table.values import partition_tuples
 @dataclass(frozen=True)
 class PartitionGroup:
     """One partition's rows: ``rows`` (a zero-copy slice of one reordered copy of the
-    batch) and ``indices``, their positions in the batch (None: all rows, in order)."""
+    batch) and ``indices``, their positions in the batch (None: all rows, in order);
+    ``nbytes``: ``rows.nbytes`` when computed in advance (None: not known)."""
 
     partition: tuple[Any, ...]
     rows: pa.Table
     indices: pa.Array | None
+    nbytes: int | None = None
 
     def rows_of(self, data: pa.Table) -> pa.Table:
         """This group's rows of ``data``, the batch the group was computed from."""
@@ -59,14 +64,58 @@ def group_by_partition(data: pa.Table, spec: PartitionSpec, schema: Schema) -> l
     values = partition_tuples([k.take(order.take(pa.array(starts))) for k in keys], types)
     bounds = [*starts.tolist(), data.num_rows]
     reordered = data.take(order)
+    sizes = slice_nbytes(reordered, bounds)
     return [
         PartitionGroup(
             value,
             reordered.slice(bounds[i], bounds[i + 1] - bounds[i]),
             order.slice(bounds[i], bounds[i + 1] - bounds[i]),
+            None if sizes is None else int(sizes[i]),
         )
         for i, value in enumerate(values)
     ]
+
+
+def slice_nbytes(table: pa.Table, bounds: list[int]) -> np.ndarray | None:
+    """``table.slice(bounds[i], bounds[i + 1] - bounds[i]).nbytes`` for every i, computed
+    at once; None when a column is not a single chunk of a fixed-width (not boolean) or
+    string/binary type (then each slice's own ``nbytes`` is the answer).
+
+    Arrow counts a sliced array as: its validity bitmap, if it has one, the bytes its
+    bits fall in; fixed width: rows x width; string/binary: rows x offset width plus the value bytes
+    between the slice's first and last offsets."""
+    edges = np.asarray(bounds, dtype=np.int64)
+    rows = np.diff(edges)
+    total = np.zeros(len(rows), dtype=np.int64)
+    for col in table.columns:
+        if col.num_chunks != 1:
+            return None
+        arr = col.chunk(0)
+        t = arr.type
+        if arr.buffers()[0] is not None:  # the bytes the slice's bits touch
+            total += (arr.offset + edges[1:] + 7) // 8 - (arr.offset + edges[:-1]) // 8
+        if pa.types.is_boolean(t) or pa.types.is_dictionary(t):
+            return None
+        if _is_varwidth(t):
+            width = 8 if pa.types.is_large_string(t) or pa.types.is_large_binary(t) else 4
+            dtype = np.int64 if width == 8 else np.int32
+            ends: np.ndarray = np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset + edges]
+            ends = ends.astype(np.int64)
+            total += rows * width + (ends[1:] - ends[:-1])
+        elif pa.types.is_primitive(t):
+            total += rows * (t.bit_width // 8)
+        else:
+            return None
+    return total
+
+
+def _is_varwidth(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def _group_starts(sorted_keys: list[pa.Array]) -> np.ndarray:

@@ -75,12 +75,15 @@ class RollingFileWriter:
 
     # --- writing ------------------------------------------------------------------------
 
-    def write(self, data: pa.Table, nan_free: bool = False) -> list[Segment]:
+    def write(
+        self, data: pa.Table, nan_free: bool = False, nbytes: int | None = None
+    ) -> list[Segment]:
         """Append ``data`` (in the file schema); returns where its rows went. ``nan_free``:
-        see :meth:`ParquetAppender.write`."""
+        see :meth:`ParquetAppender.write`; ``nbytes``: ``data.nbytes`` when the caller
+        has it already."""
         segments: list[Segment] = []
         n = data.num_rows
-        per_row = data.nbytes / max(n, 1)
+        per_row = (data.nbytes if nbytes is None else nbytes) / max(n, 1)
         offset = 0
         while offset < n:
             appender = self._current or self._open()

@@ -181,7 +181,7 @@ class PartitionedFanoutWriter(BaseTaskWriter):
         f = self.factory
         nan_free = not has_nan(data, self._spec)  # once per batch, not once per partition
         for group in group_by_partition(data, f.spec, f.schema):
-            self._writer_for(group.partition).write(group.rows, nan_free)
+            self._writer_for(group.partition).write(group.rows, nan_free, group.nbytes)
         self.bound_memory(self._open.values())
 
     def _writer_for(self, partition: tuple[Any, ...]) -> RollingFileWriter:

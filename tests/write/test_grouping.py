@@ -22,6 +22,7 @@ def groups(data: dict[str, list[Any]], spec: list[tuple[Any, ...]]) -> dict[str,
         ids = g.rows.column("id").to_pylist()
         positions = list(range(table.num_rows)) if g.indices is None else g.indices.to_pylist()
         assert ids == [table.column("id")[p].as_py() for p in positions]
+        assert g.nbytes is None or g.nbytes == g.rows.nbytes
         out[repr(g.partition)] = ids
     return out
 
@@ -81,3 +82,31 @@ def test_empty_batch_has_no_groups() -> None:
     table = pa.table({"id": [], "name": [], "score": []}, schema=schema_to_arrow(SCHEMA))
     spec = build_partition_spec(SCHEMA, [("identity", "name")]).bind(SCHEMA)
     assert group_by_partition(table, spec, SCHEMA) == []
+
+
+def test_group_sizes_are_arrows_own_count_of_each_slice() -> None:
+    """The sizes the rolling writer sizes files by, computed for all groups at once,
+    equal each slice's own ``nbytes`` (nulls, strings, binary, a sliced input)."""
+    arrow = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("name", pa.string()),
+            ("blob", pa.large_binary()),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+    schema = schema_from_arrow(arrow)
+    n = 500
+    table = pa.table(
+        {
+            "id": [None if i % 7 == 0 else i for i in range(n)],
+            "name": [None if i % 5 == 0 else "x" * (i % 13) for i in range(n)],
+            "blob": [b"z" * (i % 3) for i in range(n)],
+            "at": [None if i % 11 == 0 else i for i in range(n)],
+        },
+        schema=schema_to_arrow(schema),
+    ).slice(13, 450)
+    spec = build_partition_spec(schema, [("bucket", "id", 16)]).bind(schema)
+    found = group_by_partition(table, spec, schema)
+    assert len(found) > 1
+    assert [g.nbytes for g in found] == [g.rows.nbytes for g in found]
