@@ -12,9 +12,10 @@ directory and builds each file's DataFile from its footer (:mod:`stream_sink.wri
 Invariants:
 - Files land only under the batch attempt's own directory: a replayed batch writes a
   new directory (the files of an attempt that never reached the committer are orphans,
-  never table rows), and Spark's output committer keeps a failed task attempt's files
-  out of it. Nothing else about the commit protocol changes: the WriteResult goes to
-  the committer exactly as the pyarrow route's does.
+  never table rows), and Spark's output committer (always its algorithm 1, whatever
+  the cluster's default) keeps a failed task attempt's files out of it. Nothing else
+  about the commit protocol changes: the WriteResult goes to the committer exactly as
+  the pyarrow route's does.
 - Session settings the files depend on (INT64 microsecond timestamps, field ids,
   proleptic Gregorian dates) are set only for the write when the session's differ,
   and restored afterwards; codec, its level and the row-group and page sizes travel
@@ -142,6 +143,10 @@ def _write_options(factory: TaskWriterFactory) -> dict[str, str]:
         "parquet.block.size": str(p.row_group_bytes),
         "parquet.page.size": str(p.page_bytes),
         "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        # Algorithm 1 publishes a task's files only at job commit; with 2 (a cluster's
+        # default may say so) a task attempt that fails after its task commit leaves
+        # files the directory listing would take for the batch's rows.
+        "mapreduce.fileoutputcommitter.algorithm.version": "1",
     }
     if p.codec_level is not None:
         options["parquet.compression.codec.zstd.level"] = str(p.codec_level)
