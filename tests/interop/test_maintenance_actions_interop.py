@@ -136,8 +136,8 @@ class _MaintainLoop:
     """``stream-sink maintain --all --older-than 0s --retain-last 1`` over and over.
 
     ``paused()`` holds the loop between two runs: Java's procedure call then races only
-    the stream. (Java gives up after its own few commit retries when another writer
-    commits every moment, which is Java's retry budget, not what this test checks.)
+    the stream. (Two engines expiring one table at once can each delete a manifest list
+    the other's in-flight read has just loaded; that is not what this test checks.)
     """
 
     def __init__(self, warehouse: str) -> None:
