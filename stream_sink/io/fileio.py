@@ -31,6 +31,16 @@ S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.
 
 
 @dataclass(frozen=True)
+class ListedFile:
+    """A file found by :meth:`FileIO.walk`: its path relative to the walked location,
+    its size and its modification time (ms; 0 when the store has none)."""
+
+    relative: str
+    size: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True)
 class FileIO:
     """Reads and writes files at locations; one instance serves one scheme."""
 
@@ -112,6 +122,21 @@ class FileIO:
         return sorted(
             f"{base}/{info.base_name}" for info in self.filesystem().get_file_info(selector)
         )
+
+    def walk(self, location: str) -> list[ListedFile]:
+        """Every file below ``location``, recursively (none when it is absent); paths
+        relative to ``location``, without directories."""
+        base = self.path_of(location).rstrip("/")
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        return [
+            ListedFile(
+                info.path[len(base) :].lstrip("/"),
+                int(info.size or 0),
+                info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0,
+            )
+            for info in self.filesystem().get_file_info(selector)
+            if info.type == pafs.FileType.File
+        ]
 
     # --- writing ----------------------------------------------------------------
 

@@ -22,8 +22,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
 from stream_sink.exceptions import CorruptMetadataError, MissingFileError
 from stream_sink.maintenance.reachable import reachable_files
 from stream_sink.maintenance.results import RemoveOrphanFilesResult
@@ -46,17 +44,8 @@ class ListedFile:
 
 def list_files(table: Table, root: str) -> list[ListedFile]:
     """Every file below ``root`` (recursively), as locations in ``root``'s form."""
-    io = table.io
-    base_path = io.path_of(root).rstrip("/")
-    selector = pafs.FileSelector(base_path, recursive=True, allow_not_found=True)
-    out = []
-    for info in io.filesystem().get_file_info(selector):
-        if info.type != pafs.FileType.File:
-            continue
-        rel = info.path[len(base_path) :].lstrip("/")
-        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
-        out.append(ListedFile(f"{root.rstrip('/')}/{rel}", int(info.size or 0), mtime))
-    return out
+    base = root.rstrip("/")
+    return [ListedFile(f"{base}/{f.relative}", f.size, f.mtime_ms) for f in table.io.walk(root)]
 
 
 def _normalize(location: str) -> str:

@@ -31,8 +31,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
-
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.file_columns import (
     PARTITION_PREFIX,
@@ -207,17 +205,11 @@ def _describe(
 
 def _parquet_files(factory: TaskWriterFactory, directory: str) -> list[str]:
     """Paths (relative to ``directory``) of the Parquet files Spark committed there."""
-    io = factory.io
-    base = io.path_of(directory).rstrip("/")
-    selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
     out = []
-    for info in io.filesystem().get_file_info(selector):
-        if info.type != pafs.FileType.File:
-            continue
-        relative = info.path[len(base) + 1 :]
-        segments = relative.split("/")
+    for listed in factory.io.walk(directory):
+        segments = listed.relative.split("/")
         if any(s.startswith(("_", ".")) for s in segments if not s.startswith(PARTITION_PREFIX)):
             continue  # committer leftovers, checksums
-        if relative.endswith(".parquet"):
-            out.append(relative)
+        if listed.relative.endswith(".parquet"):
+            out.append(listed.relative)
     return sorted(out)
