@@ -3,7 +3,8 @@
 Run: ``python bench/bench_key_index.py [keys ...]`` (default 1,000,000). The stream is
 the one of ``bench_delta.py`` (88% inserts of new ids, 10% updates, 2% deletes, in
 batches of 10,000), reduced to the key work of one delta writer per batch: look up the
-first row of each key, forget deleted keys, remember kept ones. Baseline in the same
+first row of each key, forget deleted keys, remember kept ones (the index probes each
+key of a batch once and settles its final position, as the writer does). Baseline in the same
 run: the dict map (one Python entry per key, values materialized by ``key_values``),
 interleaved with the index, 3 timed rounds each (no tracing), medians. Memory comes
 from one more run under tracemalloc (NumPy and Python objects are both counted): what
@@ -28,6 +29,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_delta import stream
 
 from stream_sink.write.delta_plan import (
+    OP_INSERT,
     OP_SKIP,
     decode_row_kinds,
     dense_key_ids,
@@ -84,6 +86,8 @@ def prepared(batches: list[pa.Table]) -> list[tuple[list[Column], np.ndarray]]:
 
 
 def run(live: KeyMap, batches: list[tuple[list[Column], np.ndarray]]) -> float:
+    if isinstance(live, KeyIndex):
+        return run_index(live, batches)
     position, start = 0, time.perf_counter()
     for keys, ops in batches:
         links = link_keys(*dense_key_ids(keys))
@@ -96,6 +100,26 @@ def run(live: KeyMap, batches: list[tuple[list[Column], np.ndarray]]) -> float:
         position += len(plan.inserts)
         live.forget(keys, plan.dropped_rows)
         live.remember(keys, plan.kept_rows, at[plan.kept_inserts])
+    return time.perf_counter() - start
+
+
+def run_index(live: KeyIndex, batches: list[tuple[list[Column], np.ndarray]]) -> float:
+    """The delta writer's path: each key of a batch probed once (``find``), its final
+    position set once (``settle``)."""
+    position, start = 0, time.perf_counter()
+    for keys, ops in batches:
+        links = link_keys(*dense_key_ids(keys))
+        probe = live.find(keys, links.firsts)
+        known = np.full(len(ops), -1, dtype=np.int64)
+        known[links.firsts] = live.positions(probe)
+        plan = plan_changes(ops, links, known, True)
+        at = np.arange(position, position + len(plan.inserts))
+        position += len(plan.inserts)
+        final = np.full(len(links.firsts), -1, dtype=np.int64)
+        ordinal = np.cumsum(ops == OP_INSERT) - 1
+        kept = ops[links.lasts] == OP_INSERT
+        final[kept] = at[ordinal[links.lasts[kept]]]
+        live.settle(keys, probe, final)
     return time.perf_counter() - start
 
 

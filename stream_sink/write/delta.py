@@ -23,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,8 @@ from stream_sink.table.types import PrimitiveType
 from stream_sink.write.deletes import PositionDeletes, equality_delete_spec, position_delete_spec
 from stream_sink.write.delta_plan import (
     DEFAULT_ROW_KIND_COLUMN,
+    OP_INSERT,
     OP_SKIP,
-    ChangePlan,
     KeyLinks,
     check_no_null_keys,
     decode_row_kinds,
@@ -166,26 +166,28 @@ class _PartitionDelta:
         """Apply the changes ``data`` (no skipped rows; ``ops`` per row) in order."""
         keys = [data.column(n) for n in self._settings.key_names]
         links = link_keys(*dense_key_ids(keys))
-        plan = plan_changes(ops, links, self._known(keys, links), self._settings.upsert)
+        probe = self._live.find(keys, links.firsts)  # each key of the batch probed once
+        known = np.full(len(ops), -1, dtype=np.int64)
+        known[links.firsts] = self._live.positions(probe)
+        plan = plan_changes(ops, links, known, self._settings.upsert)
         positions = self._insert(data, plan.inserts)
         self._positions.delete(
             np.concatenate([plan.deleted_known, positions[plan.deleted_inserts]])
         )
         self._delete_equal(data, plan.equality_deletes)
-        self._remember(keys, plan, positions)
-
-    def _known(self, keys: Sequence[pa.ChunkedArray], links: KeyLinks) -> np.ndarray:
-        """Per row, the live position of its key from earlier batches (-1: none)."""
-        known = np.full(len(links.previous), -1, dtype=np.int64)
-        if len(self._live):
-            firsts = np.flatnonzero(links.previous < 0)
-            known[firsts] = self._live.lookup(keys, firsts)
-        return known
+        self._live.settle(keys, probe, _final_positions(ops, links, positions))
 
     def _insert(self, data: pa.Table, rows: np.ndarray) -> np.ndarray:
         if not len(rows):
             return _NO_POSITIONS
-        part = data if len(rows) == data.num_rows else data.take(rows)
+        if len(rows) == data.num_rows:
+            part = data
+        elif 2 * len(rows) > data.num_rows:  # a filter copies most rows faster than a take
+            keep = np.zeros(data.num_rows, dtype=bool)
+            keep[rows] = True
+            part = data.filter(pa.array(keep))
+        else:
+            part = data.take(rows)
         return self._positions.positions_of(self._data.write(part))
 
     def _delete_equal(self, data: pa.Table, rows: np.ndarray) -> None:
@@ -194,10 +196,6 @@ class _PartitionDelta:
         if self._settings.upsert:
             data = data.select(list(self._settings.key_names))
         self._equality.write(data.take(rows))
-
-    def _remember(self, keys: Sequence[pa.ChunkedArray], plan: ChangePlan, at: np.ndarray) -> None:
-        self._live.forget(keys, plan.dropped_rows)
-        self._live.remember(keys, plan.kept_rows, at[plan.kept_inserts])
 
     def complete(self) -> WriteResult:
         self._live.clear()
@@ -217,6 +215,17 @@ class _PartitionDelta:
             self._partition,
             suffix="pos-deletes",
         )
+
+
+def _final_positions(ops: np.ndarray, links: KeyLinks, positions: np.ndarray) -> np.ndarray:
+    """Per key of the batch (aligned with ``links.firsts``): the position of its last row
+    when that row is an insert (the key stays live there), else -1 (the key ends deleted)."""
+    is_insert = ops == OP_INSERT
+    ordinal = np.cumsum(is_insert, dtype=np.int64) - 1
+    final = np.full(len(links.lasts), -1, dtype=np.int64)
+    live = is_insert[links.lasts]
+    final[live] = positions[ordinal[links.lasts[live]]]
+    return final
 
 
 class BaseDeltaWriter(BaseTaskWriter):

@@ -143,23 +143,44 @@ def _python_values(values: pa.ChunkedArray | pa.Array) -> list[Hashable]:
 
 @dataclass(frozen=True)
 class KeyLinks:
-    """For each row, the previous row with the same key (-1: none) and whether it is the last."""
+    """For each row, the previous row with the same key (-1: none) and whether it is the
+    last; per distinct key, its first row (``firsts``) and its last row (``lasts``,
+    aligned with ``firsts``)."""
 
     previous: np.ndarray
     is_last: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
 
 
 def link_keys(ids: np.ndarray, distinct: int) -> KeyLinks:
+    """Links of the rows' keys (``ids`` equal exactly for equal keys; ``distinct``: the
+    number of keys, -1 when unknown). Repeated keys are found with one unstable sort;
+    only the rows of repeated keys, usually few, are then sorted stably to link them."""
     n = len(ids)
+    rows = np.arange(n, dtype=np.int64)
     previous = np.full(n, -1, dtype=np.int64)
     is_last = np.ones(n, dtype=bool)
-    if distinct == n:
-        return KeyLinks(previous, is_last)
-    order = np.argsort(ids, kind="stable")
+    repeated = _repeated_values(ids) if distinct != n and n > 1 else ids[:0]
+    if not len(repeated):
+        return KeyLinks(previous, is_last, rows, rows)
+    sub = np.flatnonzero(np.isin(ids, repeated))
+    order = sub[np.argsort(ids[sub], kind="stable")]
     same = ids[order[1:]] == ids[order[:-1]]
     previous[order[1:][same]] = order[:-1][same]
     is_last[order[:-1][same]] = False
-    return KeyLinks(previous, is_last)
+    firsts = np.flatnonzero(previous < 0)
+    lasts = firsts.copy()
+    group_firsts = order[np.concatenate(([True], ~same))]
+    lasts[np.searchsorted(firsts, group_firsts)] = order[np.concatenate((~same, [True]))]
+    return KeyLinks(previous, is_last, firsts, lasts)
+
+
+def _repeated_values(ids: np.ndarray) -> np.ndarray:
+    """The values occurring more than once in ``ids`` (each once)."""
+    ordered = np.sort(ids)
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    return np.unique(twice) if len(twice) > 1 else twice
 
 
 @dataclass(frozen=True)

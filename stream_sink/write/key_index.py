@@ -11,6 +11,9 @@ A key is reduced to a 64-bit fingerprint per row, vectorized over a batch:
 
 Entries live in an open-addressing hash table (linear probing) of parallel arrays,
 probed for a whole batch at once: each step advances every unresolved row by one slot.
+The delta writer probes each key of a batch once (:meth:`KeyIndex.find`), reads the
+positions from that probe and then sets each key's final position through it
+(:meth:`KeyIndex.settle`); a probe made before a rebuild is probed again.
 The table is rebuilt (deleted entries dropped) when its entries would pass 3/4 of its
 slots, to ``_GROW`` slots per live key (16 x 1.8 = 28.8 bytes per integer key, fewer
 as the table fills), and when deleted entries pass half of all.
@@ -27,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
@@ -45,6 +49,19 @@ _GROW = 1.8  # slots per live key after a rebuild (16 x 1.8 = 28.8 B per integer
 _MAX_LOAD = 0.75
 
 
+@dataclass(frozen=True)
+class Probe:
+    """Where the keys of ``rows`` (distinct keys) stand in a :class:`KeyIndex`: per row its
+    fingerprint, and the slot of its entry (``found``) or the empty slot ending its
+    chain. Valid while the index keeps its ``generation`` (no rebuild since)."""
+
+    rows: np.ndarray
+    fp: np.ndarray
+    slot: np.ndarray
+    found: np.ndarray
+    generation: int
+
+
 class KeyIndex:
     """Maps keys (rows of key columns) to int64 positions; see the module invariants.
 
@@ -57,6 +74,7 @@ class KeyIndex:
             raise ValueError(f"hash_bits must be in [1, 64], got {hash_bits}")
         self._bits = hash_bits
         self._exact: bool | None = None
+        self._generation = 0
         self.clear()
 
     def __len__(self) -> int:
@@ -109,9 +127,47 @@ class KeyIndex:
         if new.any():
             self._place(fp[new], positions[new].astype(np.int64), slot[new], keys, rows[new])
 
+    def find(self, keys: Sequence[Column], rows: np.ndarray) -> Probe:
+        """Probe the keys of ``rows`` (distinct keys) once, for :meth:`positions` and
+        :meth:`settle` (a batch's keys are probed once instead of once per call)."""
+        fp = self._fingerprints(keys, rows)
+        if not len(self._pos) or not len(rows):
+            none = np.zeros(len(rows), dtype=bool)
+            return Probe(rows, fp, np.zeros(len(rows), dtype=np.int64), none, self._generation)
+        slot, found = self._probe(fp, keys, rows)
+        return Probe(rows, fp, slot, found, self._generation)
+
+    def positions(self, probe: Probe) -> np.ndarray:
+        """Position of each probed key (-1: absent)."""
+        out = np.full(len(probe.rows), -1, dtype=np.int64)
+        out[probe.found] = self._pos[probe.slot[probe.found]]
+        return out
+
+    def settle(self, keys: Sequence[Column], probe: Probe, positions: np.ndarray) -> None:
+        """Set each probed key's position to ``positions`` (-1: delete the key); ``keys``
+        are the columns the probe was made from."""
+        if probe.generation != self._generation:
+            probe = self.find(keys, probe.rows)
+        found, slot = probe.found, probe.slot
+        hit, now = slot[found], positions[found]
+        before = self._pos[hit]
+        self._deleted += int(np.count_nonzero((before >= 0) & (now < 0)))
+        self._deleted -= int(np.count_nonzero((before < 0) & (now >= 0)))
+        self._pos[hit] = now
+        new = ~found & (positions >= 0)
+        count = int(np.count_nonzero(new))
+        crowded = self._used + count > _MAX_LOAD * len(self._pos)
+        if crowded or (self._deleted > self._used // 2 and self._used >= _MIN_COMPACT):
+            self._rebuild(count)
+            slot = _home(probe.fp, len(self._pos))
+        if count:
+            fp, pos = probe.fp[new], positions[new].astype(np.int64)
+            self._place(fp, pos, slot[new], keys, probe.rows[new])
+
     def clear(self) -> None:
         self._fp, self._pos, self._ref = _NONE, _NONE, _NONE
         self._used, self._deleted = 0, 0
+        self._generation += 1
         self._stored: pa.Table | None = None
 
     # --- internals ---------------------------------------------------------------------
@@ -152,21 +208,24 @@ class KeyIndex:
         self._fill(fp, pos, ref, slot)
 
     def _fill(self, fp: np.ndarray, pos: np.ndarray, ref: np.ndarray, slot: np.ndarray) -> None:
-        """Each entry into the first empty slot from its ``slot`` on (first come wins)."""
+        """Each entry into the first empty slot from its ``slot`` on. Entries reaching one
+        empty slot at the same step claim it by writing their (negative) claim code into
+        it; the one whose code stays there wins and the others probe on (no sort)."""
         slots = len(self._pos)
         todo = np.arange(len(fp))
         slot = slot.copy()
         while len(todo):
             at = slot[todo]
             free = np.flatnonzero(self._pos[at] == _EMPTY)
-            _, first = np.unique(at[free], return_index=True)
-            win = todo[free[first]]
-            where = slot[win]
+            claimed, claim = at[free], _EMPTY - 1 - free
+            self._pos[claimed] = claim  # repeated slots: one claim stays
+            won = self._pos[claimed] == claim
+            win, where = todo[free[won]], claimed[won]
             self._fp[where], self._pos[where] = fp[win], pos[win]
             if not self._exact:
                 self._ref[where] = ref[win]
             placed = np.zeros(len(todo), dtype=bool)
-            placed[free[first]] = True
+            placed[free[won]] = True
             todo, at = todo[~placed], at[~placed] + 1
             at[at == slots] = 0
             slot[todo] = at
@@ -199,6 +258,7 @@ class KeyIndex:
         self._pos = np.full(slots, _EMPTY, dtype=np.int64)
         self._ref = _NONE if self._exact else np.full(slots, -1, dtype=np.int64)
         self._used, self._deleted = 0, 0
+        self._generation += 1
         if not len(fp):
             return
         home = _home(fp, slots)

@@ -97,6 +97,26 @@ def test_plan_matches_row_by_row_rules(seed: int, upsert: bool) -> None:
     assert vectorized(batches, upsert) == reference(batches, upsert)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_links_name_each_keys_previous_first_and_last_row(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    space = int(rng.choice([1, 5, 50, 10**6, 10**12]))
+    ids = rng.integers(0, space, n)
+    links = link_keys(ids, -1)
+    seen: dict[int, int] = {}
+    previous, first, last = [], {}, {}
+    for row, key in enumerate(ids.tolist()):
+        previous.append(seen.get(key, -1))
+        seen[key] = row
+        first.setdefault(key, row)
+        last[key] = row
+    assert links.previous.tolist() == previous
+    assert links.is_last.tolist() == [last[k] == r for r, k in enumerate(ids.tolist())]
+    assert links.firsts.tolist() == sorted(first.values())
+    assert links.lasts.tolist() == [last[ids[r]] for r in links.firsts.tolist()]
+
+
 def test_update_within_batch_position_deletes_the_earlier_insert() -> None:
     batches = [[("+I", 1), ("+I", 2), ("-U", 1), ("+U", 1)], [("-D", 2), ("-D", 9)]]
     assert vectorized(batches, upsert=False) == [

@@ -63,6 +63,43 @@ def test_index_equals_a_dict(case: str, bits: int) -> None:
         _replay(KeyIndex(hash_bits=bits), CASES[case], seed, rounds=25, space=150)
 
 
+def _replay_settled(index: KeyIndex, key: Key, seed: int, rounds: int, space: int) -> None:
+    """Random batches through one probe each (``find``, ``positions``, ``settle``), now
+    and then with the probe made stale by a rebuild in between; equals a dict."""
+    rng = random.Random(seed)
+    expected: dict[Hashable, int] = {}
+    position = 0
+    for _ in range(rounds):
+        keys = list({key(rng.randrange(space)) for _ in range(rng.randrange(1, 60))})
+        columns, rows = _columns(keys), np.arange(len(keys))
+        probe = index.find(columns, rows)
+        assert index.positions(probe).tolist() == [expected.get(k, -1) for k in keys]
+        if rng.random() < 0.2:  # other keys arrive first and force a rebuild
+            extra = [key(space + position + i) for i in range(200)]
+            spots = np.arange(10**6 + position, 10**6 + position + 200)
+            index.remember(_columns(extra), np.arange(200), spots)
+            expected.update(zip(extra, spots.tolist(), strict=True))
+        final = [-1 if rng.random() < 0.3 else position + i for i in range(len(keys))]
+        position += len(keys)
+        index.settle(columns, probe, np.array(final, dtype=np.int64))
+        for k, p in zip(keys, final, strict=True):
+            if p < 0:
+                expected.pop(k, None)
+            else:
+                expected[k] = p
+        assert index.live == len(expected)
+    everything = list(expected) + [key(i) for i in range(space)]
+    found = index.lookup(_columns(everything), np.arange(len(everything)))
+    assert found.tolist() == [expected.get(k, -1) for k in everything]
+
+
+@pytest.mark.parametrize("bits", [64, 2])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_one_probe_per_batch_equals_a_dict(case: str, bits: int) -> None:
+    for seed in range(3):
+        _replay_settled(KeyIndex(hash_bits=bits), CASES[case], seed, rounds=40, space=150)
+
+
 def test_compaction_keeps_live_keys_and_drops_deleted_ones() -> None:
     index = KeyIndex()
     keys = [pa.array(np.arange(20_000, dtype=np.int64))]
