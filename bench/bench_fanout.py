@@ -12,9 +12,13 @@ process's state before writing) is its own, taking turns, medians of ``runs``:
 - ``pyarrow.parquet.ParquetWriter`` writing the same batches to one file: the goal's
   baseline ("a raw pyarrow write of the same rows");
 - the same writer writing the rows already grouped into their 100 partition files
-  (grouped before the clock starts): what 100 files cost by themselves.
+  (grouped before the clock starts): what 100 files cost by themselves;
+- pyarrow's own partitioned writer, ``pyarrow.dataset.write_dataset`` partitioned by
+  the bucket (its values computed before the clock starts, pyarrow's thread pools cut
+  to one thread, every file written as one row group like the sink's): what a pyarrow
+  user writes 100 partitions with.
 
-Both pyarrow writers use the table's own Parquet settings (``ParquetOptions.writer_kwargs``,
+All pyarrow writers use the table's own Parquet settings (``ParquetOptions.writer_kwargs``,
 the call the sink's writer makes): same codec, level, page and dictionary sizes.
 """
 
@@ -31,6 +35,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from bench_append import CODEC, make_rows
 
@@ -129,6 +134,33 @@ def run_raw_files(groups: list[pa.Table], root: Path) -> int:
     return len(groups)
 
 
+def with_buckets(parts: list[pa.Table], root: Path) -> list[pa.Table]:
+    """The batches with the partition value as a column (before the clock starts)."""
+    factory = TaskWriterFactory.for_table(new_table(root / "buckets", parts[0].schema))  # type: ignore[arg-type]
+    return [p.append_column("bucket", factory.spec.compute(p, factory.schema)[0]) for p in parts]
+
+
+def run_dataset(parts: list[pa.Table], root: Path) -> int:
+    """One core, as a Spark task has: pyarrow's CPU and I/O pools cut to one thread
+    (``use_threads=False`` alone still encodes files on the I/O pool)."""
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    rows = sum(p.num_rows for p in parts)
+    options = ds.ParquetFileFormat().make_write_options(**parquet_kwargs())
+    ds.write_dataset(
+        parts,
+        root / "dataset",
+        format="parquet",
+        file_options=options,
+        partitioning=ds.partitioning(pa.schema([("bucket", pa.int32())]), flavor="hive"),
+        min_rows_per_group=rows,
+        max_rows_per_group=rows,
+        use_threads=False,
+        existing_data_behavior="overwrite_or_ignore",
+    )
+    return sum(1 for _ in (root / "dataset").rglob("*.parquet"))
+
+
 def run_fanout(parts: list[pa.Table], root: Path) -> int:
     table = new_table(root, parts[0].schema)
     writer = TaskWriterFactory.for_table(table).create(0, 0)  # type: ignore[arg-type]
@@ -141,12 +173,15 @@ def measure(kind: str, rows: int, batch_rows: int, out: mp.Queue) -> None:  # ty
     parts = batches(rows, batch_rows)
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp:
         groups = grouped(parts, Path(tmp)) if kind == "raw100" else []
+        bucketed = with_buckets(parts, Path(tmp)) if kind == "dataset" else []
         with PeakRss() as memory:
             t0, c0 = time.perf_counter(), time.process_time()
             if kind == "raw":
                 files = run_raw(parts, Path(tmp))
             elif kind == "raw100":
                 files = run_raw_files(groups, Path(tmp))
+            elif kind == "dataset":
+                files = run_dataset(bucketed, Path(tmp))
             else:
                 files = run_fanout(parts, Path(tmp))
             elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -169,6 +204,7 @@ def in_fresh_process(kind: str, rows: int, batch_rows: int) -> Measurement:
 LABELS = {
     "raw": "pyarrow ParquetWriter, one file",
     "raw100": "pyarrow, rows pre-grouped into 100 files",
+    "dataset": "pyarrow.dataset.write_dataset, 100 partitions",
     "fanout": "PartitionedFanoutWriter",
 }
 
@@ -190,10 +226,10 @@ def main() -> None:
     for kind, ms in results.items():
         label = f"{LABELS[kind]}, {ms[0][3]} file{'s' if ms[0][3] != 1 else ''}"
         print(
-            f"  {label:52s} wall {wall[kind]:6.2f} s  cpu {cpu[kind]:6.2f} s"
+            f"  {label:58s} wall {wall[kind]:6.2f} s  cpu {cpu[kind]:6.2f} s"
             f"  {rows / wall[kind]:12,.0f} rows/s  peak RSS +{max(m[2] for m in ms):.0f} MiB"
         )
-    for base, goal in (("raw", " (goal >= 0.80x)"), ("raw100", "")):
+    for base, goal in (("raw", " (goal >= 0.80x)"), ("raw100", ""), ("dataset", "")):
         print(
             f"  ratio fanout / {LABELS[base]}: wall {wall[base] / wall['fanout']:.2f}x"
             f"  cpu {cpu[base] / cpu['fanout']:.2f}x{goal}"
