@@ -71,10 +71,4 @@ def download_dir(io: FileIO, location: str, local_dir: str) -> int:
 
 def list_files(io: FileIO, location: str) -> list[str]:
     """Paths of the files under ``location``, relative to it (empty when absent)."""
-    base = io.path_of(location).rstrip("/")
-    selector = pafs.FileSelector(base, allow_not_found=True, recursive=True)
-    return sorted(
-        info.path[len(base) + 1 :]
-        for info in io.filesystem().get_file_info(selector)
-        if info.type == pafs.FileType.File
-    )
+    return sorted(f.relative for f in io.walk(location))
