@@ -245,7 +245,12 @@ class KeyIndex:
         return np.arange(start, start + len(rows), dtype=np.int64)
 
     def _rebuild(self, incoming: int) -> None:
-        """A new table of live entries only, with room for ``incoming`` more."""
+        """A new table of live entries only, with room for ``incoming`` more.
+
+        The old arrays are dropped before the new ones are made (the peak holds the live
+        entries twice, not two tables). Entries are placed in home order; the old table
+        is nearly in that order already (home order is the same for every table size),
+        so the stable sort is cheap, and skipped when the order is exact."""
         keep = self._pos >= 0
         fp, pos = self._fp[keep], self._pos[keep]
         ref = _NONE
@@ -253,32 +258,37 @@ class KeyIndex:
             self._stored = self._stored.take(pa.array(self._ref[keep], pa.int64()))
             self._stored = self._stored.combine_chunks()
             ref = np.arange(len(fp), dtype=np.int64)
+        del keep
+        self._fp, self._pos, self._ref = _NONE, _NONE, _NONE
         slots = max(_MIN_SLOTS, int((len(fp) + incoming) * _GROW))
+        self._used, self._deleted = 0, 0
+        self._generation += 1
+        slot = _home(fp, slots)
+        if len(slot) > 1 and bool(np.any(slot[1:] < slot[:-1])):
+            order = np.argsort(slot, kind="stable")
+            slot, fp, pos = slot[order], fp[order], pos[order]
+            ref = ref[order] if len(ref) else ref
+            del order
+        # into an empty table in home order, entry i lands at max(home_i, slot_{i-1} + 1):
+        # increasing, so the entries that fit before the end are a prefix
+        rank = np.arange(len(slot), dtype=np.int64)
+        slot -= rank
+        np.maximum.accumulate(slot, out=slot)
+        slot += rank
+        del rank
+        inside = int(np.searchsorted(slot, slots))
         self._fp = np.zeros(slots, dtype=np.int64)
         self._pos = np.full(slots, _EMPTY, dtype=np.int64)
         self._ref = _NONE if self._exact else np.full(slots, -1, dtype=np.int64)
-        self._used, self._deleted = 0, 0
-        self._generation += 1
-        if not len(fp):
-            return
-        home = _home(fp, slots)
-        order = np.argsort(home, kind="stable")
-        home = home[order]
-        # into an empty table in home order, entry i lands at max(home_i, slot_{i-1} + 1)
-        rank = np.arange(len(home), dtype=np.int64)
-        slot = home - rank
-        np.maximum.accumulate(slot, out=slot)
-        slot += rank
-        inside = slot < slots
-        at, chosen = slot[inside], order[inside]
-        self._fp[at], self._pos[at] = fp[chosen], pos[chosen]
+        at = slot[:inside]
+        self._fp[at], self._pos[at] = fp[:inside], pos[:inside]
         if not self._exact:
-            self._ref[at] = ref[chosen]
-        self._used = len(at)
-        rest = order[~inside]  # wrapped past the last slot: from slot 0 on
-        if len(rest):
-            rest_ref = ref[rest] if len(ref) else ref
-            self._fill(fp[rest], pos[rest], rest_ref, np.zeros(len(rest), dtype=np.int64))
+            self._ref[at] = ref[:inside]
+        self._used = inside
+        if inside < len(fp):  # wrapped past the last slot: from slot 0 on
+            rest_ref = ref[inside:] if len(ref) else ref
+            start = np.zeros(len(fp) - inside, dtype=np.int64)
+            self._fill(fp[inside:], pos[inside:], rest_ref, start)
 
     def _same_keys(self, refs: np.ndarray, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         assert self._stored is not None
