@@ -50,7 +50,13 @@ from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.routing import Router, TableTemplate
 from stream_sink.spark.single_task import runs_in_one_task
-from stream_sink.spark.spark_files import ROUTES, Projection, choose_route, write_batch
+from stream_sink.spark.spark_files import (
+    ROUTES,
+    Projection,
+    choose_route,
+    rows_per_file,
+    write_batch,
+)
 from stream_sink.spark.task_sort import TaskSort
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
@@ -487,7 +493,11 @@ class IcebergSink:
             self._route = route
         if route == "spark":
             projection = self._projection(factory, plan, table)
-            return write_batch(plan.prepare(df, batch_id), factory, table.name, projection)
+            head = table.current_snapshot()
+            target = factory.config.target_file_bytes
+            per_file = rows_per_file(head.summary, target) if head else None
+            prepared = plan.prepare(df, batch_id)
+            return write_batch(prepared, factory, table.name, projection, per_file)
         ties = df.sparkSession.sparkContext.accumulator(0) if plan.tie_columns else None
         task = WriteTask(
             factory, plan.insert_kind_column, plan.tie_columns, plan.drop_columns, ties

@@ -111,18 +111,43 @@ class Projection:
         return [p.name for p in self.parts if p is not None]
 
 
+def rows_per_file(summary: Mapping[str, str], target_bytes: int) -> int | None:
+    """Rows that fill a data file of ``target_bytes``, estimated from a snapshot
+    ``summary`` (its files' bytes per record); None when the table has no rows yet.
+
+    Spark's writer cannot cut files by size, only by rows (``maxRecordsPerFile``); the
+    estimate errs small when the table also holds delete files (their bytes count, their
+    rows do not), so a file stays near or below the target rather than above it."""
+    try:
+        records = int(summary.get("total-records", "0"))
+        size = int(summary.get("total-files-size", "0"))
+    except ValueError:
+        return None
+    if records <= 0 or size <= 0:
+        return None
+    return max(1, target_bytes * records // size)
+
+
 def write_batch(
-    df: DataFrame, factory: TaskWriterFactory, where: str, projection: Projection | None = None
+    df: DataFrame,
+    factory: TaskWriterFactory,
+    where: str,
+    projection: Projection | None = None,
+    max_rows_per_file: int | None = None,
 ) -> WriteResult:
     """Write ``df`` (the batch, distributed, with the table's columns) as data files of
     ``factory``'s table in a new directory; their DataFiles (see module doc).
     ``projection``: built for ``df``'s columns and ``factory``'s schema and spec (built
-    here when None)."""
+    here when None). ``max_rows_per_file``: where Spark starts a task's next file (see
+    :func:`rows_per_file`; None: one file per task and partition)."""
     if projection is None:
         projection = Projection.build(factory, df.columns, where)
     out = df.select(*projection.columns)
     directory = f"{factory.data_location}/{factory.operation_id}"
-    writer = out.write.mode("append").options(**_write_options(factory))
+    options = _write_options(factory)
+    if max_rows_per_file is not None:
+        options["maxRecordsPerFile"] = str(max_rows_per_file)
+    writer = out.write.mode("append").options(**options)
     if projection.partition_names:
         writer = writer.partitionBy(*projection.partition_names)
     try:

@@ -151,3 +151,33 @@ def test_overwrite_replaces_the_partitions_each_batch_writes(
     assert sorted(r["id"] for r in duckdb_rows(table.metadata_location)) == table_ids(catalog)
     names = [t.file_path.rsplit("/", 1)[-1] for t in table.scan().plan_files()]
     assert all(n.startswith("part-") == (route == "spark") for n in names)
+
+
+def test_spark_route_files_are_cut_near_the_target_file_size(spark: Any, tmp_path: Path) -> None:
+    """Spark's writer cuts files by rows only: after the first batch the sink knows the
+    table's bytes per record and asks for files of about ``write.target-file-size-bytes``."""
+    catalog = ss.load_catalog("test", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    catalog.create_namespace("db")
+    target = 40_000
+    props = {"write.target-file-size-bytes": str(target)}
+    catalog.create_table("db.t", schema=TABLE_SCHEMA, properties=props)
+    big = [
+        [{"id": i, "data": f"row {i:08d} {i * 7919 % 100_003}"} for i in range(n, n + 20_000)]
+        for n in (0, 20_000)
+    ]
+    write_batches(tmp_path / "in", big)
+    run(spark, tmp_path, sink_for(catalog, tmp_path, write_route="spark"))
+    table = catalog.load_table("db.t")
+    first = table.snapshots()[0].snapshot_id
+    first_files = table.scan(snapshot_id=first).plan_files()
+    second_added = [
+        f
+        for f in table.scan().plan_files()
+        if f.file_path not in {g.file_path for g in first_files}
+    ]
+    assert len(first_files) == 1  # no estimate before the table has rows
+    assert len(second_added) >= 3
+    sizes = [f.data_file.file_size_in_bytes for f in second_added]
+    assert max(sizes) <= 1.5 * target, sizes
+    assert table_ids(catalog) == list(range(40_000))
+    assert sorted(r["id"] for r in duckdb_rows(table.metadata_location)) == list(range(40_000))

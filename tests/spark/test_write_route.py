@@ -13,7 +13,7 @@ import pytest
 import stream_sink as ss
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.spark_files import choose_route
+from stream_sink.spark.spark_files import choose_route, rows_per_file
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 PLAIN = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.string()), ("x", pa.float64())])
@@ -62,3 +62,12 @@ def test_an_unknown_route_is_refused(tmp_path: Path) -> None:
     catalog = ss.load_catalog("r", type="hadoop", warehouse=str(tmp_path / "wh"))
     with pytest.raises(InvalidOptionError, match="write_route='fast'"):
         IcebergSink(catalog=catalog, table="db.t", write_route="fast")
+
+
+def test_rows_per_file_come_from_the_tables_bytes_per_record() -> None:
+    summary = {"total-records": "1000", "total-files-size": "50000"}  # 50 B per record
+    assert rows_per_file(summary, 10_000) == 200
+    assert rows_per_file(summary, 10) == 1  # never zero: Spark reads 0 as "no limit"
+    assert rows_per_file({"total-records": "0", "total-files-size": "0"}, 10_000) is None
+    assert rows_per_file({}, 10_000) is None
+    assert rows_per_file({"total-records": "x", "total-files-size": "1"}, 10_000) is None
