@@ -223,6 +223,7 @@ def _plan(
             "orphans": list(r.orphans),
             "bytes": r.orphan_bytes,
             "protected": r.protected,
+            "empty_dirs": len(r.empty_dirs),
         }
     return plan
 

@@ -262,6 +262,43 @@ class FileIO:
             if not _is_not_found(e):
                 raise
 
+    def remove_empty_dirs(
+        self, location: str, older_than_ms: int, dry_run: bool = False
+    ) -> list[str]:
+        """Directories below ``location`` (never ``location`` itself) that hold no file at
+        any depth and were last modified before ``older_than_ms``: removed deepest first
+        (only listed with ``dry_run``); their local paths.
+
+        A directory is removed with ``rmdir``, which refuses one that is not empty, so a
+        file written meanwhile is never touched. Only local file systems have directories
+        to remove here; object stores have none, and HDFS is left alone."""
+        if self.scheme != "file":
+            return []
+        root = self.path_of(location).rstrip("/")
+        if not os.path.isdir(root):
+            return []
+        empty: set[str] = set()
+        order: list[str] = []
+        for path, dirs, files in os.walk(root, topdown=False):
+            if path == root or files or any(os.path.join(path, d) not in empty for d in dirs):
+                continue
+            try:
+                if os.stat(path).st_mtime_ns // 1_000_000 >= older_than_ms:
+                    continue
+            except FileNotFoundError:
+                continue
+            empty.add(path)
+            order.append(path)
+        removed = []
+        for path in order:
+            try:
+                if not dry_run:
+                    os.rmdir(path)
+            except OSError:  # no longer empty (a writer came), or already gone
+                continue
+            removed.append(path)
+        return removed
+
     def delete_dir(self, location: str) -> None:
         try:
             self.filesystem().delete_dir(self.path_of(location))

@@ -11,6 +11,11 @@ Kept whatever their reachability (counted as ``protected``):
   pending and staged files);
 - the catalog's own files (``version-hint.text``) and the maintenance lock.
 
+Directories of the data location that hold no file and were last modified before the
+same age limit are removed too (every batch of the Spark write route writes into a
+directory of its own, emptied once compaction and expiry removed its files); a
+directory is only ever removed while empty.
+
 Invariant: nothing reachable from any metadata file of the metadata log is deleted.
 """
 
@@ -114,6 +119,7 @@ def remove_orphan_files(
                 deleted += 1
             except OSError as e:
                 log.warning("table %s: could not delete orphan %s: %s", table.name, f.location, e)
+    empty_dirs = table.io.remove_empty_dirs(table.data_location, cutoff, dry_run)
     return RemoveOrphanFilesResult(
         orphans=tuple(f.location for f in orphans),
         orphan_bytes=sum(f.size for f in orphans),
@@ -122,6 +128,7 @@ def remove_orphan_files(
         files_listed=len(listed),
         dry_run=dry_run,
         duration_ms=(time.perf_counter() - started) * 1000,
+        empty_dirs=tuple(empty_dirs),
     )
 
 

@@ -88,7 +88,8 @@ class ExpireSnapshotsResult(_Result):
 class RemoveOrphanFilesResult(_Result):
     """Files under the table location no metadata reaches (``orphans``: deleted, or
     only listed when ``dry_run``); ``protected`` counts files kept although
-    unreachable (too young, staging manifests, files a sink staged or holds)."""
+    unreachable (too young, staging manifests, files a sink staged or holds);
+    ``empty_dirs``: see below."""
 
     orphans: tuple[str, ...]
     orphan_bytes: int
@@ -97,6 +98,9 @@ class RemoveOrphanFilesResult(_Result):
     files_listed: int
     dry_run: bool
     duration_ms: float = 0.0
+    empty_dirs: tuple[str, ...] = ()
+    """Directories of the data location left without files (each batch the Spark write
+    route writes gets its own), older than the age limit: removed, or listed on a dry run."""
 
     @property
     def action(self) -> str:

@@ -96,3 +96,42 @@ def test_orphans_go_uncommitted_files_stay(catalog: Catalog, tmp_path: Path) -> 
     got = ours(table)
     assert (1000, "s", 1) in got and (1001, "p", 2) in got
     assert len(got) == len(cdc.expected()) + 2
+
+
+def _age_dirs(root: str, days: int) -> None:
+    """Directories below ``root`` (deepest first, so a parent's age sticks) ``days`` old."""
+    old = time.time() - days * 86400
+    for d, _, _ in os.walk(root, topdown=False):
+        os.utime(d, (old, old))
+
+
+def test_empty_directories_of_the_data_location_go_once_old(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """Each Spark-route batch writes into a directory of its own; once compaction and
+    expiry removed its files, orphan cleanup removes the directory (at the file age
+    limit), never one holding a file, never a young one."""
+    cdc = make_cdc_table(catalog, "db.t", batches=3, rows=20, seed=3)
+    table = cdc.table
+    data = table.data_location
+    emptied = [f"{data}/job1-4-0a1b2c3d/__ss_p0=1", f"{data}/job1-5-1b2c3d4e/_temporary/0"]
+    young = f"{data}/job1-6-2c3d4e5f"
+    holding = f"{data}/job1-7-3d4e5f6a"
+    for d in [*emptied, young, holding]:
+        os.makedirs(d)
+    Path(f"{holding}/part-00000.parquet").write_bytes(b"not reachable, but young")
+    _age_dirs(data, days=10)
+    os.utime(young, None)
+    os.utime(f"{holding}/part-00000.parquet", None)
+
+    dry = table.maintenance.remove_orphan_files(dry_run=True)
+    gone = sorted([*emptied, *(d.rsplit("/", 1)[0] for d in emptied), f"{data}/job1-5-1b2c3d4e"])
+    assert sorted(dry.empty_dirs) == gone
+    assert all(os.path.isdir(d) for d in emptied)
+
+    result = table.maintenance.remove_orphan_files()
+    assert sorted(result.empty_dirs) == gone and result.orphans == ()
+    assert not any(os.path.exists(d) for d in gone)
+    assert os.path.isdir(young) and os.path.exists(f"{holding}/part-00000.parquet")
+    assert os.path.isdir(data)
+    assert ours(table) == cdc.expected()
