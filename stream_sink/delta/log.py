@@ -61,28 +61,33 @@ class DeltaLog:
         return f"{self.log_dir}/{checkpoint_name(version)}"
 
     def exists(self) -> bool:
-        return bool(self.list_commits()) or bool(self.list_checkpoints())
+        commits, checkpoints = self.list_versions()
+        return bool(commits) or bool(checkpoints)
+
+    def list_versions(self) -> tuple[list[int], list[int]]:
+        """Versions of the commit files and of the single-file checkpoints present, each
+        ascending, from one listing of the log (one LIST request on an object store)."""
+        commits, checkpoints = [], []
+        for name in self._names():
+            stem, _, ext = name.partition(".")
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            if ext == "json":
+                commits.append(int(stem))
+            elif ext == "checkpoint.parquet":
+                checkpoints.append(int(stem))
+        return sorted(commits), sorted(checkpoints)
 
     def _names(self) -> list[str]:
         return [p.rsplit("/", 1)[-1] for p in self.io.list_dir(self.log_dir)]
 
     def list_commits(self) -> list[int]:
         """Versions of the commit files present, ascending."""
-        out = []
-        for name in self._names():
-            stem, _, ext = name.partition(".")
-            if ext == "json" and len(stem) == 20 and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
+        return self.list_versions()[0]
 
     def list_checkpoints(self) -> list[int]:
         """Versions of single-file checkpoints present, ascending."""
-        out = []
-        for name in self._names():
-            stem, _, ext = name.partition(".")
-            if ext == "checkpoint.parquet" and len(stem) == 20 and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
+        return self.list_versions()[1]
 
     def read_commit(self, version: int) -> list[Action]:
         """The actions of version ``version``, in file order."""

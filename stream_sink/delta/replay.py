@@ -16,8 +16,7 @@ from .snapshot import DeltaSnapshot, SnapshotBuilder
 
 def load_snapshot(log: DeltaLog, version: int | None = None) -> DeltaSnapshot:
     """The table's state at ``version`` (default: the newest)."""
-    commits = log.list_commits()
-    checkpoints = log.list_checkpoints()
+    commits, checkpoints = log.list_versions()
     if not commits and not checkpoints:
         raise NoSuchTableError(f"no Delta table at {log.location} (no {log.log_dir})")
     newest = max(commits[-1] if commits else -1, checkpoints[-1] if checkpoints else -1)

@@ -195,3 +195,19 @@ def test_time_travel_reads_each_version(tmp_path):
     assert DeltaTable.load(loc, version=2).to_arrow().num_rows == 4
     shutil.rmtree(f"{loc}/_delta_log")
     assert not DeltaTable.is_delta_table(loc)
+
+
+def test_loading_and_refreshing_list_the_log_once(tmp_path, monkeypatch):
+    """One LIST of ``_delta_log`` per load or refresh: a request on an object store."""
+    from stream_sink.io.fileio import FileIO
+
+    location = str(tmp_path / "t")
+    DeltaTable.create(location, SCHEMA)
+    for i in range(3):
+        DeltaTable.load(location).append(rows(10 * i, 2))
+    listed = []
+    real = FileIO.list_dir
+    monkeypatch.setattr(FileIO, "list_dir", lambda self, loc: listed.append(loc) or real(self, loc))
+    table = DeltaTable.load(location)
+    assert len(listed) == 1 and table.version == 3
+    assert DeltaTable.is_delta_table(location) and len(listed) == 2
