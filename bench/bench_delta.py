@@ -12,7 +12,9 @@ same batches (row kind dropped) with the same codec, the append TaskWriter, and 
 delta writer of git revision ``REV`` (default: the commit before the key index, whose
 writer kept a Python dict entry per live key), exported with ``git archive`` into a
 temporary directory and run by this same script in a subprocess with that tree first on
-``PYTHONPATH``; ``--baseline none`` skips it. ``--writers delta`` runs the delta writer
+``PYTHONPATH``; ``--baseline none`` skips it. ``--warm N`` runs each writer N times untimed
+in its process before the timed run: the steady state of a Python worker Spark reuses,
+without the first run's page faults and first calls. ``--writers delta`` runs the delta writer
 alone (100M keys: ``bench_delta.py 116000000 --writers delta --baseline none --rounds 1``).
 """
 
@@ -128,11 +130,15 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _measure(args: tuple[str, int, int, int]) -> tuple[float, int, str]:
-    name, rows, batch_rows, rows_per_task = args
+def _measure(args: tuple[str, int, int, int, int]) -> tuple[float, int, str]:
+    """One writer's time on the stream, after ``warm`` untimed runs in the same process."""
+    name, rows, batch_rows, rows_per_task, warm = args
     run: Callable[[list[pa.Table], str, int], str] = globals()[name]
     batches = stream(rows, batch_rows)
     before = _rss_bytes()
+    for _ in range(warm):
+        with tempfile.TemporaryDirectory() as root:
+            run(batches, root, rows_per_task)
     with tempfile.TemporaryDirectory() as root:
         start = time.perf_counter()
         note = run(batches, root, rows_per_task)
@@ -145,7 +151,7 @@ BASELINE = "bf56fbc~1"
 """The commit before the key index: the delta writer with a Python dict per live key."""
 
 
-def run_baseline(rev: str, args: tuple[str, int, int, int]) -> tuple[float, int, str]:
+def run_baseline(rev: str, args: tuple[str, int, int, int, int]) -> tuple[float, int, str]:
     """``_measure(args)`` with the stream_sink of git revision ``rev``, in a subprocess."""
     repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tree:
@@ -187,7 +193,13 @@ def main() -> None:
         default="parquet,append,delta",
         help="which of parquet, append, delta run (for 100M keys: delta alone)",
     )
-    ap.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="untimed runs of each writer in its process first (a reused Python worker)",
+    )
+    ap.add_argument("--measure", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.measure:  # a subprocess measuring one writer: one JSON line on stdout
         import stream_sink
@@ -202,11 +214,11 @@ def main() -> None:
         raise SystemExit(f"--writers: expected parquet, append and/or delta, got {a.writers!r}")
     ctx = mp.get_context("spawn")
     print(
-        f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task; "
-        f"load {os.getloadavg()[0]:.1f}"
+        f"{rows:,} rows in batches of {batch_rows:,}, {rows_per_task:,} rows per task, "
+        f"{a.warm} untimed runs first; load {os.getloadavg()[0]:.1f}"
     )
     runs: dict[str, list[tuple[float, int, str]]] = {}
-    args = (rows, batch_rows, rows_per_task)
+    args = (rows, batch_rows, rows_per_task, a.warm)
     for _ in range(a.rounds):  # interleaved: a change of load hits every writer alike
         with ctx.Pool(1, maxtasksperchild=1) as pool:
             for name in (f"run_{w}" for w in writers):
