@@ -25,8 +25,10 @@ Invariants:
 - A column that carries values for a table that does not have it stops the query
   (SchemaMismatchError naming table and column) unless schema evolution adds it:
   nothing is silently dropped.
-- Loss detection from Spark's commit log is off for routed tables (a batch that had no
-  row for a table is acknowledged without that table's state knowing of it).
+- Loss detection from Spark's commit log works per table: before any table processes a
+  batch, the sink records which tables the batch wrote (``<sink id>.routes.json``, see
+  :mod:`stream_sink.checkpoints.route_log`), and on restore each table checks only the
+  acknowledged batches recorded for it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
+from stream_sink.checkpoints.route_log import RouteLog
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.exceptions import (
@@ -205,6 +208,9 @@ class RoutedRuntime:
     job_id: str
     tables: dict[str, _TableSink]
     coordinator: CheckpointCoordinator
+    routes: RouteLog
+    acknowledged: list[int] = field(default_factory=list)
+    """Batches Spark had acknowledged when the runtime was opened."""
 
     def close(self) -> None:
         for t in self.tables.values():
@@ -263,6 +269,8 @@ class Router:
         finally:
             df.unpersist()
         failpoint(AFTER_DATA_FILES)
+        if results:
+            runtime.routes.record(batch_id, results)
         processed = False
         for name in sorted(results):
             processed |= runtime.tables[name].committer.process(batch_id, results[name])
@@ -355,7 +363,7 @@ class Router:
         if not self.catalog.table_exists(name):
             self._create(name, spark_schema, found)
         self.registry.add(name)
-        sink = self._open_committer(runtime.job_id, name)
+        sink = self._open_committer(runtime, name)
         runtime.tables[name] = sink
         return sink
 
@@ -403,7 +411,7 @@ class Router:
                 self.catalog.create_table(name, schema_from_arrow(arrow))
         if name not in runtime.tables:
             self.registry.add(name)
-            runtime.tables[name] = self._open_committer(runtime.job_id, name)
+            runtime.tables[name] = self._open_committer(runtime, name)
         table = runtime.tables[name].table
         table.refresh()
         with table.update_schema() as update:
@@ -471,17 +479,25 @@ class Router:
             return self.runtime
         self.abandon()
         config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
-        runtime = RoutedRuntime(job_id, {}, CheckpointCoordinator(config))
+        routes = RouteLog(
+            self.catalog.io_for(opts.checkpoint_location),
+            f"{opts.checkpoint_location}/{opts.sink_id}.routes.json",
+            job_id,
+        )
+        acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
+        runtime = RoutedRuntime(job_id, {}, CheckpointCoordinator(config), routes, acknowledged)
         try:
             for name in self.registry.load():
-                runtime.tables[name] = self._open_committer(job_id, name)
+                runtime.tables[name] = self._open_committer(runtime, name)
         except BaseException:
             runtime.close()
             raise
         self.runtime = runtime
         return runtime
 
-    def _open_committer(self, job_id: str, name: str) -> _TableSink:
+    def _open_committer(self, runtime: RoutedRuntime, name: str) -> _TableSink:
+        """The committer of table ``name``, restored; the acknowledged batches the route
+        log records for the table must be accounted for (``loss_check``)."""
         opts = self.options
         operator_id = f"{opts.sink_id}={name}"
         table = self.catalog.load_table(name)
@@ -492,12 +508,13 @@ class Router:
             ),
             StateDirectory(state_dir_for(opts.state_dir, operator_id)),
             CheckpointStorage(opts.checkpoint_location, operator_id, io),
-            job_id=job_id,
+            job_id=runtime.job_id,
             operator_id=operator_id,
             mode="overwrite" if opts.mode == "overwrite" else "append",
         )
         try:
-            committer.restore()
+            acknowledged = runtime.routes.acknowledged_for(name, runtime.acknowledged)
+            committer.restore(acknowledged_batch_ids=acknowledged)
         except BaseException:
             committer.close()
             raise
@@ -511,6 +528,9 @@ class Router:
             c.snapshot_state(checkpoint_id)
             c.complete_checkpoint(checkpoint_id)
             c.notify_checkpoint_complete(checkpoint_id)
+        runtime.routes.drop_committed(
+            {name: t.committer.watermark for name, t in runtime.tables.items()}
+        )
 
     def end_input(self) -> None:
         runtime = self.runtime

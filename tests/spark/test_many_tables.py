@@ -4,6 +4,7 @@ schema and key, each exact, each with its own watermark; bad routing values stop
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from streams import run_available, write_batches
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
 from stream_sink.spark.cdc import from_debezium
+from stream_sink.state import state_dir_for
 from stream_sink.table.catalog import Catalog
 
 
@@ -107,3 +109,27 @@ def test_rows_naming_no_table_go_to_the_dead_letter_table(spark: Any, tmp_path: 
     dead = catalog.load_table("errors.dead").scan().to_arrow()
     assert set(dead.column("_table").to_pylist()) == {"inv.orders", "shop.items"}
     assert "_row_kind" in dead.column_names and "order_id" in dead.column_names
+
+
+def test_a_tables_lost_state_with_acknowledged_batches_refuses_to_start(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark acknowledged batches 0 and 1; one table held them only in its state, which is
+    then deleted: the next start refuses, naming that table and those batches, and
+    changes nothing."""
+    batches, _ = events(files=3, per_file=25)
+    write_batches(tmp_path / "in", batches[:2])
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    sink = routed_sink(catalog, tmp_path, checkpoint_interval_batches=100)
+
+    def foreach(df: Any, batch_id: int) -> None:
+        changes = from_debezium(df, row_schema=TABLES, table_column="_table", key_column="key")
+        sink.foreach_batch(changes, batch_id)
+
+    run_available(spark, tmp_path / "in", SOURCE_SCHEMA, foreach, sink.spark_checkpoint_location)
+    sink._abandon()  # a crash: nothing committed, both batches only in the operator states
+    shutil.rmtree(state_dir_for(str(tmp_path / "state"), "routed-_table=inv.customers"))
+    write_batches(tmp_path / "in", batches[2:], first=2)
+    with pytest.raises(Exception, match=r"inv\.customers.*acknowledged batches \[0, 1\]"):
+        run(spark, tmp_path, routed_sink(catalog, tmp_path))
+    assert catalog.load_table("inv.customers").current_snapshot() is None
