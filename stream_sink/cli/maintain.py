@@ -189,6 +189,7 @@ def _run(
     if "remove_orphan_files" in chosen:
         d = m.remove_orphan_files(now - orphan_ms).to_dict()
         d["orphans"] = len(d["orphans"])
+        d["empty_dirs"] = len(d["empty_dirs"])
         out.append(d)
     return out
 
