@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,14 +26,20 @@ def _columns(keys: list[Hashable]) -> list[pa.Array]:
     return [pa.array(keys)]
 
 
+def _random_batch(rng: random.Random, key: Key, space: int) -> tuple[list[Hashable], Any]:
+    """1 to 59 distinct random keys and their columns."""
+    keys = list({key(rng.randrange(space)) for _ in range(rng.randrange(1, 60))})
+    return keys, _columns(keys)
+
+
 def _replay(index: KeyIndex, key: Key, seed: int, rounds: int, space: int) -> None:
     """Random lookups, remembers and forgets; after each round the index equals a dict."""
     rng = random.Random(seed)
     expected: dict[Hashable, int] = {}
     position = 0
     for _ in range(rounds):
-        keys = list({key(rng.randrange(space)) for _ in range(rng.randrange(1, 60))})
-        columns, rows = _columns(keys), np.arange(len(keys))
+        keys, columns = _random_batch(rng, key, space)
+        rows = np.arange(len(keys))
         assert index.lookup(columns, rows).tolist() == [expected.get(k, -1) for k in keys]
         split = rng.randrange(len(keys) + 1)
         index.forget(columns, rows[:split])
@@ -70,9 +77,8 @@ def _replay_settled(index: KeyIndex, key: Key, seed: int, rounds: int, space: in
     expected: dict[Hashable, int] = {}
     position = 0
     for _ in range(rounds):
-        keys = list({key(rng.randrange(space)) for _ in range(rng.randrange(1, 60))})
-        columns, rows = _columns(keys), np.arange(len(keys))
-        probe = index.find(columns, rows)
+        keys, columns = _random_batch(rng, key, space)
+        probe = index.find(columns, np.arange(len(keys)))
         assert index.positions(probe).tolist() == [expected.get(k, -1) for k in keys]
         if rng.random() < 0.2:  # other keys arrive first and force a rebuild
             extra = [key(space + position + i) for i in range(200)]
