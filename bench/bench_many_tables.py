@@ -28,6 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streams import drain_into
+
 import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session
 
@@ -81,17 +85,6 @@ def stream(spark: Any, source: Path) -> Any:
     )
 
 
-def drive(df: Any, sink: IcebergSink) -> None:
-    q = (
-        df.writeStream.foreachBatch(sink.foreach_batch)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    sink.close()
-
-
 def run_routed(spark: Any, source: Path, work: Path, tables: int) -> float:
     catalog = new_catalog(work, tables)
     started = time.perf_counter()
@@ -101,7 +94,7 @@ def run_routed(spark: Any, source: Path, work: Path, tables: int) -> float:
         checkpoint_location=str(work / "chk"),
         state_dir=str(work / "state"),
     )
-    drive(stream(spark, source), sink)
+    drain_into(sink, stream(spark, source))
     return time.perf_counter() - started
 
 
@@ -118,7 +111,7 @@ def run_separate(spark: Any, source: Path, work: Path, tables: int) -> float:
             state_dir=str(work / "state"),
         )
         df = stream(spark, source).where(F.col("target") == name).drop("target")
-        drive(df, sink)
+        drain_into(sink, df)
     return time.perf_counter() - started
 
 
