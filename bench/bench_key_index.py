@@ -29,7 +29,6 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_delta import stream
 
 from stream_sink.write.delta_plan import (
-    OP_INSERT,
     OP_SKIP,
     decode_row_kinds,
     dense_key_ids,
@@ -115,11 +114,7 @@ def run_index(live: KeyIndex, batches: list[tuple[list[Column], np.ndarray]]) ->
         plan = plan_changes(ops, links, known, True)
         at = np.arange(position, position + len(plan.inserts))
         position += len(plan.inserts)
-        final = np.full(len(links.firsts), -1, dtype=np.int64)
-        ordinal = np.cumsum(ops == OP_INSERT) - 1
-        kept = ops[links.lasts] == OP_INSERT
-        final[kept] = at[ordinal[links.lasts[kept]]]
-        live.settle(keys, probe, final)
+        live.settle(keys, probe, np.where(plan.final_inserts >= 0, at[plan.final_inserts], -1))
     return time.perf_counter() - start
 
 

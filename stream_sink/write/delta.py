@@ -36,9 +36,7 @@ from stream_sink.table.types import PrimitiveType
 from stream_sink.write.deletes import PositionDeletes, equality_delete_spec, position_delete_spec
 from stream_sink.write.delta_plan import (
     DEFAULT_ROW_KIND_COLUMN,
-    OP_INSERT,
     OP_SKIP,
-    KeyLinks,
     check_no_null_keys,
     decode_row_kinds,
     dense_key_ids,
@@ -175,7 +173,7 @@ class _PartitionDelta:
             np.concatenate([plan.deleted_known, positions[plan.deleted_inserts]])
         )
         self._delete_equal(data, plan.equality_deletes)
-        self._live.settle(keys, probe, _final_positions(ops, links, positions))
+        self._live.settle(keys, probe, _final_positions(plan.final_inserts, positions))
 
     def _insert(self, data: pa.Table, rows: np.ndarray) -> np.ndarray:
         if not len(rows):
@@ -217,14 +215,11 @@ class _PartitionDelta:
         )
 
 
-def _final_positions(ops: np.ndarray, links: KeyLinks, positions: np.ndarray) -> np.ndarray:
-    """Per key of the batch (aligned with ``links.firsts``): the position of its last row
-    when that row is an insert (the key stays live there), else -1 (the key ends deleted)."""
-    is_insert = ops == OP_INSERT
-    ordinal = np.cumsum(is_insert, dtype=np.int64) - 1
-    final = np.full(len(links.lasts), -1, dtype=np.int64)
-    live = is_insert[links.lasts]
-    final[live] = positions[ordinal[links.lasts[live]]]
+def _final_positions(final_inserts: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Per key of the batch: the position of its final insert, -1 when it ends deleted."""
+    final = np.full(len(final_inserts), -1, dtype=np.int64)
+    live = final_inserts >= 0
+    final[live] = positions[final_inserts[live]]
     return final
 
 

@@ -193,6 +193,8 @@ class ChangePlan:
     - ``deleted_inserts``: insert ordinals of this batch's rows to position-delete.
     - ``kept_rows``/``kept_inserts``: the last insert of each key that stays live (remember).
     - ``dropped_rows``: rows whose key ends deleted (forget).
+    - ``final_inserts``: per key, aligned with ``KeyLinks.firsts``, the insert ordinal of
+      its last row when that row is an insert (the key stays live there), else -1.
     """
 
     inserts: np.ndarray
@@ -202,6 +204,7 @@ class ChangePlan:
     kept_rows: np.ndarray
     kept_inserts: np.ndarray
     dropped_rows: np.ndarray
+    final_inserts: np.ndarray
 
 
 def plan_changes(ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bool) -> ChangePlan:
@@ -227,6 +230,7 @@ def plan_changes(ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bo
         kept_rows=np.flatnonzero(kept),
         kept_inserts=ordinal[kept],
         dropped_rows=np.flatnonzero(links.is_last & ~is_insert),
+        final_inserts=np.where(is_insert[links.lasts], ordinal[links.lasts], -1),
     )
 
 

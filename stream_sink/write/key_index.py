@@ -94,38 +94,15 @@ class KeyIndex:
 
     def lookup(self, keys: Sequence[Column], rows: np.ndarray) -> np.ndarray:
         """Position of the key of each of ``rows`` (-1: absent)."""
-        out = np.full(len(rows), -1, dtype=np.int64)
-        if not self._used or not len(rows):
-            return out
-        slot, found = self._probe(self._fingerprints(keys, rows), keys, rows)
-        out[found] = self._pos[slot[found]]
-        return out
+        return self.positions(self.find(keys, rows))
 
     def forget(self, keys: Sequence[Column], rows: np.ndarray) -> None:
-        """Delete the keys of ``rows`` (absent ones are ignored)."""
-        if not self._used or not len(rows):
-            return
-        slot, found = self._probe(self._fingerprints(keys, rows), keys, rows)
-        hit = slot[found]
-        self._deleted += int(np.count_nonzero(self._pos[hit] >= 0))
-        self._pos[hit] = -1
-        if self._deleted > self._used // 2 and self._used >= _MIN_COMPACT:
-            self._rebuild(0)
+        """Delete the keys of ``rows`` (distinct keys; absent ones are ignored)."""
+        self.settle(keys, self.find(keys, rows), np.full(len(rows), -1, dtype=np.int64))
 
     def remember(self, keys: Sequence[Column], rows: np.ndarray, positions: np.ndarray) -> None:
         """Set the position of the key of each of ``rows`` (distinct keys) to ``positions``."""
-        if not len(rows):
-            return
-        fp = self._fingerprints(keys, rows)
-        if self._used + len(rows) > _MAX_LOAD * len(self._pos):
-            self._rebuild(len(rows))
-        slot, found = self._probe(fp, keys, rows)
-        hit = slot[found]
-        self._deleted -= int(np.count_nonzero(self._pos[hit] < 0))
-        self._pos[hit] = positions[found]
-        new = ~found
-        if new.any():
-            self._place(fp[new], positions[new].astype(np.int64), slot[new], keys, rows[new])
+        self.settle(keys, self.find(keys, rows), positions)
 
     def find(self, keys: Sequence[Column], rows: np.ndarray) -> Probe:
         """Probe the keys of ``rows`` (distinct keys) once, for :meth:`positions` and
