@@ -37,7 +37,7 @@ from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, Che
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
-from stream_sink.exceptions import InvalidOptionError, SchemaMismatchError
+from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
@@ -176,6 +176,8 @@ class IcebergSink:
             raise InvalidOptionError(
                 "create_tables=, table_template= and dead_letter_table= need table_column="
             )
+        else:
+            _require_table(catalog, self.options.table)
         if maintenance is not None and self._router is not None:
             raise InvalidOptionError(
                 "maintenance= runs on the sink's one table; with table_column= run "
@@ -558,3 +560,17 @@ class IcebergSink:
                 log.warning(
                     "sink %s: closing the operator state failed: %s", self.options.sink_id, e
                 )
+
+
+def _require_table(catalog: Catalog, table: str) -> None:
+    """NoSuchTableError, where the sink is made, when its one table does not exist
+    (otherwise the query would fail only at its first micro-batch)."""
+    if catalog.table_exists(table):
+        return
+    raise NoSuchTableError(
+        f"table {table} does not exist in catalog {catalog.name!r}: the sink writes an "
+        f"existing table. Create it first (catalog.create_table({table!r}, schema=...), "
+        "or Java/Spark SQL CREATE TABLE), check the name and the catalog's "
+        "warehouse/uri, or route rows to tables created on demand with "
+        "table_column=... and create_tables=True"
+    )

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from prometheus_text import parse_prometheus
 
@@ -15,6 +16,7 @@ from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.metrics.prometheus import METRICS, MetricsRegistry, render, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark import IcebergSink
+from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.write.result import WriteResult
 
@@ -99,8 +101,16 @@ def scrape(url: str) -> tuple[str, str]:
         return response.headers["Content-Type"], response.read().decode()
 
 
-def test_endpoint_serves_registered_sinks_and_forgets_discarded_ones(tmp_path: Path) -> None:
+def table_t(tmp_path: Path) -> Catalog:
+    """A catalog holding the table ``db.t`` (a sink's table must exist)."""
     catalog = ss.load_catalog("m", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
+    return catalog
+
+
+def test_endpoint_serves_registered_sinks_and_forgets_discarded_ones(tmp_path: Path) -> None:
+    catalog = table_t(tmp_path)
     registry = MetricsRegistry()
     server = serve(0, registry=registry)
     try:
@@ -123,7 +133,7 @@ def test_endpoint_serves_registered_sinks_and_forgets_discarded_ones(tmp_path: P
 
 
 def test_sink_metrics_port_serves_the_default_registry(tmp_path: Path) -> None:
-    catalog = ss.load_catalog("m", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    catalog = table_t(tmp_path)
     sink = IcebergSink(
         catalog=catalog,
         table="db.t",

@@ -1,18 +1,23 @@
-"""Sink options and Spark checkpoint reading: pure Python, no Spark session."""
+"""Sink options, the sink's table, and Spark checkpoint reading: pure Python, no Spark
+session."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+import stream_sink as ss
 from stream_sink.exceptions import (
     CheckpointError,
     CorruptStateError,
     InvalidOptionError,
+    NoSuchTableError,
     SchemaMismatchError,
     UnknownRowKindError,
 )
+from stream_sink.spark import IcebergSink
 from stream_sink.spark.errors import find_stream_sink_error, spark_error_message
 from stream_sink.spark.options import parse_options
 from stream_sink.spark.query import acknowledged_batch_ids, read_query_id
@@ -135,3 +140,19 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
     assert parse_route_options({"target": "delta", "path": "p"}, streaming=False)
     with pytest.raises(InvalidOptionError, match=r"or \.option\('target', 'delta'\) to write"):
         parse_route_options({"path": "lake/t", "checkpointLocation": "c"}, streaming=True)
+
+
+def test_a_sink_of_a_table_that_does_not_exist_is_refused_where_it_is_made(
+    tmp_path: Path,
+) -> None:
+    catalog = ss.load_catalog("lake", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("db")
+    with pytest.raises(NoSuchTableError) as refused:
+        IcebergSink(catalog=catalog, table="db.nope", checkpoint_location=str(tmp_path / "c"))
+    message = str(refused.value)
+    assert "table db.nope does not exist in catalog 'lake'" in message
+    assert "create it first" in message.lower() and "create_tables=True" in message
+    assert not (tmp_path / "c").exists()
+    catalog.create_table("db.nope", pa.schema([("id", pa.int64())]))
+    sink = IcebergSink(catalog=catalog, table="db.nope", checkpoint_location=str(tmp_path / "c"))
+    assert sink.sink_id == "db.nope"
