@@ -28,6 +28,10 @@ class TableIdentity:
     catalog: str
     table: str
     table_uuid: str
+    catalog_settings: Mapping[str, str] | None = field(default=None, compare=False)
+    """How to open the catalog again (``type``, ``warehouse``, ``uri`` without its
+    password, storage settings), never credentials; None when not recorded (older
+    checkpoints, catalogs of other kinds). ``stream-sink status`` uses it."""
 
     def same_table(self, other: TableIdentity) -> bool:
         return self.table_uuid == other.table_uuid
@@ -35,18 +39,32 @@ class TableIdentity:
     def describe(self) -> str:
         return f"table {self.table} (catalog {self.catalog!r}, uuid {self.table_uuid})"
 
-    def to_dict(self) -> dict[str, str]:
-        return {"catalog": self.catalog, "table": self.table, "table-uuid": self.table_uuid}
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "catalog": self.catalog,
+            "table": self.table,
+            "table-uuid": self.table_uuid,
+        }
+        if self.catalog_settings is not None:
+            doc["catalog-settings"] = dict(sorted(self.catalog_settings.items()))
+        return doc
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], *, where: str) -> TableIdentity:
+        settings = None
+        if "catalog-settings" in doc:
+            raw = _field(doc, "catalog-settings", dict, where)
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+                raise CorruptStateError(f"{where}: 'catalog-settings' must map strings to strings")
+            settings = dict(raw)
         return cls(
             catalog=_field(doc, "catalog", str, where),
             table=_field(doc, "table", str, where),
             table_uuid=_field(doc, "table-uuid", str, where),
+            catalog_settings=settings,
         )
 
     @classmethod

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.cli.table_commands import add_catalog_options, require_catalog_location
-from stream_sink.ops.status import SinkStatus, sink_status
+from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
+from stream_sink.table.catalog import Catalog
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--table",
         default=None,
-        help="the table the sink writes (default: the sink id, which is "
-        "the table name unless sink_id= was given)",
+        help="the table the sink writes (default: the table the sink recorded at its "
+        "first start, else the sink id)",
     )
     parser.add_argument("--branch", default="main", help="the branch the sink commits to")
     add_catalog_options(parser)
@@ -41,17 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    warehouse = args.warehouse or "warehouse"
-    require_catalog_location(args.catalog_uri, warehouse)
-    if args.catalog_uri:
-        catalog = load_catalog(
-            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
-        )
-    else:
-        catalog = load_catalog(args.catalog_name, type="hadoop", warehouse=warehouse)
+    """Print the status; 1 (with the reason on stderr) when the sink's table could not be
+    read: then nothing is known to be committed or not, and nothing is reported as such."""
     status = sink_status(
         args.checkpoint_location,
-        catalog,
+        _catalog(args),
         sink_id=args.sink_id,
         table=args.table,
         branch=args.branch,
@@ -62,7 +58,30 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
     else:
         print(render(status))
+    if status.watermark is None:
+        print(
+            f"stream-sink: status: cannot read table {status.table}: {status.table_error}; "
+            "whether Spark's acknowledged batches are committed is unknown",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _catalog(args: argparse.Namespace) -> Catalog | None:
+    """The catalog given by options; None (the one the sink recorded) when none is given
+    and the sink recorded its catalog's settings; else the default ``warehouse``."""
+    if not args.warehouse and not args.catalog_uri:
+        recorded = recorded_table(args.checkpoint_location, args.sink_id)
+        if recorded is not None and recorded.catalog_settings:
+            return None
+    warehouse = args.warehouse or "warehouse"
+    require_catalog_location(args.catalog_uri, warehouse)
+    if args.catalog_uri:
+        return load_catalog(
+            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
+        )
+    return load_catalog(args.catalog_name, type="hadoop", warehouse=warehouse)
 
 
 def render(s: SinkStatus) -> str:
@@ -71,6 +90,7 @@ def render(s: SinkStatus) -> str:
     lines = [
         ("sink", s.sink_id),
         ("table", s.table),
+        ("catalog", _or_none(s.catalog)),
         ("checkpoint location", s.checkpoint_location),
         ("query id", s.query_id),
         ("watermark", f"{mark} (the highest Spark batch id committed to the table)"),
@@ -82,8 +102,8 @@ def render(s: SinkStatus) -> str:
             f"{last.watermark}",
         ),
         ("last sink checkpoint", _or_none(s.last_checkpoint_id)),
-        ("staged batches", _ids(s.staged) + " (in a completed checkpoint, not yet committed)"),
-        ("pending batches", _ids(s.pending) + " (durable in the sink, waiting for a checkpoint)"),
+        ("staged batches", _held(s.staged, "in a completed checkpoint, not yet committed")),
+        ("pending batches", _held(s.pending, "durable in the sink, waiting for a checkpoint")),
         (
             "spark offsets",
             f"latest planned batch {_or_none(s.planned[-1] if s.planned else None)}"
@@ -94,6 +114,12 @@ def render(s: SinkStatus) -> str:
     ]
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _held(ids: tuple[int, ...] | None, what: str) -> str:
+    if ids is None:
+        return "unknown (the table's watermark is unknown)"
+    return f"{_ids(ids)} ({what})"
 
 
 def _ids(ids: tuple[int, ...]) -> str:

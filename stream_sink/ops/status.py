@@ -7,22 +7,33 @@ Sources, all read-only (safe while the query runs):
 - the table's snapshot summaries: the watermark, the highest batch id committed by
   (query id, sink id) on the branch.
 
+The table is the one the sink recorded at its first start (``<sink id>/_table.json`` and
+every checkpoint's ``_metadata``: catalog name and settings, table name, table uuid),
+unless ``table`` is given; the catalog is the one given, else the recorded one.
+
 Invariants: a batch Spark acknowledged (in ``commits/``) above the watermark is durable in
 the sink's state but not yet in the table: *staged* when a completed checkpoint covers
 it (committed at the next commit attempt), else *pending* (waiting for its checkpoint).
-Batches planned but not acknowledged are in flight: Spark runs them (again) next.
+Batches planned but not acknowledged are in flight: Spark runs them (again) next. When
+the table cannot be read (or is not the recorded one, by uuid) the watermark is unknown
+and so are ``staged`` and ``pending`` (None): nothing is reported as uncommitted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from stream_sink.checkpoints import CheckpointStorage
+from stream_sink.catalogs import load_catalog
+from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
 from stream_sink.commit.watermark import committed_watermark, iter_ancestry, stamp_of
 from stream_sink.exceptions import (
     CheckpointError,
     InvalidOptionError,
     NotFoundError,
+    SinkIOError,
+    StreamSinkError,
     ValidationError,
 )
 from stream_sink.io import FileIO
@@ -42,8 +53,8 @@ class LastCommit:
 
 @dataclass(frozen=True)
 class SinkStatus:
-    """One sink's progress; ``watermark`` is None when its table could not be read
-    (``table_error`` says why)."""
+    """One sink's progress; ``watermark``, ``staged`` and ``pending`` are None when its
+    table could not be read (``table_error`` says why)."""
 
     checkpoint_location: str
     sink_id: str
@@ -55,8 +66,10 @@ class SinkStatus:
     last_checkpoint_id: int | None
     acknowledged: tuple[int, ...]
     planned: tuple[int, ...]
-    staged: tuple[int, ...]
-    pending: tuple[int, ...]
+    staged: tuple[int, ...] | None
+    pending: tuple[int, ...] | None
+    catalog: str | None = None
+    """The catalog read: its name and where it is (never credentials)."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -83,7 +96,9 @@ def sink_status(
     table: str | None = None,
     branch: str = MAIN_BRANCH,
 ) -> SinkStatus:
-    """The status of the sink checkpointing under ``checkpoint_location``."""
+    """The status of the sink checkpointing under ``checkpoint_location``: of ``table``
+    in ``catalog``, by default the table the sink recorded in the catalog it recorded
+    (:func:`recorded_table`, :func:`open_recorded_catalog`)."""
     root = resolve_location(checkpoint_location)
     io = FileIO.for_location(root)
     spark_dir = f"{root}/{SPARK_CHECKPOINT_DIR}"
@@ -100,31 +115,110 @@ def sink_status(
             f"{root!r} a sink's checkpoint_location?"
         ) from None
     sink = sink_id or _only_sink(root, io)
-    checkpoints = CheckpointStorage(root, sink, io).list_completed()
-    table_name = table or sink
-    watermark, error, last = _table_watermark(catalog, table_name, query_id, sink, branch)
+    storage = CheckpointStorage(root, sink, io)
+    checkpoints = storage.list_completed()
+    recorded = _recorded(storage, checkpoints)
+    open_error = None
+    if catalog is None and recorded is not None:
+        catalog, open_error = _open_or_error(recorded)
+    table_name = table or (recorded.table if recorded is not None else sink)
+    watermark, error, last = _table_watermark(catalog, table_name, recorded, query_id, sink, branch)
     acknowledged = tuple(query.acknowledged_batch_ids(spark_dir, io))
-    floor = watermark if watermark is not None else -1
-    covered = {
-        b
-        for c in checkpoints
-        if c.checkpoint_id > floor
-        for b in range(c.metadata.first_batch_id, c.checkpoint_id + 1)
-    }
-    unseen = [b for b in acknowledged if b > floor]
+    staged, pending = _uncommitted(watermark, acknowledged, checkpoints)
     return SinkStatus(
         checkpoint_location=root,
         sink_id=sink,
         table=table_name,
         query_id=query_id,
         watermark=watermark,
-        table_error=error,
+        table_error=open_error or error,
         last_commit=last,
         last_checkpoint_id=checkpoints[-1].checkpoint_id if checkpoints else None,
         acknowledged=acknowledged,
         planned=tuple(query.planned_batch_ids(spark_dir, io)),
-        staged=tuple(b for b in unseen if b in covered),
-        pending=tuple(b for b in unseen if b not in covered),
+        staged=staged,
+        pending=pending,
+        catalog=None if catalog is None else describe_catalog(catalog),
+    )
+
+
+def recorded_table(checkpoint_location: str, sink_id: str | None = None) -> TableIdentity | None:
+    """The table the sink checkpointing under ``checkpoint_location`` recorded (None:
+    none recorded, a checkpoint location of an older version or not yet started)."""
+    root = resolve_location(checkpoint_location)
+    io = FileIO.for_location(root)
+    if not io.exists(root):
+        return None
+    storage = CheckpointStorage(root, sink_id or _only_sink(root, io), io)
+    return _recorded(storage, storage.list_completed())
+
+
+def open_recorded_catalog(identity: TableIdentity) -> Catalog:
+    """The catalog ``identity`` recorded, opened read-only: NotFoundError when its
+    settings were not recorded or its warehouse is gone (nothing is created)."""
+    settings: dict[str, Any] = dict(identity.catalog_settings or {})
+    kind = settings.pop("type", None)
+    if kind is None:
+        raise NotFoundError(
+            f"the sink recorded {identity.describe()} but not how to open its catalog "
+            "(a checkpoint of an older version); pass --warehouse or --catalog-uri"
+        )
+    warehouse = settings.pop("warehouse", None)
+    uri = settings.pop("uri", None)
+    if kind == "hadoop" and not (warehouse and FileIO.for_location(warehouse).exists(warehouse)):
+        raise NotFoundError(
+            f"the warehouse {warehouse!r} of catalog {identity.catalog!r}, which holds "
+            f"{identity.table}, does not exist any more; pass --warehouse if it moved"
+        )
+    return load_catalog(identity.catalog, type=kind, warehouse=warehouse, uri=uri, **settings)
+
+
+def describe_catalog(catalog: Catalog) -> str:
+    """``name (where)``: the warehouse or database URI, a password never shown."""
+    props = catalog.properties
+    where = props.get("uri") or props.get("warehouse") or "?"
+    return f"{catalog.name} ({_without_password(where)})"
+
+
+def _recorded(
+    storage: CheckpointStorage, checkpoints: list[CompletedCheckpoint]
+) -> TableIdentity | None:
+    """The recorded table, with the catalog settings of the newest record that has them
+    (``_table.json`` is written once; checkpoints of a newer version add settings)."""
+    first = storage.recorded_table()
+    records = [first] + [c.metadata.table for c in reversed(checkpoints)]
+    found = [r for r in records if r is not None]
+    if not found:
+        return None
+    with_settings = [r for r in found if r.catalog_settings and r.same_table(found[0])]
+    return with_settings[0] if with_settings else found[0]
+
+
+def _open_or_error(identity: TableIdentity) -> tuple[Catalog | None, str | None]:
+    try:
+        return open_recorded_catalog(identity), None
+    except StreamSinkError as e:
+        return None, str(e)
+
+
+def _uncommitted(
+    watermark: int | None,
+    acknowledged: tuple[int, ...],
+    checkpoints: list[CompletedCheckpoint],
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(staged, pending) above ``watermark``; (None, None) when it is unknown."""
+    if watermark is None:
+        return None, None
+    covered = {
+        b
+        for c in checkpoints
+        if c.checkpoint_id > watermark
+        for b in range(c.metadata.first_batch_id, c.checkpoint_id + 1)
+    }
+    unseen = [b for b in acknowledged if b > watermark]
+    return (
+        tuple(b for b in unseen if b in covered),
+        tuple(b for b in unseen if b not in covered),
     )
 
 
@@ -146,15 +240,28 @@ def _only_sink(root: str, io: FileIO) -> str:
 
 
 def _table_watermark(
-    catalog: Catalog | None, table: str, query_id: str, sink: str, branch: str
+    catalog: Catalog | None,
+    table: str,
+    recorded: TableIdentity | None,
+    query_id: str,
+    sink: str,
+    branch: str,
 ) -> tuple[int | None, str | None, LastCommit | None]:
     if catalog is None:
-        return None, "no catalog given", None
+        return None, "no catalog given and none recorded (pass --warehouse or --catalog-uri)", None
     try:
         loaded = catalog.load_table(table)
-    except (NotFoundError, ValidationError) as e:
+    except (NotFoundError, ValidationError, SinkIOError) as e:
         return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None
     meta = loaded.metadata
+    if recorded is not None and meta.table_uuid != recorded.table_uuid:
+        return (
+            None,
+            f"table {table} in catalog {catalog.name!r} is not the table this sink wrote: "
+            f"it has uuid {meta.table_uuid}, the sink recorded {recorded.describe()} (was "
+            "it dropped and created again? pass --table/--warehouse of the sink's table)",
+            None,
+        )
     head = branch_head(meta, branch)
     mark = committed_watermark(meta, query_id, sink, branch)
     for snap in iter_ancestry(meta, head):
@@ -162,3 +269,11 @@ def _table_watermark(
         if stamp is not None:
             return mark, None, LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
     return mark, None, None
+
+
+def _without_password(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    user, host = parts.username or "", parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,65 @@ def test_status_and_commit_log_after_three_batches_with_a_checkpoint_every_two(
     assert main(["table", "show", "db.t", "--warehouse", wh]) == 0
     out = capsys.readouterr().out
     assert "db.t" in out.split("sinks (watermark", 1)[1] and " 2 " in out.split("sinks", 1)[1]
+
+
+def test_status_without_table_or_catalog_options_reads_the_table_the_sink_recorded(
+    spark: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The demo's shape: sink id ``demo-orders`` writing ``demo.orders`` of catalog
+    ``demo`` under a relative ``warehouse``; ``status`` given only the checkpoint
+    location, from another directory too."""
+    monkeypatch.chdir(tmp_path)
+    catalog = ss.load_catalog("demo", type="hadoop", warehouse="warehouse")
+    catalog.create_namespace("demo")
+    catalog.create_table("demo.orders", pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    write_batches(tmp_path / "in", [[{"id": b, "v": "x"}] for b in range(3)])
+    sink = IcebergSink(
+        catalog=catalog,
+        table="demo.orders",
+        sink_id="demo-orders",
+        checkpoint_location="checkpoints/demo-orders",
+        state_dir="state",
+    )
+    run_available(
+        spark, tmp_path / "in", SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
+    )
+    sink.close()
+    chk = str(tmp_path / "checkpoints" / "demo-orders")
+
+    def status(*args: str) -> tuple[int, dict[str, Any], str]:
+        code = main(["status", "--checkpoint-location", chk, "--format", "jsonl", *args])
+        out = capsys.readouterr()
+        return code, json.loads(out.out), out.err
+
+    for cwd in (tmp_path, tmp_path / "in"):
+        monkeypatch.chdir(cwd)
+        code, doc, err = status()
+        assert (code, err) == (0, "")
+        assert doc["table"] == "demo.orders" and doc["watermark"] == 2
+        assert doc["staged"] == [] and doc["pending"] == [] and doc["in_flight"] == []
+        assert doc["catalog"] == f"demo ({tmp_path / 'warehouse'})"
+    recorded = tmp_path / "checkpoints" / "demo-orders" / "demo-orders" / "_table.json"
+    assert json.loads(recorded.read_text())["catalog-settings"] == {
+        "type": "hadoop",
+        "warehouse": str(tmp_path / "warehouse"),
+    }
+
+    # the table dropped and created again: not the sink's table, and nothing is uncommitted
+    catalog.drop_table("demo.orders")
+    catalog.create_table("demo.orders", pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    code, doc, err = status()
+    assert code == 1 and doc["watermark"] is None
+    assert doc["staged"] is None and doc["pending"] is None
+    assert "is not the table this sink wrote" in err and "unknown" in err
+
+    # the warehouse gone: said so, exit 1; the human form says the batches are unknown
+    shutil.rmtree(tmp_path / "warehouse")
+    assert main(["status", "--checkpoint-location", chk]) == 1
+    out = capsys.readouterr()
+    assert "does not exist any more" in out.err
+    assert "pending batches             unknown" in out.out
+    assert "staged batches              unknown" in out.out
