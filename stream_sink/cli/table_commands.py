@@ -2,7 +2,8 @@
 
 Every command opens the catalog named by ``--warehouse`` (Hadoop, the default
 ``warehouse``) or ``--catalog-uri`` (SQL), or, when TABLE is a path holding a Delta table,
-that table (:mod:`.delta_commands`); it prints a table people can read, or
+that table (:mod:`.delta_commands`), or an Iceberg table's directory, that table
+(:mod:`.table_paths`, read-only commands); it prints a table people can read, or
 with ``--format jsonl`` one JSON object per line for scripts.
 """
 
@@ -21,6 +22,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
 from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
+from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
 from stream_sink.commit.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -70,7 +72,11 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
         ("files", "live data and delete files of a snapshot"),
     ):
         p = tsub.add_parser(name, help=text, formatter_class=formatter)
-        p.add_argument("table", help="table name such as db.events, or the path of a Delta table")
+        p.add_argument(
+            "table",
+            help="table name such as db.events, or the directory of a table (Iceberg, in a "
+            "Hadoop catalog's layout, or Delta)",
+        )
         if name == "files":
             p.add_argument(
                 "--snapshot-id",
@@ -91,7 +97,11 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
     read = sub.add_parser(
         "read", help="print a table's rows (deletes applied)", formatter_class=formatter
     )
-    read.add_argument("table", help="table name such as db.events, or the path of a Delta table")
+    read.add_argument(
+        "table",
+        help="table name such as db.events, or the directory of a table (Iceberg, in a "
+        "Hadoop catalog's layout, or Delta)",
+    )
     read.add_argument(
         "--snapshot-id",
         type=int,
@@ -153,15 +163,24 @@ def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
 def run_table(args: argparse.Namespace) -> int:
     if args.table_command != "list" and is_delta_path(args.table):
         return run_delta_table(args)
-    catalog = open_catalog(args)
     cmd = args.table_command
+    by_path = None if cmd in ("list", "recover") else iceberg_table_at(args.table)
+    if by_path is not None:
+        return _table_command(by_path, args)
+    if cmd == "list":
+        refuse_table_as_warehouse(args.warehouse or "warehouse")
+    catalog = open_catalog(args)
     if cmd == "list":
         namespaces = [args.namespace] if args.namespace else catalog.list_namespaces()
         rows = [{"table": ".".join(t)} for ns in namespaces for t in catalog.list_tables(ns)]
         return _emit(rows, args.format)
     if cmd == "recover":
         return run_recover(catalog, args)
-    table = catalog.load_table(args.table)
+    return _table_command(catalog.load_table(args.table), args)
+
+
+def _table_command(table: Table, args: argparse.Namespace) -> int:
+    cmd = args.table_command
     if cmd == "show":
         return _show(table, args.format)
     if cmd == "snapshots":
@@ -306,7 +325,7 @@ def _show(table: Table, fmt: str) -> int:
 def run_read(args: argparse.Namespace) -> int:
     if is_delta_path(args.table):
         return run_delta_read(args)
-    table = open_catalog(args).load_table(args.table)
+    table = iceberg_table_at(args.table) or open_catalog(args).load_table(args.table)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = table.scan(  # type: ignore[attr-defined]
         snapshot_id=args.snapshot_id, ref=args.ref, row_filter=args.filter, columns=columns

@@ -139,3 +139,30 @@ def test_a_missing_warehouse_is_an_error_naming_it_and_is_not_created(
     )
     assert code == 1 and "nope.db" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_read_only_commands_take_an_iceberg_tables_directory(
+    warehouse: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(Path(warehouse).parent)
+    by_name = {
+        cmd: run(capsys, "table", cmd, "db.events", "--warehouse", "wh", "--format", "jsonl")
+        for cmd in ("show", "snapshots", "files")
+    }
+    for cmd, (code, out, _) in by_name.items():
+        for directory in ("wh/db/events", "wh/db/events/", f"{warehouse}/db/events"):
+            assert run(capsys, "table", cmd, directory, "--format", "jsonl") == (code, out, "")
+    code, out, _ = run(capsys, "read", "wh/db/events", "--filter", "id = 100", "--format", "jsonl")
+    assert code == 0 and [json.loads(line)["cat"] for line in out.splitlines()] == ["z"]
+
+
+def test_a_directory_without_a_table_and_a_table_given_as_warehouse_are_named(
+    warehouse: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "table", "show", f"{warehouse}/db/nothing")
+    assert code == 1 and out == ""
+    assert f"no table at {warehouse}/db/nothing" in err and "metadata/" in err
+    code, out, err = run(capsys, "table", "list", "--warehouse", f"{warehouse}/db/events")
+    assert code == 1 and out == ""
+    assert "is a table's directory" in err and f"table show {warehouse}/db/events" in err
+    assert f"the warehouse holding it is {warehouse}" in err
