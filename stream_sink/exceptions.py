@@ -168,6 +168,12 @@ class SinkIOError(StreamSinkError):
     anything is lost); the original error is chained as ``__cause__``."""
 
 
+class RemoteStorageError(SinkIOError, OSError):
+    """An object store (S3) could not be reached or refused a request. The message names
+    the location, the endpoint and the bucket, and what to check. Also an ``OSError``, so
+    code that tolerates a failed clean-up of a file (and logs it) still does."""
+
+
 # --- unsupported -------------------------------------------------------------
 
 

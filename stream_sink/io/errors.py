@@ -4,16 +4,24 @@ pyarrow and RocksDB report a full disk or a read-only directory without the file
 (``OSError: [Errno 28] Error writing bytes to file``, ``IO error: …``). Code that knows
 which file it writes wraps the step in :func:`io_failure`; callers higher up add the
 table, the batch and what it means for the data, chaining this error.
+
+An object store's failures (``OSError: … AWS Error NETWORK_CONNECTION … curlCode: 7``)
+become :class:`RemoteStorageError` through :func:`object_store_errors`, naming the
+location, the endpoint, the bucket and what to check (:func:`object_store_failure`).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlparse
 
-from stream_sink.exceptions import SinkIOError, StreamSinkError
+from stream_sink.exceptions import RemoteStorageError, SinkIOError, StreamSinkError
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +52,91 @@ def quietly(action: Callable[[], object], what: str) -> None:
         action()
     except Exception as e:
         log.warning("%s failed: %s", what, describe(e))
+
+
+_UNREACHABLE = (
+    "network_connection",
+    "curlcode",
+    "could not connect",
+    "couldn't connect",
+    "connection refused",
+    "could not resolve",
+    "timed out",
+    "timeout",
+)
+_DENIED = (
+    "accessdenied",
+    "access denied",
+    "forbidden",
+    "invalidaccesskeyid",
+    "signaturedoesnotmatch",
+    "http response code: 403",
+)
+_NO_BUCKET = ("nosuchbucket", "bucket does not exist", "the specified bucket does not exist")
+
+
+def object_store_failure(
+    e: BaseException, doing: str, location: str, properties: Mapping[str, str]
+) -> RemoteStorageError:
+    """A RemoteStorageError for ``e`` raised while ``doing`` ``location`` on S3: names the
+    endpoint (``s3.endpoint``, else ``AWS_ENDPOINT_URL``, else AWS itself) and the bucket,
+    says which of them failed when the store's text tells, and what to check."""
+    endpoint = properties.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+    where = f"S3 endpoint {endpoint}" if endpoint else "AWS S3 (no s3.endpoint set)"
+    bucket = urlparse(location).netloc or location.split("/", 1)[0]
+    text = str(e).lower()
+    if any(w in text for w in _UNREACHABLE):
+        why = f"cannot reach the {where}"
+        check = (
+            "check that s3.endpoint (or AWS_ENDPOINT_URL) is the store's URL, with http:// "
+            "or https:// and the right port, and that the store is running and reachable"
+        )
+    elif any(w in text for w in _NO_BUCKET):
+        why = f"bucket {bucket!r} does not exist at the {where}"
+        check = f"create bucket {bucket!r}, or check the bucket in the location"
+    elif any(w in text for w in _DENIED):
+        why = f"the {where} refused access to bucket {bucket!r}"
+        check = (
+            "check the credentials (s3.access-key-id and s3.secret-access-key, or the "
+            f"AWS_* environment) and that they may use bucket {bucket!r}; and s3.region"
+        )
+    else:
+        why = f"the {where} failed a request on bucket {bucket!r}"
+        check = "check s3.endpoint, the bucket, the credentials and s3.region"
+    return RemoteStorageError(f"{doing} {location} failed: {why}; {check} ({describe(e)})")
+
+
+class _Store(Protocol):
+    scheme: str
+    properties: Mapping[str, str]
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def object_store_errors(doing: str) -> Callable[[_Method], _Method]:
+    """Decorate a ``FileIO`` method taking a location first: on an object store, an
+    OSError other than a missing or existing file becomes :func:`object_store_failure`.
+    Local files keep their errors (their callers add the path; see :func:`io_failure`)."""
+
+    def decorate(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def wrapper(self: _Store, location: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, location, *args, **kwargs)
+            except (StreamSinkError, FileNotFoundError, FileExistsError):
+                raise
+            except OSError as e:
+                missing_bucket = any(w in str(e).lower() for w in _NO_BUCKET)
+                if self.scheme != "s3" or (_is_not_found_text(e) and not missing_bucket):
+                    raise
+                raise object_store_failure(e, doing, location, self.properties) from e
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _is_not_found_text(e: OSError) -> bool:
+    text = str(e).lower()
+    return "not found" in text or "no such file" in text or "does not exist" in text

@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from stream_sink.exceptions import InvalidOptionError, MissingFileError, UnsupportedError
 from stream_sink.io import conditional_put
+from stream_sink.io.errors import object_store_errors
 
 S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.region")
 
@@ -83,6 +84,7 @@ class FileIO:
 
     # --- reading ----------------------------------------------------------------
 
+    @object_store_errors("reading")
     def read_bytes(self, location: str) -> bytes:
         try:
             with self.filesystem().open_input_stream(self.path_of(location)) as f:
@@ -94,6 +96,7 @@ class FileIO:
                 raise MissingFileError(f"file not found: {location}") from e
             raise
 
+    @object_store_errors("opening")
     def open_input(self, location: str) -> pa.NativeFile:
         """A random-access file (what Parquet readers want)."""
         try:
@@ -105,16 +108,19 @@ class FileIO:
                 raise MissingFileError(f"file not found: {location}") from e
             raise
 
+    @object_store_errors("looking up")
     def exists(self, location: str) -> bool:
         info = self.filesystem().get_file_info(self.path_of(location))
         return info.type != pafs.FileType.NotFound
 
+    @object_store_errors("looking up")
     def size(self, location: str) -> int:
         info = self.filesystem().get_file_info(self.path_of(location))
         if info.type == pafs.FileType.NotFound:
             raise MissingFileError(f"file not found: {location}")
         return int(info.size or 0)
 
+    @object_store_errors("listing")
     def list_dir(self, location: str) -> list[str]:
         """Locations of the entries directly under ``location`` (empty when absent)."""
         selector = pafs.FileSelector(self.path_of(location), allow_not_found=True)
@@ -123,6 +129,7 @@ class FileIO:
             f"{base}/{info.base_name}" for info in self.filesystem().get_file_info(selector)
         )
 
+    @object_store_errors("listing")
     def walk(self, location: str) -> list[ListedFile]:
         """Every file below ``location``, recursively (none when it is absent); paths
         relative to ``location``, without directories."""
@@ -140,6 +147,7 @@ class FileIO:
 
     # --- writing ----------------------------------------------------------------
 
+    @object_store_errors("creating")
     def open_output(self, location: str) -> BinaryIO:
         """A stream that creates (or replaces) ``location``; parents are made."""
         fs = self.filesystem()
@@ -148,6 +156,7 @@ class FileIO:
             os.makedirs(os.path.dirname(path), exist_ok=True)  # pyarrow walks from the root
         return fs.open_output_stream(path)  # type: ignore[return-value]
 
+    @object_store_errors("writing")
     def write_bytes(self, location: str, data: bytes, *, overwrite: bool = False) -> None:
         if not overwrite and self.exists(location):
             raise FileExistsError(f"refusing to overwrite {location}")
@@ -247,11 +256,13 @@ class FileIO:
         _fsync_dir(directory)
         return True
 
+    @object_store_errors("creating directory")
     def mkdirs(self, location: str) -> None:
         self.filesystem().create_dir(self.path_of(location), recursive=True)
 
     # --- deleting ---------------------------------------------------------------
 
+    @object_store_errors("deleting")
     def delete(self, location: str) -> None:
         """Delete a file; a missing file is not an error (deletes are idempotent)."""
         try:
@@ -299,6 +310,7 @@ class FileIO:
             removed.append(path)
         return removed
 
+    @object_store_errors("deleting")
     def delete_dir(self, location: str) -> None:
         try:
             self.filesystem().delete_dir(self.path_of(location))
