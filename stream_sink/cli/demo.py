@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
@@ -36,6 +37,7 @@ from stream_sink.demo.job import (
     write_input,
 )
 from stream_sink.demo.timing import DemoTimes, JobRun, process_started, read_spark_ready
+from stream_sink.exceptions import InvalidOptionError
 from stream_sink.io import FileIO
 from stream_sink.ops.status import sink_status
 from stream_sink.table.catalog import Catalog
@@ -49,8 +51,12 @@ POLL_SECONDS = 0.5
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``demo`` subcommand's options (defaults: the embedded local setup)."""
     parser.add_argument("--warehouse", default="warehouse", help="warehouse dir or s3:// URI")
-    parser.add_argument("--rows", type=int, default=100_000, help="change events to stream")
-    parser.add_argument("--files", type=int, default=12, help="input files (one per batch)")
+    parser.add_argument(
+        "--rows", type=_at_least_one, default=100_000, help="change events to stream"
+    )
+    parser.add_argument(
+        "--files", type=_at_least_one, default=12, help="input files (one per batch)"
+    )
     parser.add_argument(
         "--catalog-uri",
         default=None,
@@ -120,7 +126,10 @@ def run_demo(
     seed: int = 7,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Run the demo; 0 when the table equals the expected state, 1 otherwise."""
+    """Run the demo; 0 when the table equals the expected state, 1 otherwise.
+    InvalidOptionError, before anything is touched, for fewer than one row or file or
+    more files than rows."""
+    check_sizes(rows, files)
     cfg = config or DemoConfig(warehouse=warehouse)
     process_start = process_started()
     started = time.monotonic()
@@ -154,12 +163,38 @@ def run_demo(
     return result
 
 
+def check_sizes(rows: int, files: int) -> None:
+    """InvalidOptionError unless 1 <= files <= rows (each file is one micro-batch of
+    at least one change event)."""
+    if rows < 1 or files < 1:
+        raise InvalidOptionError(
+            f"the demo needs at least one change event in at least one file, got "
+            f"--rows {rows} --files {files}; e.g. --rows 2000 --files 4"
+        )
+    if files > rows:
+        raise InvalidOptionError(
+            f"--files {files} is more than --rows {rows}: each file (one micro-batch) "
+            "holds at least one change event; give fewer files or more rows"
+        )
+
+
+def _at_least_one(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _run_job(
     cfg: DemoConfig,
     catalog: Catalog,
     batches: int,
     kill_after: int | None,
-    say: _Say,
+    say: Callable[[str], None],
     runs: list[JobRun],
 ) -> str:
     """Run the job process; "done", "killed" (by us) or "failed". Appends its timing
@@ -183,16 +218,18 @@ def _watch_job(
     catalog: Catalog,
     batches: int,
     kill_after: int | None,
-    say: _Say,
+    say: Callable[[str], None],
     log_path: str,
     ready_path: str,
+    command: Sequence[str] | None = None,
 ) -> str:
+    """Run the job process (``command``, default the demo's job) until it ends, or kill
+    it once the table's watermark reaches ``kill_after``. What the kill message names is
+    read from the table after the process is dead: a batch committed while the signal
+    was on its way is reported, not the one that triggered the kill."""
+    argv = command or [sys.executable, "-m", "stream_sink.demo.job", cfg.to_json(), ready_path]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stream_sink.demo.job", cfg.to_json(), ready_path],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT)
         seen = _committed(catalog)
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
@@ -201,17 +238,26 @@ def _watch_job(
                 time.sleep(random.uniform(0.2, 1.5))  # land somewhere inside the next batch
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
-                say(f"killed the job with SIGKILL after batch {_watermark(seen)} was committed")
+                seen = _report(catalog, seen, batches, say)
+                say(f"killed the job with SIGKILL; {_held_when_killed(_watermark(seen))}")
                 return "killed"
         _report(catalog, seen, batches, say)
     return "done" if proc.returncode == 0 else "failed"
+
+
+def _held_when_killed(mark: int) -> str:
+    if mark < 0:
+        return "when it died the table held no batch yet"
+    return f"when it died the table held batches 0..{mark} (its watermark: batch {mark})"
 
 
 def _committed(catalog: Catalog) -> list[Snapshot]:
     return catalog.load_table(TABLE).snapshots()
 
 
-def _report(catalog: Catalog, seen: list[Snapshot], batches: int, say: _Say) -> list[Snapshot]:
+def _report(
+    catalog: Catalog, seen: list[Snapshot], batches: int, say: Callable[[str], None]
+) -> list[Snapshot]:
     now = _committed(catalog)
     for snap in now[len(seen) :]:
         s = snap.summary
@@ -229,7 +275,7 @@ def _resume_message(cfg: DemoConfig, catalog: Catalog) -> str:
     durably but had not committed, and the batch Spark runs next."""
     status = sink_status(cfg.checkpoint_location, catalog, sink_id=SINK_ID, table=TABLE)
     mark = status.watermark if status.watermark is not None else -1
-    held = (*status.staged, *status.pending)
+    held = (*(status.staged or ()), *(status.pending or ()))
     acked = status.acknowledged[-1] if status.acknowledged else -1
     parts = [
         f"restarting the job from {cfg.checkpoint_location}: the table's watermark is batch {mark}"
@@ -291,7 +337,7 @@ def _time_summary(times: DemoTimes) -> str:
     return f"\nWall time of this demo\n{table}\n"
 
 
-def _verify(table: IcebergTable, stream: ChangeStream, say: _Say) -> int:
+def _verify(table: IcebergTable, stream: ChangeStream, say: Callable[[str], None]) -> int:
     got = table_rows(table.scan().to_arrow())
     expected = list(stream.expected)
     if got == expected:
