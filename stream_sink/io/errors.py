@@ -86,7 +86,7 @@ def object_store_failure(
     bucket = urlparse(location).netloc or location.split("/", 1)[0]
     text = str(e).lower()
     if any(w in text for w in _UNREACHABLE):
-        why = f"cannot reach the {where}"
+        why = f"cannot reach the {where} for bucket {bucket!r}"
         check = (
             "check that s3.endpoint (or AWS_ENDPOINT_URL) is the store's URL, with http:// "
             "or https:// and the right port, and that the store is running and reachable"
