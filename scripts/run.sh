@@ -11,13 +11,22 @@ export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 shift || true
 case "$what" in
-  demo) exec .venv/bin/stream-sink demo "$@" ;;
+  demo)
+    # a child, not exec: the demo times itself from its own process start, which
+    # must not include setting up .venv above
+    status=0
+    .venv/bin/stream-sink demo "$@" || status=$?
+    exit "$status" ;;
   test)
     if [ -z "${STREAM_SINK_TEST_POSTGRES_URL:-}" ] && [ -x .ci/postgres.sh ]; then
-      STREAM_SINK_TEST_POSTGRES_URL="$(.ci/postgres.sh)" && export STREAM_SINK_TEST_POSTGRES_URL
+      # a throwaway server for this run only: stopped and removed however the run ends
+      pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/stream-sink-pg.XXXXXX")"
+      trap '.ci/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
+      STREAM_SINK_TEST_POSTGRES_URL="$(.ci/postgres.sh "$pg_dir")" && export STREAM_SINK_TEST_POSTGRES_URL
     fi
     status=0
-    .venv/bin/python -m pytest -q "$@" || status=$?
+    # one line per test file, with the time so far (tests/conftest.py) and the share done
+    .venv/bin/python -m pytest "$@" || status=$?
     if [ "$#" -eq 0 ]; then  # the whole suite: also the Spark tests on pyspark 3.5
       .ci/scripts/spark35.sh || status=$?
     fi

@@ -6,11 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-# pip, with its output kept but for warnings about unused local package indexes
+# pip, with its output kept but for warnings about unused local package indexes and
+# the build backend's warning blocks (scripts/pip-output.awk)
 pip_quiet() {
   local out rc=0
   out=$(.venv/bin/python -m pip "$@" 2>&1) || rc=$?
-  printf '%s\n' "$out" | grep -v '^WARNING: Location' | grep -v '^$' >&2 || true
+  printf '%s\n' "$out" | awk -f scripts/pip-output.awk >&2 || true
   return "$rc"
 }
 if [ ! -x .venv/bin/python ]; then

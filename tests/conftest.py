@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,3 +140,29 @@ def s3_props() -> Iterator[dict[str, str]]:
         client.create_bucket(Bucket=bucket)
     yield props
     server.stop()
+
+
+class _FileProgress:
+    """At the start of each test file's line (default verbosity, as ``make test`` runs
+    pytest), the wall time since the run began: progress a person can follow through a
+    long suite. Nothing is added with ``-q`` or ``-v``."""
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+        self.started = time.monotonic()
+        self.files: set[str] = set()
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter wrote the file's name
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        if location[0] in self.files:
+            return
+        self.files.add(location[0])
+        elapsed = int(time.monotonic() - self.started)
+        self.reporter.write(f"(at {elapsed // 60}m{elapsed % 60:02d}s) ")
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.option.verbose == 0:
+        config.pluginmanager.register(_FileProgress(reporter), "stream-sink-file-progress")

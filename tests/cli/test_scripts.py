@@ -1,0 +1,144 @@
+"""The scripts a newcomer runs (``make demo``, ``make test``): what they print and what
+they leave behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PIP_OUTPUT = """\
+WARNING: Location 'file:///wheels' is ignored: it is neither a file nor a directory.
+
+  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: BuildBackendWarning: Editable installation.
+  !!
+  
+          ********************************************************************************
+          Please be careful with folders in your working directory with the same
+          name as your package as they may take precedence during imports.
+          ********************************************************************************
+  
+  !!
+    with strategy, WheelFile(wheel_path, "w") as wheel_obj:
+ERROR: Could not find a version that satisfies the requirement pyspark>=99
+  hint: check the version
+"""
+
+
+def test_setup_keeps_pips_errors_and_drops_its_warning_blocks() -> None:
+    proc = subprocess.run(
+        ["awk", "-f", str(REPO / "scripts" / "pip-output.awk")],
+        input=PIP_OUTPUT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.splitlines() == [
+        "ERROR: Could not find a version that satisfies the requirement pyspark>=99",
+        "  hint: check the version",
+    ]
+
+
+def _servers_of(directory: Path) -> list[str]:
+    """Command lines of running processes that name ``directory``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(directory) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.postgres
+def test_make_test_stops_the_postgresql_server_it_started() -> None:
+    """``scripts/run.sh test`` (what ``make test`` runs) starts a throwaway PostgreSQL
+    server for the SQL catalog tests; after the run neither the server nor its
+    directory is left."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="stream-sink-run-sh-"))
+    tmp_path.chmod(0o755)  # the server runs as the postgres user when we are root
+    try:
+        _run_tests_and_look_for_the_server(tmp_path)
+    finally:  # when the check failed: stop what was left before removing its files
+        for left in tmp_path.glob("stream-sink-pg.*"):
+            subprocess.run(
+                ["bash", str(REPO / ".ci" / "postgres.sh"), "stop", str(left)],
+                capture_output=True,
+                timeout=120,
+            )
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_tests_and_look_for_the_server(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "STREAM_SINK_TEST_POSTGRES_URL"}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(REPO / "scripts" / "run.sh"),
+            "test",
+            "-p",
+            "no:cacheprovider",
+            "tests/cli/test_scripts.py::test_setup_keeps_pips_errors_and_drops_its_warning_blocks",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout
+    assert "(at 0m" in proc.stdout  # the progress of each file, with the time so far
+    assert not list(tmp_path.glob("stream-sink-pg.*"))
+    assert _servers_of(tmp_path) == []
+
+
+FAKE_DEMO = """#!{python}
+import json, os, sys
+from stream_sink.demo.timing import process_started
+print(json.dumps({{"pid": os.getpid(), "ppid": os.getppid(), "started": process_started()}}))
+"""
+
+
+def test_make_demo_times_the_demo_from_after_the_set_up(tmp_path: Path) -> None:
+    """``scripts/run.sh demo`` sets up ``.venv`` first (minutes on a fresh machine), then
+    starts the demo as its own process: the demo's wall time, counted from its process's
+    start, does not include the set-up."""
+    import json
+    import sys
+
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "run.sh", tmp_path / "scripts" / "run.sh")
+    setup_done = tmp_path / "setup-done"
+    (tmp_path / "scripts" / "setup.sh").write_text(
+        f"#!/usr/bin/env bash\nsleep 1\npython3 -c 'import time; print(time.time())' "
+        f"> {setup_done}\n"
+    )
+    (tmp_path / "scripts" / "java-home.sh").write_text("#!/usr/bin/env bash\necho /opt/java\n")
+    demo = tmp_path / ".venv" / "bin" / "stream-sink"
+    demo.parent.mkdir(parents=True)
+    demo.write_text(FAKE_DEMO.format(python=sys.executable))
+    for script in (*(tmp_path / "scripts").iterdir(), demo):
+        script.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        ["bash", str(tmp_path / "scripts" / "run.sh"), "demo"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    seen = json.loads(out)
+    assert seen["pid"] != proc.pid and seen["ppid"] == proc.pid  # a child, not exec'd
+    assert seen["started"] >= float(setup_done.read_text()) - 0.05  # clock ticks: 10 ms
