@@ -13,22 +13,26 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PIP_OUTPUT = """\
-WARNING: Location 'file:///wheels' is ignored: it is neither a file nor a directory.
-
-  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: BuildBackendWarning: Editable installation.
-  !!
-  
-          ********************************************************************************
-          Please be careful with folders in your working directory with the same
-          name as your package as they may take precedence during imports.
-          ********************************************************************************
-  
-  !!
-    with strategy, WheelFile(wheel_path, "w") as wheel_obj:
-ERROR: Could not find a version that satisfies the requirement pyspark>=99
-  hint: check the version
-"""
+PIP_OUTPUT = "\n".join(
+    [
+        "WARNING: Location 'file:///wheels' is ignored: it is neither a file nor a directory.",
+        "",
+        "  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/"
+        "editable_wheel.py:354: BuildBackendWarning: Editable installation.",
+        "  !!",
+        "  ",
+        "          " + "*" * 80,
+        "          Please be careful with folders in your working directory with the same",
+        "          name as your package as they may take precedence during imports.",
+        "          " + "*" * 80,
+        "  ",
+        "  !!",
+        '    with strategy, WheelFile(wheel_path, "w") as wheel_obj:',
+        "ERROR: Could not find a version that satisfies the requirement pyspark>=99",
+        "  hint: check the version",
+        "",
+    ]
+)
 
 
 def test_setup_keeps_pips_errors_and_drops_its_warning_blocks() -> None:
