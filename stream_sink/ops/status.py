@@ -21,6 +21,7 @@ and so are ``staged`` and ``pending`` (None): nothing is reported as uncommitted
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -195,10 +196,23 @@ def _recorded(
 
 
 def _open_or_error(identity: TableIdentity) -> tuple[Catalog | None, str | None]:
+    """The recorded catalog, or why it cannot be opened (a database that is down or
+    wants the password the record leaves out fails here too: reported, with the fix)."""
     try:
         return open_recorded_catalog(identity), None
     except StreamSinkError as e:
         return None, str(e)
+    except Exception as e:  # the SQL catalog's driver: connection refused, bad password
+        where = describe_settings(identity.catalog_settings or {})
+        return None, (
+            f"cannot open catalog {identity.catalog!r} as the sink recorded it ({where}): "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; pass "
+            "--catalog-uri (with the password it needs) or --warehouse"
+        )
+
+
+def describe_settings(settings: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 
 
 def _uncommitted(

@@ -4,6 +4,7 @@ never a credential."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pyarrow as pa
 import pytest
 
 import stream_sink as ss
+from stream_sink.checkpoints import TableIdentity
+from stream_sink.cli.main import main
 from stream_sink.commit.iceberg_target import IcebergTarget
 from stream_sink.exceptions import NotFoundError
 from stream_sink.ops.status import open_recorded_catalog
@@ -60,3 +63,30 @@ def test_a_hadoop_warehouse_that_is_gone_is_not_created_again(tmp_path: Path) ->
     with pytest.raises(NotFoundError, match="does not exist any more; pass --warehouse"):
         open_recorded_catalog(identity)
     assert not (tmp_path / "wh").exists()
+
+
+def test_status_says_when_the_recorded_catalog_is_down_and_reports_nothing_uncommitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint location as Spark and the sink leave it (three acknowledged batches),
+    whose sink recorded a PostgreSQL catalog that no longer answers."""
+    chk = tmp_path / "chk"
+    (chk / "spark" / "commits").mkdir(parents=True)
+    (chk / "spark" / "metadata").write_text(json.dumps({"id": "q-1"}))
+    for batch in range(3):
+        (chk / "spark" / "commits" / str(batch)).write_text("v1\n{}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = f"postgresql://postgres@127.0.0.1:{s.getsockname()[1]}/postgres"
+    settings = {"type": "sql", "uri": down}
+    (chk / "orders").mkdir()
+    (chk / "orders" / "_table.json").write_text(
+        TableIdentity("prod", "db.orders", "u-1", settings).to_json()
+    )
+    code = main(["status", "--checkpoint-location", str(chk), "--format", "jsonl"])
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert code == 1 and doc["table"] == "db.orders" and doc["acknowledged"] == [0, 1, 2]
+    assert doc["watermark"] is None and doc["staged"] is None and doc["pending"] is None
+    assert f"cannot open catalog 'prod' as the sink recorded it (type=sql, uri={down})" in out.err
+    assert "pass --catalog-uri" in out.err
