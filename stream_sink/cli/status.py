@@ -60,7 +60,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(render(status))
     if status.watermark is None:
         print(
-            f"stream-sink: status: cannot read table {status.table}: {status.table_error}; "
+            f"stream-sink: status: cannot read table {status.table} (the reason is above); "
             "whether Spark's acknowledged batches are committed is unknown",
             file=sys.stderr,
         )
@@ -85,7 +85,11 @@ def _catalog(args: argparse.Namespace) -> Catalog | None:
 
 
 def render(s: SinkStatus) -> str:
-    mark = s.watermark if s.watermark is not None else f"unknown: {s.table_error}"
+    mark = (
+        f"{s.watermark} (the highest Spark batch id committed to the table)"
+        if s.watermark is not None
+        else f"unknown: {s.table_error}"
+    )
     last = s.last_commit
     lines = [
         ("sink", s.sink_id),
@@ -93,7 +97,7 @@ def render(s: SinkStatus) -> str:
         ("catalog", _or_none(s.catalog)),
         ("checkpoint location", s.checkpoint_location),
         ("query id", s.query_id),
-        ("watermark", f"{mark} (the highest Spark batch id committed to the table)"),
+        ("watermark", mark),
         (
             "last commit",
             "none yet"

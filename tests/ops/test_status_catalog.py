@@ -88,5 +88,6 @@ def test_status_says_when_the_recorded_catalog_is_down_and_reports_nothing_uncom
     doc = json.loads(out.out)
     assert code == 1 and doc["table"] == "db.orders" and doc["acknowledged"] == [0, 1, 2]
     assert doc["watermark"] is None and doc["staged"] is None and doc["pending"] is None
-    assert f"cannot open catalog 'prod' as the sink recorded it (type=sql, uri={down})" in out.err
-    assert "pass --catalog-uri" in out.err
+    reason = doc["table_error"]
+    assert f"cannot open catalog 'prod' as the sink recorded it (type=sql, uri={down})" in reason
+    assert "pass --catalog-uri" in reason and "cannot read table db.orders" in out.err

@@ -121,12 +121,14 @@ def test_status_without_table_or_catalog_options_reads_the_table_the_sink_record
     code, doc, err = status()
     assert code == 1 and doc["watermark"] is None
     assert doc["staged"] is None and doc["pending"] is None
-    assert "is not the table this sink wrote" in err and "unknown" in err
+    assert "is not the table this sink wrote" in doc["table_error"]
+    assert "cannot read table demo.orders" in err and "unknown" in err
 
     # the warehouse gone: said so, exit 1; the human form says the batches are unknown
     shutil.rmtree(tmp_path / "warehouse")
     assert main(["status", "--checkpoint-location", chk]) == 1
     out = capsys.readouterr()
-    assert "does not exist any more" in out.err
+    assert "watermark                   unknown: the warehouse" in out.out
+    assert "does not exist any more" in out.out and "cannot read table" in out.err
     assert "pending batches             unknown" in out.out
     assert "staged batches              unknown" in out.out
