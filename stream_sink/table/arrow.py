@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import pyarrow as pa
@@ -112,7 +113,7 @@ def _required_keys(schema: Schema, names: list[str]) -> Schema:
     """Identifier fields must be required; Arrow data is often marked nullable."""
     by_name = set(names)
     fields = [
-        NestedField(f.field_id, f.name, f.field_type, True, f.doc) if f.name in by_name else f
+        replace(f, required=True) if f.name in by_name else f
         for f in schema.fields
     ]
     return Schema(*fields).with_identifier_fields(names)

@@ -40,6 +40,7 @@ from stream_sink.table.manifest_list import (
 )
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
+from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.types import DecimalType, IcebergType, StructType, UUIDType
 
 __all__ = [
@@ -510,3 +511,43 @@ def _map(value: Any) -> dict[int, Any] | None:
 
 def _tuple(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(v) for v in value)
+
+
+# --- the manifests of a snapshot ------------------------------------------------------
+
+
+def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
+    """The manifests of ``snapshot``: its manifest list, or (format version 1 tables
+    written by old writers) the manifests its metadata lists itself."""
+    if snapshot.manifest_list or not snapshot.manifests:
+        return read_manifest_list(io, snapshot.manifest_list)
+    return [_embedded(io, location, snapshot.snapshot_id) for location in snapshot.manifests]
+
+
+def _embedded(io: FileIO, location: str, snapshot_id: int) -> ManifestFile:
+    """A manifest listed in v1 metadata, described as a manifest list would (its spec id
+    from its header, its counts from its entries, as Java does)."""
+    contents = avro.read_avro_file(io, location)
+    spec_id = int(contents.metadata.get("partition-spec-id", "0"))
+    bare = ManifestFile(
+        location, io.size(location), spec_id, ManifestContent.DATA,
+        0, 0, snapshot_id, None, None, None, None, None, None,
+    )
+    counts = {s: [0, 0] for s in ManifestEntryStatus}
+    for e in read_manifest(io, bare):
+        counts[e.status][0] += 1
+        counts[e.status][1] += e.data_file.record_count
+    added, existing, deleted = (
+        counts[ManifestEntryStatus.ADDED],
+        counts[ManifestEntryStatus.EXISTING],
+        counts[ManifestEntryStatus.DELETED],
+    )
+    return replace(
+        bare,
+        added_files_count=added[0],
+        existing_files_count=existing[0],
+        deleted_files_count=deleted[0],
+        added_rows_count=added[1],
+        existing_rows_count=existing[1],
+        deleted_rows_count=deleted[1],
+    )
