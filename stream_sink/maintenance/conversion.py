@@ -32,11 +32,11 @@ from stream_sink.maintenance.inventory import inventory
 from stream_sink.maintenance.results import ConvertEqualityDeletesResult
 from stream_sink.read.deletes import DeleteReader
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
-from stream_sink.table.name_mapping import table_name_mapping
 from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import TableScan
 from stream_sink.table.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.name_mapping import table_name_mapping
 from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table

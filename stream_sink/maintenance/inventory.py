@@ -18,8 +18,8 @@ from stream_sink.table.manifest import (
     ManifestContent,
     ManifestEntry,
     read_manifest,
+    snapshot_manifests,
 )
-from stream_sink.table.manifest import snapshot_manifests
 from stream_sink.table.manifest_list import ManifestFile
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table

@@ -76,7 +76,9 @@ def _struct_of_defaults(
     children = []
     for child in t.fields:
         if given and child.field_id in given:
-            children.append(pa.repeat(pa.scalar(given[child.field_id], want.field(child.name).type), n))
+            children.append(
+                pa.repeat(pa.scalar(given[child.field_id], want.field(child.name).type), n)
+            )
         else:
             children.append(default_array(child, n))
     return pa.StructArray.from_arrays(children, fields=list(want))
@@ -97,8 +99,7 @@ def parse_default(f: NestedField, text: str) -> Any:
         raise
     except (ValueError, TypeError, KeyError, InvalidOperation, OverflowError) as e:
         raise CorruptMetadataError(
-            f"field {f.name!r} (id {f.field_id}): default {text} is not a "
-            f"{f.field_type} value: {e}"
+            f"field {f.name!r} (id {f.field_id}): default {text} is not a {f.field_type} value: {e}"
         ) from e
 
 

@@ -530,8 +530,19 @@ def _embedded(io: FileIO, location: str, snapshot_id: int) -> ManifestFile:
     contents = avro.read_avro_file(io, location)
     spec_id = int(contents.metadata.get("partition-spec-id", "0"))
     bare = ManifestFile(
-        location, io.size(location), spec_id, ManifestContent.DATA,
-        0, 0, snapshot_id, None, None, None, None, None, None,
+        location,
+        io.size(location),
+        spec_id,
+        ManifestContent.DATA,
+        0,
+        0,
+        snapshot_id,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
     )
     counts = {s: [0, 0] for s in ManifestEntryStatus}
     for e in read_manifest(io, bare):

@@ -82,7 +82,9 @@ class Snapshot:
                 manifest_list=str(obj.get("manifest-list") or ""),
                 summary={str(k): str(v) for k, v in summary.items()},
                 schema_id=int(obj["schema-id"]) if obj.get("schema-id") is not None else None,
-                manifests=tuple(str(m) for m in embedded or ()) if not obj.get("manifest-list") else (),
+                manifests=tuple(str(m) for m in embedded or ())
+                if not obj.get("manifest-list")
+                else (),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"malformed snapshot {str(obj)[:200]}: {e}") from e

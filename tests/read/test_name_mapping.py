@@ -15,6 +15,7 @@ import pytest
 
 from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedError
 from stream_sink.read.parquet_reader import FileProjection
+from stream_sink.table.arrow import conform_to_schema
 from stream_sink.table.defaults import default_array, parse_default
 from stream_sink.table.name_mapping import (
     MappedField,
@@ -110,13 +111,13 @@ def test_a_renamed_column_reads_through_its_old_name() -> None:
 
 
 def test_a_file_without_ids_in_a_table_without_mapping_is_refused_naming_the_fix() -> None:
-    with pytest.raises(SchemaMismatchError, match="f.parquet has no field ids") as e:
+    with pytest.raises(SchemaMismatchError, match=r"f\.parquet has no field ids") as e:
         read(None)
     assert "schema.name-mapping.default" in str(e.value)
 
 
 def test_a_malformed_mapping_is_corrupt_metadata_naming_the_property() -> None:
-    with pytest.raises(CorruptMetadataError, match="schema.name-mapping.default"):
+    with pytest.raises(CorruptMetadataError, match=r"schema\.name-mapping\.default"):
         parse_name_mapping('{"names": ["id"]}', "table t")
 
 
@@ -150,19 +151,29 @@ def field(t: IcebergType, default: Any, fid: int = 1) -> NestedField:
         (DecimalType(9, 2), "14.20", Decimal("14.20")),
         (DateType(), "2017-11-16", dt.date(2017, 11, 16)),
         (TimeType(), "22:31:08.123456", dt.time(22, 31, 8, 123456)),
-        (TimestampType(), "2017-11-16T22:31:08.123456", dt.datetime(2017, 11, 16, 22, 31, 8, 123456)),
+        (
+            TimestampType(),
+            "2017-11-16T22:31:08.123456",
+            dt.datetime(2017, 11, 16, 22, 31, 8, 123456),
+        ),
         (
             TimestamptzType(),
             "2017-11-16T22:31:08.123456+01:00",
             dt.datetime(2017, 11, 16, 21, 31, 8, 123456, tzinfo=dt.timezone.utc),
         ),
         (StringType(), "iceberg", "iceberg"),
-        (UUIDType(), "f79c3e09-677c-4bbd-a479-3f349cb785e7", uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7").bytes),
+        (
+            UUIDType(),
+            "f79c3e09-677c-4bbd-a479-3f349cb785e7",
+            uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7").bytes,
+        ),
         (BinaryType(), "0000ff", b"\x00\x00\xff"),
         (FixedType(2), "00ff", b"\x00\xff"),
     ],
 )
-def test_defaults_parse_per_type_and_fill_missing_rows(t: IcebergType, text: Any, value: Any) -> None:
+def test_defaults_parse_per_type_and_fill_missing_rows(
+    t: IcebergType, text: Any, value: Any
+) -> None:
     f = field(t, text)
     assert parse_default(f, f.initial_default or "") == value
     assert default_array(f, 2).to_pylist() == [value, value]
@@ -185,7 +196,17 @@ def test_defaults_survive_the_metadata_round_trip() -> None:
 
 
 def test_bad_defaults_are_refused_naming_the_field() -> None:
-    with pytest.raises(CorruptMetadataError, match="field 'c' .*not a date"):
+    with pytest.raises(CorruptMetadataError, match=r"field 'c' .*not a date"):
         parse_default(field(DateType(), 5), "5")
     with pytest.raises(UnsupportedError, match="list"):
         parse_default(field(ListType(2, IntegerType()), [1]), "[1]")
+
+
+def test_writers_fill_columns_the_data_lacks_with_their_write_default() -> None:
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "n", IntegerType(), required=True, write_default="5"),
+        NestedField(3, "s", StringType(), initial_default='"old"', write_default='"new"'),
+    )
+    out = conform_to_schema(pa.table({"id": [1]}), schema, "t")
+    assert out.to_pylist() == [{"id": 1, "n": 5, "s": "new"}]
