@@ -155,7 +155,7 @@ def test_unsupported_format_versions_are_refused_naming_them_not_as_damage(
 
 
 def test_v3_types_are_refused_naming_them() -> None:
-    with pytest.raises(UnsupportedError, match="timestamp_ns .*format version 3"):
+    with pytest.raises(UnsupportedError, match=r"timestamp_ns .*format version 3"):
         primitive_from_string("timestamp_ns")
 
 
