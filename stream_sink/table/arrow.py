@@ -223,8 +223,8 @@ def conform_to_schema(
     Columns are matched by name; safe widenings are cast; table columns the data
     lacks are filled with their ``write-default``, else nulls (optional ones only).
     Nullability is judged by the values, not by the Arrow flag (Spark and pandas mark
-    every column nullable): a null in a required column is refused with its column and row position. Raises
-    SchemaMismatchError naming every offending column. Strings must be valid UTF-8
+    every column nullable): a null in a required column is refused with its column and
+    row position. Raises SchemaMismatchError naming every offending column. Strings must be valid UTF-8
     (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
     """
     from stream_sink.table.schema import check_compatible_write
