@@ -224,8 +224,8 @@ def conform_to_schema(
     lacks are filled with their ``write-default``, else nulls (optional ones only).
     Nullability is judged by the values, not by the Arrow flag (Spark and pandas mark
     every column nullable): a null in a required column is refused with its column and
-    row position. Raises SchemaMismatchError naming every offending column. Strings must be valid UTF-8
-    (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
+    row position. Raises SchemaMismatchError naming every offending column. Strings
+    must be valid UTF-8 (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
     """
     from stream_sink.table.schema import check_compatible_write
 
