@@ -168,3 +168,12 @@ def test_schema_and_spec_evolution_reuse_identical_versions() -> None:
     meta3 = meta2.with_spec(build_partition_spec(wider, [("identity", "data")]))
     assert meta3.default_spec_id == 1
     assert meta3.spec.fields[0].name == "data"
+
+
+def test_v1_snapshots_may_list_their_manifests_in_the_metadata() -> None:
+    obj = {"snapshot-id": 7, "timestamp-ms": 1, "manifests": ["/t/m1.avro", "/t/m2.avro"]}
+    snap = Snapshot.from_json(obj)
+    assert (snap.manifest_list, snap.manifests) == ("", ("/t/m1.avro", "/t/m2.avro"))
+    assert snap.to_json(1)["manifests"] == ["/t/m1.avro", "/t/m2.avro"]
+    with pytest.raises(CorruptMetadataError, match="neither a manifest-list nor"):
+        Snapshot.from_json({"snapshot-id": 7, "timestamp-ms": 1})
