@@ -147,8 +147,8 @@ def _id_of(f: pa.Field, scope: Scope) -> int | None:
 
 
 def _child_scope(f: pa.Field, scope: Scope) -> Scope:
-    """The scope of ``f``'s children (list element, map key and value: by their name,
-    else the only entry the mapping has for them)."""
+    """The scope of ``f``'s children: the entries under the mapping entry naming ``f``
+    (none when the mapping does not name it: then no child has an id either)."""
     if scope is None:
         return None
     entry = find(scope, f.name)
