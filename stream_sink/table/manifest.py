@@ -526,39 +526,41 @@ def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
 
 def _embedded(io: FileIO, location: str, snapshot_id: int) -> ManifestFile:
     """A manifest listed in v1 metadata, described as a manifest list would (its spec id
-    from its header, its counts from its entries, as Java does)."""
+    from its header, its counts from its entries)."""
     contents = avro.read_avro_file(io, location)
-    spec_id = int(contents.metadata.get("partition-spec-id", "0"))
+    unknown = None
     bare = ManifestFile(
-        location,
-        io.size(location),
-        spec_id,
-        ManifestContent.DATA,
-        0,
-        0,
-        snapshot_id,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
+        manifest_path=location,
+        manifest_length=io.size(location),
+        partition_spec_id=int(contents.metadata.get("partition-spec-id", "0")),
+        content=ManifestContent.DATA,
+        sequence_number=0,
+        min_sequence_number=0,
+        added_snapshot_id=snapshot_id,
+        added_files_count=unknown,
+        existing_files_count=unknown,
+        deleted_files_count=unknown,
+        added_rows_count=unknown,
+        existing_rows_count=unknown,
+        deleted_rows_count=unknown,
     )
-    counts = {s: [0, 0] for s in ManifestEntryStatus}
-    for e in read_manifest(io, bare):
-        counts[e.status][0] += 1
-        counts[e.status][1] += e.data_file.record_count
-    added, existing, deleted = (
-        counts[ManifestEntryStatus.ADDED],
-        counts[ManifestEntryStatus.EXISTING],
-        counts[ManifestEntryStatus.DELETED],
+    entries = read_manifest(io, bare)
+
+    def count(status: ManifestEntryStatus) -> tuple[int, int]:
+        chosen = [e.data_file.record_count for e in entries if e.status == status]
+        return len(chosen), sum(chosen)
+
+    (added, added_rows), (existing, existing_rows), (deleted, deleted_rows) = (
+        count(ManifestEntryStatus.ADDED),
+        count(ManifestEntryStatus.EXISTING),
+        count(ManifestEntryStatus.DELETED),
     )
     return replace(
         bare,
-        added_files_count=added[0],
-        existing_files_count=existing[0],
-        deleted_files_count=deleted[0],
-        added_rows_count=added[1],
-        existing_rows_count=existing[1],
-        deleted_rows_count=deleted[1],
+        added_files_count=added,
+        existing_files_count=existing,
+        deleted_files_count=deleted,
+        added_rows_count=added_rows,
+        existing_rows_count=existing_rows,
+        deleted_rows_count=deleted_rows,
     )

@@ -64,7 +64,7 @@ class Snapshot:
     def from_json(obj: Mapping[str, Any]) -> Snapshot:
         try:
             summary = dict(obj.get("summary") or {"operation": Operation.APPEND})
-            embedded = obj.get("manifests")
+            embedded = () if obj.get("manifest-list") else obj.get("manifests")
             if "manifest-list" not in obj and not isinstance(embedded, list):
                 raise CorruptMetadataError(
                     f"snapshot {obj.get('snapshot-id')} has neither a manifest-list "
@@ -82,9 +82,7 @@ class Snapshot:
                 manifest_list=str(obj.get("manifest-list") or ""),
                 summary={str(k): str(v) for k, v in summary.items()},
                 schema_id=int(obj["schema-id"]) if obj.get("schema-id") is not None else None,
-                manifests=tuple(str(m) for m in embedded or ())
-                if not obj.get("manifest-list")
-                else (),
+                manifests=tuple(str(m) for m in embedded or ()),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"malformed snapshot {str(obj)[:200]}: {e}") from e
