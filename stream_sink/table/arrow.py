@@ -233,7 +233,7 @@ def conform_to_schema(
     check_compatible_write(schema, _shape_of(table.schema), where)
     target = schema_to_arrow(schema)
     columns = []
-    for f in target:
+    for f, field in zip(target, schema.fields, strict=True):
         if f.name in table.column_names:
             col = table.column(f.name)
             if col.type != f.type:
@@ -249,7 +249,7 @@ def conform_to_schema(
                 col = checked_strings(col, f.name, where, invalid_utf8)
             columns.append(col)
         else:
-            columns.append(_written_default(schema.find_field(f.name), table.num_rows))
+            columns.append(_written_default(field, table.num_rows))
     return pa.Table.from_arrays(columns, schema=target)
 
 
