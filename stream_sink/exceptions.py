@@ -181,6 +181,11 @@ class UnsupportedError(StreamSinkError, NotImplementedError):
     """A feature the table or option asks for is not supported here."""
 
 
+class UnsupportedSchemeError(InvalidOptionError, UnsupportedError):
+    """A location's scheme (``gs://``, ``abfs://``) has no FileIO here; the message names
+    it and says what would serve it."""
+
+
 # --- streaming protocol ------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from stream_sink.exceptions import NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
-from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+from stream_sink.table.manifest import DataFileContent, read_manifest, snapshot_manifests
 from stream_sink.table.table import Table
 
 
@@ -261,7 +261,7 @@ def file_rows(table: Table, snapshot_id: int | None) -> list[dict[str, Any]]:
     if snap is None:
         return []
     rows = []
-    manifests = read_manifest_list(table.io, snap.manifest_list)
+    manifests = snapshot_manifests(table.io, snap)
     for m in progress(manifests, len(manifests), "reading manifests"):
         spec = table.metadata.spec_by_id(m.partition_spec_id)
         for e in read_manifest(table.io, m, spec.partition_type(table.schema())):

@@ -26,7 +26,7 @@ from stream_sink.table.manifest import (
     DataFile,
     ManifestEntryStatus,
     read_manifest,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import SnapshotProducer, branch_head
@@ -205,7 +205,7 @@ def committed_paths(
 
 
 def _added_paths(io: FileIO, snap: Snapshot) -> Iterable[str]:
-    for m in read_manifest_list(io, snap.manifest_list):
+    for m in snapshot_manifests(io, snap):
         if m.added_snapshot_id != snap.snapshot_id or not m.has_added_files:
             continue
         for e in read_manifest(io, m):

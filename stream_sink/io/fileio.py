@@ -24,7 +24,12 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from stream_sink.exceptions import InvalidOptionError, MissingFileError, UnsupportedError
+from stream_sink.exceptions import (
+    InvalidOptionError,
+    MissingFileError,
+    UnsupportedError,
+    UnsupportedSchemeError,
+)
 from stream_sink.io import conditional_put
 from stream_sink.io.errors import object_store_errors
 
@@ -51,8 +56,8 @@ class FileIO:
     @staticmethod
     def for_location(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
         scheme = _scheme(location)
-        if scheme not in ("file", "s3", "s3a", "hdfs"):
-            raise InvalidOptionError(f"unsupported location scheme {scheme!r} in {location!r}")
+        if scheme not in _FAMILY:
+            raise unsupported_scheme(location)
         props = dict(properties or {})
         return FileIO(
             "s3" if scheme == "s3a" else scheme,
@@ -74,8 +79,12 @@ class FileIO:
         return _filesystem(self.scheme, tuple(sorted(self.properties.items())))
 
     def path_of(self, location: str) -> str:
-        """The filesystem path for ``location`` (what pyarrow.fs calls a path)."""
+        """The filesystem path for ``location`` (what pyarrow.fs calls a path); a
+        location of another scheme than this FileIO serves is refused, naming it (a
+        table whose files live on a store this library has no FileIO for)."""
         parsed = urlparse(location)
+        if parsed.scheme and _FAMILY.get(_scheme(location)) != self.scheme:
+            raise unsupported_scheme(location)
         if parsed.scheme in ("", "file"):
             return os.path.abspath(parsed.path if parsed.scheme else location)
         if parsed.scheme in ("s3", "s3a"):
@@ -321,6 +330,22 @@ class FileIO:
                 raise
 
 
+#: The schemes a FileIO serves, and the FileIO scheme serving each.
+_FAMILY = {"file": "file", "s3": "s3", "s3a": "s3", "hdfs": "hdfs"}
+
+
+def unsupported_scheme(location: str) -> UnsupportedSchemeError:
+    """The error for a location no FileIO here serves, saying what would."""
+    scheme = _scheme(location)
+    return UnsupportedSchemeError(
+        f"location {location!r}: the {scheme}:// scheme is not supported (files are read "
+        "and written on file://, s3:// and s3a:// (S3 and S3-compatible stores) and "
+        f"hdfs://). Reading {scheme}:// would need a FileIO for that store; until there "
+        "is one, copy the table to a supported store, or reach the bucket through an "
+        "S3-compatible endpoint (table property s3.endpoint) where the store offers one"
+    )
+
+
 def _scheme(location: str) -> str:
     parsed = urlparse(location)
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
@@ -371,4 +396,4 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
         return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
     if scheme == "hdfs":
         return pafs.HadoopFileSystem("default")
-    raise InvalidOptionError(f"unsupported scheme {scheme!r}")
+    raise unsupported_scheme(f"{scheme}://")

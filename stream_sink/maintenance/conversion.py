@@ -36,6 +36,7 @@ from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import TableScan
 from stream_sink.table.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from stream_sink.table.metadata import TableMetadata
+from stream_sink.table.name_mapping import table_name_mapping
 from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
@@ -129,6 +130,7 @@ class _Converter:
         self._table = table
         self._schema = schema
         self._deletes = DeleteReader(table.io, table.name, self._field_for_id)
+        self._mapping = table_name_mapping(table.metadata.properties, f"table {table.name}")
         config = WriteConfig.from_properties(table.properties)
         self._options = config.parquet
         self._target = config.delete_target_file_bytes
@@ -158,7 +160,9 @@ class _Converter:
         ids = sorted({i for k in keys for i in k.field_ids})
         fields = [NestedField(i, f"k{i}", self._field_for_id(i).field_type) for i in ids]
         with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
-            projection = FileProjection(pf.schema_arrow, fields)
+            projection = FileProjection(
+                pf.schema_arrow, fields, self._mapping, location=f.file_path, by_name=False
+            )
             table: pa.Table = projection.conform(
                 pf.read(columns=projection.columns, use_threads=True), _constants(self._table, f)
             )

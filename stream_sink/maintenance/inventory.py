@@ -18,8 +18,9 @@ from stream_sink.table.manifest import (
     ManifestContent,
     ManifestEntry,
     read_manifest,
+    snapshot_manifests,
 )
-from stream_sink.table.manifest_list import ManifestFile, read_manifest_list
+from stream_sink.table.manifest_list import ManifestFile
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
 
@@ -54,7 +55,7 @@ class Inventory:
 
 def manifest_list(table: Table, snapshot: Snapshot) -> list[ManifestFile]:
     try:
-        return read_manifest_list(table.io, snapshot.manifest_list)
+        return snapshot_manifests(table.io, snapshot)
     except (MissingFileError, CorruptMetadataError) as e:
         raise type(e)(
             f"table {table.name}: manifest list {snapshot.manifest_list} of snapshot "

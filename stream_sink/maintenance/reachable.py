@@ -35,10 +35,11 @@ def reachable_files(table: Table) -> set[str]:
         current = location == table.metadata_location
         found.add(str(location))
         for snap in metadata.snapshots:
-            if snap.manifest_list in lists_seen:
+            if snap.manifest_list and snap.manifest_list in lists_seen:
                 continue
             lists_seen.add(snap.manifest_list)
-            found.add(snap.manifest_list)
+            if snap.manifest_list:  # "" for v1 manifests listed in the metadata itself
+                found.add(snap.manifest_list)
             for m in _tolerant(partial(manifest_list, table, snap), current):
                 found.add(m.manifest_path)
                 if m.manifest_path in manifests_seen:

@@ -32,8 +32,8 @@ from stream_sink.table.manifest import (
     ManifestEntryStatus,
     ManifestFile,
     read_manifest,
+    snapshot_manifests,
 )
-from stream_sink.table.manifest_list import read_manifest_list
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.snapshots import Operation, Snapshot
@@ -168,7 +168,7 @@ class Planner:
 
     def _manifest_list(self, snapshot: Snapshot) -> list[ManifestFile]:
         try:
-            return read_manifest_list(self._table.io, snapshot.manifest_list)
+            return snapshot_manifests(self._table.io, snapshot)
         except MissingFileError as e:
             raise MissingFileError(
                 f"manifest list {snapshot.manifest_list} of snapshot {snapshot.snapshot_id} "

@@ -31,6 +31,7 @@ from stream_sink.read.planner import FileScanTask
 from stream_sink.read.row_groups import RowGroupFilter
 from stream_sink.table.arrow import field_to_arrow
 from stream_sink.table.manifest import FileFormat
+from stream_sink.table.name_mapping import table_name_mapping
 from stream_sink.table.schema import Schema
 from stream_sink.table.table import Table
 from stream_sink.table.transforms import Identity
@@ -46,6 +47,7 @@ class TaskReader:
         self._output = list(output)
         self.output_schema = pa.schema([field_to_arrow(f) for f in self._output])
         self.deletes = DeleteReader(table.io, table.name, self._field_for_id)
+        self._mapping = table_name_mapping(table.metadata.properties, f"table {table.name}")
 
     def read(self, task: FileScanTask) -> Iterator[pa.Table]:
         f = task.data_file
@@ -80,7 +82,9 @@ class TaskReader:
         names = [o.name for o in self._output]
         eq_keys: list[EqualityKeys] | None = None if loading else []
         with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
-            projection = FileProjection(pf.schema_arrow, fields)
+            projection = FileProjection(
+                pf.schema_arrow, fields, self._mapping, location=f.file_path, by_name=False
+            )
             stats = RowGroupFilter(task.residual, pf.metadata, projection.file_fields())
             start = 0
             for rg in range(pf.num_row_groups):

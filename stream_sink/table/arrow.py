@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import pyarrow as pa
@@ -111,10 +112,7 @@ def schema_from_arrow(
 def _required_keys(schema: Schema, names: list[str]) -> Schema:
     """Identifier fields must be required; Arrow data is often marked nullable."""
     by_name = set(names)
-    fields = [
-        NestedField(f.field_id, f.name, f.field_type, True, f.doc) if f.name in by_name else f
-        for f in schema.fields
-    ]
+    fields = [replace(f, required=True) if f.name in by_name else f for f in schema.fields]
     return Schema(*fields).with_identifier_fields(names)
 
 
@@ -222,12 +220,12 @@ def conform_to_schema(
 ) -> pa.Table:
     """``data`` as a table in exactly ``schema``'s Arrow form (order, types, field ids).
 
-    Columns are matched by name; safe widenings are cast; optional table columns
-    the data lacks are filled with nulls. Nullability is judged by the values, not
-    by the Arrow flag (Spark and pandas mark every column nullable): a null in a
-    required column is refused with its column and row position. Raises
-    SchemaMismatchError naming every offending column. Strings must be valid UTF-8
-    (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
+    Columns are matched by name; safe widenings are cast; table columns the data
+    lacks are filled with their ``write-default``, else nulls (optional ones only).
+    Nullability is judged by the values, not by the Arrow flag (Spark and pandas mark
+    every column nullable): a null in a required column is refused with its column and
+    row position. Raises SchemaMismatchError naming every offending column. Strings
+    must be valid UTF-8 (``invalid_utf8``: "fail" or "replace", see :mod:`stream_sink.table.utf8`).
     """
     from stream_sink.table.schema import check_compatible_write
 
@@ -235,7 +233,7 @@ def conform_to_schema(
     check_compatible_write(schema, _shape_of(table.schema), where)
     target = schema_to_arrow(schema)
     columns = []
-    for f in target:
+    for f, field in zip(target, schema.fields, strict=True):
         if f.name in table.column_names:
             col = table.column(f.name)
             if col.type != f.type:
@@ -251,8 +249,15 @@ def conform_to_schema(
                 col = checked_strings(col, f.name, where, invalid_utf8)
             columns.append(col)
         else:
-            columns.append(pa.nulls(table.num_rows, f.type))
+            columns.append(_written_default(field, table.num_rows))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _written_default(f: NestedField, n: int) -> pa.Array:
+    """What a column the data lacks is written as: its ``write-default``, else nulls."""
+    from stream_sink.table.defaults import default_array  # defaults builds on this module
+
+    return default_array(replace(f, initial_default=f.write_default), n)
 
 
 def checked_strings(col: pa.ChunkedArray, name: str, where: str, mode: str) -> pa.ChunkedArray:

@@ -48,7 +48,7 @@ from stream_sink.table.manifest import (
     ManifestEntry,
     ManifestFile,
     read_manifest,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from stream_sink.table.metadata import LogEntry, TableMetadata
 from stream_sink.table.retry import RetryPolicy
@@ -328,7 +328,7 @@ def _unreferenced(table: Table, before: TableMetadata, after: TableMetadata) -> 
     """Files reachable from snapshots ``after`` drops and from no snapshot it keeps.
     Reads every retained manifest first: an unreadable one raises (naming it)."""
     reader = _Manifests(table, after)
-    kept_lists = {s.manifest_list for s in after.snapshots}
+    kept_lists = {s.manifest_list for s in after.snapshots if s.manifest_list}
     kept_manifests: dict[str, ManifestFile] = {}
     for snap in after.snapshots:
         for m in reader.listed(snap):
@@ -341,7 +341,8 @@ def _unreferenced(table: Table, before: TableMetadata, after: TableMetadata) -> 
     for snap in before.snapshots:
         if after.has_snapshot(snap.snapshot_id) or snap.manifest_list in kept_lists:
             continue
-        lists.append(snap.manifest_list)
+        if snap.manifest_list:  # "" for v1 manifests listed in the metadata itself
+            lists.append(snap.manifest_list)
         for m in _or_none(reader.listed, snap) or ():
             if m.manifest_path not in kept_manifests:
                 manifests[m.manifest_path] = m
@@ -371,7 +372,7 @@ class _Manifests:
         self._entries: dict[str, list[ManifestEntry]] = {}
 
     def listed(self, snap: Snapshot) -> list[ManifestFile]:
-        return read_manifest_list(self._table.io, snap.manifest_list)
+        return snapshot_manifests(self._table.io, snap)
 
     def entries(self, m: ManifestFile) -> list[ManifestEntry]:
         got = self._entries.get(m.manifest_path)

@@ -40,6 +40,7 @@ from stream_sink.table.manifest_list import (
 )
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
+from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.types import DecimalType, IcebergType, StructType, UUIDType
 
 __all__ = [
@@ -510,3 +511,56 @@ def _map(value: Any) -> dict[int, Any] | None:
 
 def _tuple(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(v) for v in value)
+
+
+# --- the manifests of a snapshot ------------------------------------------------------
+
+
+def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
+    """The manifests of ``snapshot``: its manifest list, or (format version 1 tables
+    written by old writers) the manifests its metadata lists itself."""
+    if snapshot.manifest_list or not snapshot.manifests:
+        return read_manifest_list(io, snapshot.manifest_list)
+    return [_embedded(io, location, snapshot.snapshot_id) for location in snapshot.manifests]
+
+
+def _embedded(io: FileIO, location: str, snapshot_id: int) -> ManifestFile:
+    """A manifest listed in v1 metadata, described as a manifest list would (its spec id
+    from its header, its counts from its entries)."""
+    contents = avro.read_avro_file(io, location)
+    unknown = None
+    bare = ManifestFile(
+        manifest_path=location,
+        manifest_length=io.size(location),
+        partition_spec_id=int(contents.metadata.get("partition-spec-id", "0")),
+        content=ManifestContent.DATA,
+        sequence_number=0,
+        min_sequence_number=0,
+        added_snapshot_id=snapshot_id,
+        added_files_count=unknown,
+        existing_files_count=unknown,
+        deleted_files_count=unknown,
+        added_rows_count=unknown,
+        existing_rows_count=unknown,
+        deleted_rows_count=unknown,
+    )
+    entries = read_manifest(io, bare)
+
+    def count(status: ManifestEntryStatus) -> tuple[int, int]:
+        chosen = [e.data_file.record_count for e in entries if e.status == status]
+        return len(chosen), sum(chosen)
+
+    (added, added_rows), (existing, existing_rows), (deleted, deleted_rows) = (
+        count(ManifestEntryStatus.ADDED),
+        count(ManifestEntryStatus.EXISTING),
+        count(ManifestEntryStatus.DELETED),
+    )
+    return replace(
+        bare,
+        added_files_count=added,
+        existing_files_count=existing,
+        deleted_files_count=deleted,
+        added_rows_count=added_rows,
+        existing_rows_count=existing_rows,
+        deleted_rows_count=deleted_rows,
+    )

@@ -22,6 +22,7 @@ from stream_sink.exceptions import (
     CorruptMetadataError,
     NoSuchRefError,
     NoSuchSnapshotError,
+    UnsupportedError,
     ValidationError,
 )
 from stream_sink.table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
@@ -319,6 +320,8 @@ def parse_metadata(text: str | bytes, where: str = "<metadata>") -> TableMetadat
         return _from_dict(obj)
     except CorruptMetadataError as e:
         raise CorruptMetadataError(f"metadata file {where}: {e}") from e
+    except UnsupportedError as e:
+        raise UnsupportedError(f"metadata file {where}: {e}") from e
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptMetadataError(f"metadata file {where} is malformed: missing or bad {e}") from e
 
@@ -326,7 +329,7 @@ def parse_metadata(text: str | bytes, where: str = "<metadata>") -> TableMetadat
 def _from_dict(obj: dict[str, Any]) -> TableMetadata:
     version = int(obj["format-version"])
     if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise CorruptMetadataError(f"unsupported format-version {version}")
+        raise UnsupportedError(_unsupported_version(version))
     schemas, current_schema_id = _schemas(obj)
     specs, default_spec_id = _specs(obj)
     orders = tuple(SortOrder.from_json(o) for o in obj.get("sort-orders", [])) or (
@@ -368,6 +371,23 @@ def _from_dict(obj: dict[str, Any]) -> TableMetadata:
         ),
         refs=refs,
     )
+
+
+def _unsupported_version(version: int) -> str:
+    """Why a table of format ``version`` is refused, and what would read it."""
+    if version == 3:
+        return (
+            "Iceberg format version 3 is not supported yet (only 1 and 2 are): nothing "
+            "was read or changed. The table itself is fine: Java Iceberg 1.8 or later "
+            "reads it; to use it here, copy its rows into a format version 2 table"
+        )
+    if version > 3:
+        return (
+            f"Iceberg format version {version} is newer than any this library knows "
+            "(1 and 2 are supported): nothing was read or changed; the table needs a "
+            "newer reader"
+        )
+    return f"format-version {version} is not an Iceberg format version (1 and 2 are)"
 
 
 def _schemas(obj: dict[str, Any]) -> tuple[tuple[Schema, ...], int]:

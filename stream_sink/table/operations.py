@@ -40,7 +40,7 @@ from stream_sink.table.manifest import (
     ManifestListWriter,
     ManifestWriter,
     read_manifest,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.retry import RetryPolicy
@@ -208,7 +208,7 @@ class SnapshotProducer(ABC):
         snapshot (which would make it unreadable too)."""
         if parent is None:
             return []
-        manifests = read_manifest_list(self._table.io, parent.manifest_list)
+        manifests = snapshot_manifests(self._table.io, parent)
         for m in manifests:
             _check_carried(self._table, parent, m)
         return manifests
@@ -463,7 +463,7 @@ class RowDelta(SnapshotProducer):
                 return
             if snap.operation == Operation.APPEND:
                 continue
-            for m in read_manifest_list(self._table.io, snap.manifest_list):
+            for m in snapshot_manifests(self._table.io, snap):
                 if m.added_snapshot_id != snap.snapshot_id or not m.has_deleted_files:
                     continue
                 for e in self._entries(m, base):

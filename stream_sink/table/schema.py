@@ -237,7 +237,7 @@ def check_compatible_write(table_schema: Schema, data_schema: Schema, where: str
     for tf in table_schema.fields:
         df = data_by_name.get(tf.name)
         if df is None:
-            if tf.required:
+            if tf.required and tf.write_default is None:
                 problems.append(f"required column {tf.name!r} is missing")
             continue
         problems.extend(_field_problems(tf, df, tf.name, is_safe_promotion))

@@ -30,6 +30,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from stream_sink.exceptions import IncompatibleSchemaChangeError, ValidationError
+from stream_sink.table.name_mapping import (
+    NAME_MAPPING_PROPERTY,
+    table_name_mapping,
+    updated_mapping,
+)
 from stream_sink.table.promotion import is_safe_promotion
 from stream_sink.table.schema import Schema
 from stream_sink.table.types import (
@@ -199,7 +204,8 @@ class UpdateSchema:
         if schema.same_structure(base.schema):
             return None
         out = base.with_schema(schema)
-        return replace(out, last_column_id=max(out.last_column_id, build.last_column_id))
+        out = replace(out, last_column_id=max(out.last_column_id, build.last_column_id))
+        return _with_updated_mapping(out, base)
 
     def __enter__(self) -> UpdateSchema:
         return self
@@ -207,6 +213,19 @@ class UpdateSchema:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
             self.commit()
+
+
+def _with_updated_mapping(out: TableMetadata, base: TableMetadata) -> TableMetadata:
+    """``out`` with the table's name mapping (if it has one) following the schema
+    change, as Java's schema update does: files without field ids keep reading under
+    their old names, and columns added now are mapped under theirs."""
+    mapping = table_name_mapping(base.properties, f"table {base.location}")
+    if mapping is None:
+        return out
+    updated = updated_mapping(mapping, base.schema, out.schema)
+    if updated == mapping:
+        return out
+    return out.with_properties({NAME_MAPPING_PROPERTY: updated.to_json()})
 
 
 # --- conversions -----------------------------------------------------------------------------

@@ -36,6 +36,9 @@ class Snapshot:
     manifest_list: str
     summary: Mapping[str, str] = field(default_factory=dict)
     schema_id: int | None = None
+    #: v1 only: the manifests listed in the metadata itself (old writers), in place
+    #: of a manifest list (``manifest_list`` is then "")
+    manifests: tuple[str, ...] = ()
 
     @property
     def operation(self) -> str:
@@ -48,7 +51,10 @@ class Snapshot:
         if format_version >= 2:
             out["sequence-number"] = self.sequence_number
         out["timestamp-ms"] = self.timestamp_ms
-        out["manifest-list"] = self.manifest_list
+        if self.manifest_list or not self.manifests:
+            out["manifest-list"] = self.manifest_list
+        else:
+            out["manifests"] = list(self.manifests)
         out["summary"] = dict(self.summary)
         if self.schema_id is not None:
             out["schema-id"] = self.schema_id
@@ -58,10 +64,11 @@ class Snapshot:
     def from_json(obj: Mapping[str, Any]) -> Snapshot:
         try:
             summary = dict(obj.get("summary") or {"operation": Operation.APPEND})
-            if "manifest-list" not in obj:
+            embedded = () if obj.get("manifest-list") else obj.get("manifests")
+            if "manifest-list" not in obj and not isinstance(embedded, list):
                 raise CorruptMetadataError(
-                    f"snapshot {obj.get('snapshot-id')} has no manifest-list "
-                    "(v1 embedded manifests are not supported)"
+                    f"snapshot {obj.get('snapshot-id')} has neither a manifest-list "
+                    "nor (format version 1) a manifests list"
                 )
             return Snapshot(
                 snapshot_id=int(obj["snapshot-id"]),
@@ -72,9 +79,10 @@ class Snapshot:
                 ),
                 sequence_number=int(obj.get("sequence-number", 0)),
                 timestamp_ms=int(obj["timestamp-ms"]),
-                manifest_list=str(obj["manifest-list"]),
+                manifest_list=str(obj.get("manifest-list") or ""),
                 summary={str(k): str(v) for k, v in summary.items()},
                 schema_id=int(obj["schema-id"]) if obj.get("schema-id") is not None else None,
+                manifests=tuple(str(m) for m in embedded or ()),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"malformed snapshot {str(obj)[:200]}: {e}") from e

@@ -10,11 +10,12 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_sink.exceptions import CorruptMetadataError
+from stream_sink.exceptions import CorruptMetadataError, UnsupportedError
 
 
 class IcebergType:
@@ -148,13 +149,20 @@ class DecimalType(PrimitiveType):
 
 @dataclass(frozen=True)
 class NestedField:
-    """A named, id'd field of a struct. ``required`` means never null."""
+    """A named, id'd field of a struct. ``required`` means never null.
+
+    ``initial_default`` and ``write_default`` are the spec's JSON single-value
+    serialization of the field's defaults, kept as JSON text (so metadata rewritten
+    by this library keeps them as written); :mod:`stream_sink.table.defaults` reads them.
+    """
 
     field_id: int
     name: str
     field_type: IcebergType
     required: bool = False
     doc: str | None = None
+    initial_default: str | None = None
+    write_default: str | None = None
 
     @property
     def optional(self) -> bool:
@@ -238,6 +246,7 @@ _SIMPLE: dict[str, PrimitiveType] = {
         BinaryType,
     )
 }
+_V3_TYPES = frozenset({"timestamp_ns", "timestamptz_ns", "variant", "unknown"})
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
 _FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
@@ -251,6 +260,11 @@ def primitive_from_string(text: str) -> PrimitiveType:
         return DecimalType(int(m.group(1)), int(m.group(2)))
     if m := _FIXED.match(s):
         return FixedType(int(m.group(1)))
+    if s in _V3_TYPES or s.startswith(("geometry", "geography")):
+        raise UnsupportedError(
+            f"type {text} (Iceberg format version 3) is not supported yet: a table with "
+            "such a column cannot be read or written here"
+        )
     raise CorruptMetadataError(f"unknown primitive type {text!r}")
 
 
@@ -291,7 +305,17 @@ def field_to_json(f: NestedField) -> dict[str, Any]:
     }
     if f.doc is not None:
         out["doc"] = f.doc
+    if f.initial_default is not None:
+        out["initial-default"] = json.loads(f.initial_default)
+    if f.write_default is not None:
+        out["write-default"] = json.loads(f.write_default)
     return out
+
+
+def _json_text(obj: Any, key: str) -> str | None:
+    """A default as canonical JSON text; an absent key and JSON null are no default."""
+    value = obj.get(key)
+    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def type_from_json(obj: Any) -> IcebergType:
@@ -331,6 +355,8 @@ def field_from_json(obj: Any) -> NestedField:
             field_type=type_from_json(obj["type"]),
             required=bool(obj["required"]),
             doc=obj.get("doc"),
+            initial_default=_json_text(obj, "initial-default"),
+            write_default=_json_text(obj, "write-default"),
         )
     except (KeyError, TypeError) as e:
         raise CorruptMetadataError(f"field {obj!r} is malformed: {e}") from e

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from stream_sink.exceptions import InvalidOptionError, MissingFileError, UnsupportedError
+from stream_sink.exceptions import (
+    InvalidOptionError,
+    MissingFileError,
+    UnsupportedError,
+    UnsupportedSchemeError,
+)
 from stream_sink.io.conditional_put import PutOutcome, classify
 from stream_sink.io.fileio import FileIO
 
@@ -81,8 +86,13 @@ def test_locations_and_schemes(tmp_path: Path) -> None:
     s3 = FileIO.for_location("s3a://bucket/k", {"s3.region": "eu-west-1", "other": "dropped"})
     assert s3.scheme == "s3" and dict(s3.properties) == {"s3.region": "eu-west-1"}
     assert s3.path_of("s3://bucket/wh/t/f.parquet") == "bucket/wh/t/f.parquet"
-    with pytest.raises(InvalidOptionError, match="gs"):
+    with pytest.raises(UnsupportedSchemeError, match=r"gs:// scheme is not supported") as e:
         FileIO.for_location("gs://bucket/k")
+    assert isinstance(e.value, InvalidOptionError) and "FileIO" in str(e.value)
+    # a table on the local disk whose files name another store: refused, not looked up
+    # under the path part on the local disk
+    with pytest.raises(UnsupportedSchemeError, match=r"abfs:// scheme"):
+        FileIO.for_location("/wh").open_input("abfs://c@acct.dfs.core.windows.net/t/f.parquet")
 
 
 def test_put_if_absent_creates_once_and_never_replaces(root: tuple[FileIO, str]) -> None:

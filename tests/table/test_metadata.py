@@ -6,13 +6,24 @@ import json
 
 import pytest
 
-from stream_sink.exceptions import CorruptMetadataError, NoSuchRefError, NoSuchSnapshotError
+from stream_sink.exceptions import (
+    CorruptMetadataError,
+    NoSuchRefError,
+    NoSuchSnapshotError,
+    UnsupportedError,
+)
 from stream_sink.table.metadata import new_table_metadata, parse_metadata
 from stream_sink.table.partitioning import build_partition_spec
 from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.sorting import UNSORTED_SORT_ORDER
-from stream_sink.table.types import LongType, NestedField, StringType, TimestampType
+from stream_sink.table.types import (
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    primitive_from_string,
+)
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -121,7 +132,6 @@ def test_metadata_log_keeps_previous_versions_max() -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"format-version": 2}', "malformed"),
-        ('{"format-version": 9}', "unsupported format-version 9"),
         ("[]", "not a JSON object"),
     ],
 )
@@ -129,6 +139,24 @@ def test_corrupt_metadata_names_the_file(text: str, message: str) -> None:
     with pytest.raises(CorruptMetadataError, match=message) as e:
         parse_metadata(text, where="/wh/db/t/metadata/v3.metadata.json")
     assert "/wh/db/t/metadata/v3.metadata.json" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [(3, "format version 3 is not supported yet"), (9, "format version 9 is newer")],
+)
+def test_unsupported_format_versions_are_refused_naming_them_not_as_damage(
+    version: int, message: str
+) -> None:
+    with pytest.raises(UnsupportedError, match=message) as e:
+        parse_metadata(f'{{"format-version": {version}}}', where="/t/metadata/v3.metadata.json")
+    assert "/t/metadata/v3.metadata.json" in str(e.value)
+    assert not isinstance(e.value, CorruptMetadataError)
+
+
+def test_v3_types_are_refused_naming_them() -> None:
+    with pytest.raises(UnsupportedError, match=r"timestamp_ns .*format version 3"):
+        primitive_from_string("timestamp_ns")
 
 
 def test_schema_and_spec_evolution_reuse_identical_versions() -> None:
@@ -140,3 +168,12 @@ def test_schema_and_spec_evolution_reuse_identical_versions() -> None:
     meta3 = meta2.with_spec(build_partition_spec(wider, [("identity", "data")]))
     assert meta3.default_spec_id == 1
     assert meta3.spec.fields[0].name == "data"
+
+
+def test_v1_snapshots_may_list_their_manifests_in_the_metadata() -> None:
+    obj = {"snapshot-id": 7, "timestamp-ms": 1, "manifests": ["/t/m1.avro", "/t/m2.avro"]}
+    snap = Snapshot.from_json(obj)
+    assert (snap.manifest_list, snap.manifests) == ("", ("/t/m1.avro", "/t/m2.avro"))
+    assert snap.to_json(1)["manifests"] == ["/t/m1.avro", "/t/m2.avro"]
+    with pytest.raises(CorruptMetadataError, match="neither a manifest-list nor"):
+        Snapshot.from_json({"snapshot-id": 7, "timestamp-ms": 1})
