@@ -23,7 +23,9 @@ from stream_sink.tables import IcebergTable
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(1800)]  # three JVM starts
 
-MODES = ("upsert", "changelog")
+MODES = ("upsert", "changelog", "partitioned")
+"""``partitioned``: an upsert stream into a table created with bucket(4, id), which gets
+an unpartitioned spec for its global deletes (Java reads that metadata too)."""
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
 
 
@@ -38,9 +40,18 @@ def test_change_streams_stay_exact_while_java_changes_the_spec(
     catalog = ss.load_catalog("specs", type="hadoop", warehouse=warehouse)
     catalog.create_namespace("db")
     tables: dict[str, IcebergTable] = {
-        m: catalog.create_table(f"db.{m}", SCHEMA, identifier_fields=["id"]) for m in MODES
+        m: catalog.create_table(
+            f"db.{m}",
+            SCHEMA,
+            [("bucket", "id", 4, "id_bucket_4")] if m == "partitioned" else None,
+            identifier_fields=["id"],
+        )
+        for m in MODES
     }
-    streams = {m: ChangeStream(m, seed=i) for i, m in enumerate(MODES)}
+    streams = {
+        m: ChangeStream("upsert" if m == "partitioned" else m, seed=i)
+        for i, m in enumerate(MODES)
+    }
 
     def steps(n: int) -> None:
         for m in MODES:
@@ -56,7 +67,7 @@ def test_change_streams_stay_exact_while_java_changes_the_spec(
             for stmt in (
                 f"ALTER TABLE hc.db.{m} ADD PARTITION FIELD bucket(4, id)",
                 f"ALTER TABLE hc.db.{m} ADD COLUMN extra string",
-            )
+            )[(m == "partitioned") :]
         ],
     )
     steps(2)  # restarted
@@ -73,10 +84,13 @@ def test_change_streams_stay_exact_while_java_changes_the_spec(
     steps(2)
     for m in MODES:
         t = tables[m].refresh()
-        assert [len(s.fields) for s in t.metadata.partition_specs] == [0, 1, 1]
+        shape = [1, 1, 0] if m == "partitioned" else [0, 1, 1]  # ours added the global spec
+        assert [len(s.fields) for s in t.metadata.partition_specs] == shape
+        assert t.metadata.default_spec_id == (1 if m == "partitioned" else 2)
         with t.update_spec() as u:
             u.remove_field("id_bucket_8").add_field("id", Bucket(16), "id_bucket_16")
-        assert pairs(duckdb_rows(t.metadata_location)) == pairs(streams[m].rows())
+        if m != "partitioned":  # DuckDB 1.5.5 fails on that one until conversion
+            assert pairs(duckdb_rows(t.metadata_location)) == pairs(streams[m].rows())
     steps(2)
 
     locations = [
