@@ -435,7 +435,11 @@ def _bins(manifests: list[ManifestFile], target: int) -> list[list[ManifestFile]
 
 
 class RowDelta(SnapshotProducer):
-    """Add data files and delete files (position and/or equality) in one snapshot."""
+    """Add data files and delete files (position and/or equality) in one snapshot.
+
+    An equality delete is registered under an unpartitioned spec when the parent
+    snapshot has live data files of another spec than its own, so that it reaches every
+    older row of its keys (:mod:`stream_sink.table.delete_scope`)."""
 
     def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
         super().__init__(table, branch)
