@@ -30,6 +30,12 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.io.errors import io_failure, quietly
+from stream_sink.table.delete_scope import (
+    as_global,
+    live_data_spec_ids,
+    needs_global_scope,
+    with_global_spec,
+)
 from stream_sink.table.manifest import (
     DataFile,
     DataFileContent,
@@ -117,6 +123,12 @@ class SnapshotProducer(ABC):
     ) -> list[ManifestFile]:
         """The new snapshot's manifests; every file written is appended to ``out``."""
 
+    def _prepare(self, base: TableMetadata, parent: Snapshot | None) -> TableMetadata:
+        """The metadata this attempt's snapshot is built on: ``base``, or ``base`` with
+        a change the snapshot needs (e.g. a partition spec its files are registered
+        under). The catalog swap still compares against ``base``."""
+        return base
+
     # --- commit ------------------------------------------------------------------------
 
     def commit(self) -> Snapshot:
@@ -130,7 +142,7 @@ class SnapshotProducer(ABC):
         parent = branch_head(base, self._branch)
         for check in self._validations:
             check(base, parent)
-        result = self._write(base, parent, attempt)
+        result = self._write(self._prepare(base, parent), parent, attempt)
         try:
             with io_failure(f"table {table.name}: writing metadata under", table.metadata_dir):
                 location, committed = table.catalog.commit_metadata(
@@ -423,7 +435,11 @@ def _bins(manifests: list[ManifestFile], target: int) -> list[list[ManifestFile]
 
 
 class RowDelta(SnapshotProducer):
-    """Add data files and delete files (position and/or equality) in one snapshot."""
+    """Add data files and delete files (position and/or equality) in one snapshot.
+
+    An equality delete is registered under an unpartitioned spec when the parent
+    snapshot has live data files of another spec than its own, so that it reaches every
+    older row of its keys (:mod:`stream_sink.table.delete_scope`)."""
 
     def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
         super().__init__(table, branch)
@@ -431,6 +447,7 @@ class RowDelta(SnapshotProducer):
         self._deletes: list[DataFile] = []
         self._referenced: set[str] = set()
         self._starting_snapshot_id: int | None = None
+        self._scoped: list[DataFile] = []  # the deletes as this attempt registers them
 
     def add_rows(self, f: DataFile) -> RowDelta:
         _check_files([f], [DataFileContent.DATA], "a row delta's data")
@@ -481,13 +498,32 @@ class RowDelta(SnapshotProducer):
             return Operation.OVERWRITE if self._data else Operation.DELETE
         return Operation.APPEND
 
+    def _prepare(self, base: TableMetadata, parent: Snapshot | None) -> TableMetadata:
+        """Decide, on the metadata of this attempt, which equality deletes must reach data
+        files of other specs (:mod:`stream_sink.table.delete_scope`); add an unpartitioned
+        spec for them when the table has none."""
+        self._scoped = list(self._deletes)
+        if parent is None or not any(
+            f.content == DataFileContent.EQUALITY_DELETES for f in self._deletes
+        ):
+            return base
+        live = live_data_spec_ids(self._parent_manifests(parent))
+        wide = [needs_global_scope(f, live, base) for f in self._deletes]
+        if not any(wide):
+            return base
+        metadata, spec_id = with_global_spec(base)
+        self._scoped = [
+            as_global(f, spec_id) if w else f for f, w in zip(self._deletes, wide, strict=True)
+        ]
+        return metadata
+
     def _manifests(
         self, base: TableMetadata, parent: Snapshot | None, summary: SummaryBuilder, out: list[str]
     ) -> list[ManifestFile]:
         if base.format_version < 2 and self._deletes:
             raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
         added = self._write_added(base, self._data, ManifestContent.DATA, summary, out)
-        added += self._write_added(base, self._deletes, ManifestContent.DELETES, summary, out)
+        added += self._write_added(base, self._scoped, ManifestContent.DELETES, summary, out)
         return added + self._parent_manifests(parent)
 
 

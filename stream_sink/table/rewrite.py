@@ -19,8 +19,10 @@ Invariants:
   are indexed, and each replaced data file is looked up in that index as if it had
   the starting snapshot's sequence number (partition, spec and file bounds decide,
   as Java's delete index). With ``data_sequence_number`` set, only position deletes
-  conflict: equality deletes committed meanwhile keep applying to the added files,
-  whose data sequence number is the old one. Without it, any such delete conflicts.
+  conflict, and a partitioned equality delete when the added files have another
+  partition spec than the replaced ones (it would not reach their rows): other equality
+  deletes committed meanwhile keep applying to the added files, whose data sequence
+  number is the old one. Without it, any such delete conflicts.
 - Added data files get ``data_sequence_number`` when set (their file sequence number
   is still the new snapshot's); added delete files inherit the new snapshot's.
 - Besides the delete files named, the commit drops delete files that can no longer
@@ -252,7 +254,7 @@ class RewriteFiles(SnapshotProducer):
         for data in self._data_remove.values():
             hits = index.for_data_file(start_seq, data)
             if self._data_seq is not None:
-                hits = [d for d in hits if d.content == DataFileContent.POSITION_DELETES]
+                hits = [d for d in hits if not self._still_applies(d, base)]
             if hits:
                 kind = "position delete" if self._data_seq is not None else "delete"
                 raise CommitValidationError(
@@ -260,6 +262,17 @@ class RewriteFiles(SnapshotProducer):
                     f"{hits[0].file_path} (committed after snapshot {start}) applies to "
                     f"replaced data file {data.file_path}; re-plan from the current snapshot"
                 )
+
+    def _still_applies(self, delete: DataFile, base: TableMetadata) -> bool:
+        """Whether ``delete``, committed after the starting snapshot, reaches the rewritten
+        rows in the added files as it reached them in the replaced ones: an equality
+        delete does when it is global or every added file keeps its spec (rows then keep
+        their partition); never a position delete (it names the replaced file)."""
+        if delete.content != DataFileContent.EQUALITY_DELETES:
+            return False
+        if base.spec_by_id(delete.spec_id).is_unpartitioned:
+            return True
+        return all(f.spec_id == delete.spec_id for f in self._data_add)
 
     def _added_deletes(
         self, base: TableMetadata, parent: Snapshot
