@@ -38,6 +38,7 @@ from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
 from stream_sink.io.fileio import FileIO
 from stream_sink.spark import query
+from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     PATH_COLUMN,
     DeltaAppendTask,
@@ -76,8 +77,10 @@ class DeltaSink:
 
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     The table is created from the first batch's schema (with ``partition_by``) when
-    ``path`` holds none. CDC modes need ``equality_fields`` and ``order_by``; changelog
-    mode needs ``row_kind_column`` (``+I/-U/+U/-D``).
+    ``path`` holds none: every column but the control columns (the row kind column and
+    ``from_debezium``'s, see :mod:`.control_columns`); order columns are data. CDC modes
+    need ``equality_fields`` and ``order_by``; changelog mode needs ``row_kind_column``
+    (``+I/-U/+U/-D``).
 
     ``path`` may be an ``s3://`` URI: ``storage_options`` are then the FileIO properties
     of the store (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
@@ -245,7 +248,7 @@ class DeltaSink:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(df.schema)
-        drop = [self.row_kind_column] if self.row_kind_column else []
+        drop = control_columns(df.schema, row_kind_column=self.row_kind_column)
         schema = pa.schema([f for f in schema if f.name not in drop])
         return DeltaTable.create(
             self.path,
