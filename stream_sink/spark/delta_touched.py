@@ -49,7 +49,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 DEFAULT_DRIVER_KEY_LIMIT = 1_000_000
-"""Distinct keys of a batch held on the driver at most (see bench/bench_delta_keys.py)."""
+"""Distinct keys of a batch held on the driver at most: bench/bench_delta_keys.py found
+8M long keys held and 32M failing at the default 1g driver memory; the rewrite tasks
+also carry the keys, so the limit stays well below."""
+
+_MAX_LIMIT = 2**31 - 2
+"""Spark's ``limit`` takes an int: a larger ``driver_key_limit`` means this one."""
 
 
 def rewrite_touched_files(
@@ -61,6 +66,7 @@ def rewrite_touched_files(
 ) -> DeltaBatch:
     """The removes and re-written rows for the batch's distinct keys ``keys_df`` (its
     columns: ``keys``, typed as the table's)."""
+    driver_key_limit = min(driver_key_limit, _MAX_LIMIT)
     head = _to_arrow(keys_df.limit(driver_key_limit + 1))
     if head.num_rows <= driver_key_limit:
         return _on_driver(keys_df, head, snapshot, shape, keys)
