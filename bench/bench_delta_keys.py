@@ -18,7 +18,9 @@ what counts): 8,000,000 keys held (370 s, driver RSS 314 MiB, JVM heap pools' pe
 1,088 MiB, the task carrying the keys pickled to 61 MiB, shipped with every rewrite
 task); 32,000,000 keys failed (a task of the collect aborted, the JVM out of room at
 1g). Hence ``driver_key_limit`` defaults to 1,000,000: a factor 8 below the last size
-that held, and a rewrite task of about 8 MiB.
+that held, and a rewrite task of about 8 MiB. ``upsert 100000 1``: keys on the driver
+18.46 s, on the executors 25.84 s (1.40x: the extra aggregate, read and joins cost on
+small batches), peak driver RSS 158 MiB.
 """
 
 from __future__ import annotations
