@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -76,19 +76,37 @@ def touched_files(snapshot: DeltaSnapshot, touched: pa.Table) -> list[AddFile]:
     """Live files whose statistics or partition values may hold a touched key."""
     if touched.num_rows == 0:
         return []
-    schema = snapshot.arrow_schema
-    checks: list[Callable[[AddFile], bool]] = []
+    ranges: dict[str, tuple[Any, Any]] = {}
+    partitions: dict[str, list[Any]] = {}
     for name in touched.column_names:
         col = touched.column(name)
-        field = schema.field(name)
         if name in snapshot.partition_columns:
-            values = {serialize_partition_value(v, field.type, name) for v in col.to_pylist()}
-            checks.append(_in_partitions(name, values))
+            partitions[name] = col.to_pylist()
         else:
             mm = pc.min_max(col)
-            lo = json_value(mm["min"].as_py(), field.type, upper=False)
-            hi = json_value(mm["max"].as_py(), field.type, upper=True)
-            checks.append(_in_range(name, lo, hi))
+            ranges[name] = (mm["min"].as_py(), mm["max"].as_py())
+    return files_for_keys(snapshot, ranges, partitions)
+
+
+def files_for_keys(
+    snapshot: DeltaSnapshot,
+    ranges: Mapping[str, tuple[Any, Any]],
+    partitions: Mapping[str, Sequence[Any]],
+) -> list[AddFile]:
+    """Live files that may hold a key whose values lie in ``ranges`` (a column's lowest
+    and highest value, from file statistics) and ``partitions`` (a partition column's
+    values). A key column in neither prunes nothing."""
+    schema = snapshot.arrow_schema
+    checks: list[Callable[[AddFile], bool]] = []
+    for name, values in partitions.items():
+        field = schema.field(name)
+        serialized = {serialize_partition_value(v, field.type, name) for v in values}
+        checks.append(_in_partitions(name, serialized))
+    for name, (low, high) in ranges.items():
+        field = schema.field(name)
+        lo = json_value(low, field.type, upper=False)
+        hi = json_value(high, field.type, upper=True)
+        checks.append(_in_range(name, lo, hi))
     files = sorted(snapshot.files.values(), key=lambda a: a.path)
     return [a for a in files if all(check(a) for check in checks)]
 

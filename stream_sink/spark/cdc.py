@@ -39,6 +39,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
+from stream_sink.spark.control_columns import (
+    KEY_FIELDS_COLUMN,
+    ORDER_COLUMN,
+    ROW_KIND_COLUMN,
+    marked,
+)
 from stream_sink.spark.errors import spark_error_message
 from stream_sink.table.schema import Schema
 
@@ -46,11 +52,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructField, StructType
 
-ROW_KIND_COLUMN = "_row_kind"
-ORDER_COLUMN = "_cdc_order"
 CHANGE_POSITION_FIELD = "_change"
 DEFAULT_ORDER_BY: tuple[str, ...] = ("source.lsn",)
-KEY_FIELDS_COLUMN = "_cdc_key_fields"
 SOURCE_DB, SOURCE_TABLE = "source.db", "source.table"
 ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
 KAFKA_KEY_COLUMN = "key"
@@ -137,8 +140,8 @@ def from_debezium(
     order_fields.append(F.col("c.seq").alias(CHANGE_POSITION_FIELD))
     return exploded.select(
         *(row.getField(f.name).alias(f.name) for f in rows.fields),
-        F.col("c.k").alias(row_kind_column),
-        F.struct(*order_fields).alias(order_column),
+        marked(F.col("c.k"), row_kind_column),
+        marked(F.struct(*order_fields), order_column),
         *(F.col(name) for name, _ in extra),
     )
 
@@ -308,7 +311,7 @@ def _source_columns(
         payload = F.get_json_object(key, "$.payload")
         text = F.when(payload.isNotNull(), payload).otherwise(key)
         parsed = F.from_json(text, "map<string,string>")
-        out.append((KEY_FIELDS_COLUMN, F.map_keys(parsed)))
+        out.append((KEY_FIELDS_COLUMN, marked(F.map_keys(parsed), KEY_FIELDS_COLUMN)))
     return out
 
 

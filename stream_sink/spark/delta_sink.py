@@ -16,10 +16,8 @@ checkpointed and committed before the next is planned.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,19 +31,19 @@ from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
-from stream_sink.delta.merge import rewrite_touched, touched_files
+from stream_sink.delta.merge import rewrite_touched
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
 from stream_sink.io.fileio import FileIO
 from stream_sink.spark import query
+from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
-    PATH_COLUMN,
     DeltaAppendTask,
     DeltaInsertTask,
-    DeltaRewriteTask,
     TableShape,
     merge_batches,
 )
+from stream_sink.spark.delta_touched import DEFAULT_DRIVER_KEY_LIMIT, rewrite_touched_files
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.options import (
@@ -76,14 +74,20 @@ class DeltaSink:
 
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     The table is created from the first batch's schema (with ``partition_by``) when
-    ``path`` holds none. CDC modes need ``equality_fields`` and ``order_by``; changelog
-    mode needs ``row_kind_column`` (``+I/-U/+U/-D``).
+    ``path`` holds none: every column but the control columns (the row kind column and
+    ``from_debezium``'s, see :mod:`.control_columns`); order columns are data. CDC modes
+    need ``equality_fields`` and ``order_by``; changelog mode needs ``row_kind_column``
+    (``+I/-U/+U/-D``).
 
     ``path`` may be an ``s3://`` URI: ``storage_options`` are then the FileIO properties
     of the store (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
     ``s3.region``), used by the driver and the executors, and each log version is
     created with a conditional PUT. ``spark_checkpoint_location`` overrides where
     Spark's own checkpoint goes (default: ``<checkpoint_location>/spark``).
+
+    ``driver_key_limit``: CDC batches with at most this many distinct keys find the files
+    to rewrite on the driver; larger ones keep their keys on the executors (semi- and
+    anti-joins there, see :mod:`.delta_touched`), so no batch is too large for the driver.
     """
 
     def __init__(
@@ -101,6 +105,7 @@ class DeltaSink:
         configuration: Mapping[str, str] | None = None,
         storage_options: Mapping[str, str] | None = None,
         spark_checkpoint_location: str | None = None,
+        driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -118,6 +123,9 @@ class DeltaSink:
         self.state_dir = state_dir_for(resolve_location(state_dir), self.sink_id)
         self.configuration = dict(configuration or {})
         self.storage_options = dict(storage_options or {})
+        if driver_key_limit < 0:
+            raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
+        self.driver_key_limit = driver_key_limit
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
@@ -245,7 +253,7 @@ class DeltaSink:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(df.schema)
-        drop = [self.row_kind_column] if self.row_kind_column else []
+        drop = control_columns(df.schema, row_kind_column=self.row_kind_column)
         schema = pa.schema([f for f in schema if f.name not in drop])
         return DeltaTable.create(
             self.path,
@@ -276,21 +284,17 @@ class DeltaSink:
             raise MissingColumnError(f"DeltaSink {self.sink_id}: the batch lacks {missing}")
         if self.mode == "upsert" and self.row_kind_column:
             df = df.where(F.col(self.row_kind_column) != "-U")
-        touched = _to_arrow(df.select(*self.keys).distinct())
-        touched = pa.Table.from_arrays(
-            [touched.column(k).cast(table.schema.field(k).type) for k in self.keys],
-            names=list(self.keys),
-        )
-        files = touched_files(table.snapshot, touched)
-        spark = df.sparkSession
-        parts: list[DeltaBatch] = []
-        if files:
-            rows = [(json.dumps(a.to_json()),) for a in files]
-            todo = spark.createDataFrame(rows, f"{PATH_COLUMN} string").repartition(
-                min(len(rows), spark.sparkContext.defaultParallelism)
-            )
-            task = DeltaRewriteTask(shape, self.keys, touched, int(time.time() * 1000))
-            parts.append(_collect(todo.mapInArrow(task, RESULT_DDL)))
+        types = _spark_schema(table.schema)
+        keys_df = df.select(*(F.col(k).cast(types[k].dataType).alias(k) for k in self.keys))
+        keys_df = keys_df.distinct().persist()
+        try:
+            parts = [
+                rewrite_touched_files(
+                    keys_df, table.snapshot, shape, self.keys, self.driver_key_limit
+                )
+            ]
+        finally:
+            keys_df.unpersist()
         cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
         changes = (
             df.select(*cols, *[c for c in self.order_by if c not in cols])
@@ -312,7 +316,7 @@ def _collect(df: Any) -> DeltaBatch:
     return merge_batches([bytes(r[RESULT_COLUMN]) for r in df.collect()])
 
 
-def _to_arrow(df: Any) -> pa.Table:
-    if hasattr(df, "toArrow"):
-        return df.toArrow()  # type: ignore[no-any-return]
-    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)

@@ -7,6 +7,8 @@ propagates; a retried attempt writes new, uniquely named files.
 - :class:`DeltaAppendTask`: the rows as data files (append and overwrite).
 - :class:`DeltaRewriteTask`: copy-on-write of the touched files it is given: each is
   read, the batch's touched keys anti-joined away, the rest rewritten; the file removed.
+- :class:`DeltaReadTask`: the rows of the files it is given, each with its file's path
+  (the copy-on-write of a batch whose keys stay on the executors).
 - :class:`DeltaInsertTask`: the batch's net changes of the keys hashed to this task
   (all changes of one key reach one task, sorted by key and order) as new data files.
 """
@@ -140,6 +142,32 @@ class DeltaRewriteTask:
             _abort(io, self.table.location, written)
             raise
         yield _result(DeltaBatch(tuple(written), tuple(removes)))
+
+
+FILE_COLUMN = "__ss_file"
+"""The column of a :class:`DeltaReadTask` row naming the file it was read from."""
+
+
+@dataclass(frozen=True)
+class DeltaReadTask:
+    """Rows: one ``add`` column of AddFile JSON per file; yields every row of each file
+    (partition columns filled in) as ``schema`` (the table's columns as Spark carries
+    them, then :data:`FILE_COLUMN`)."""
+
+    table: TableShape
+    schema: pa.Schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        io = self.table.io()
+        table_schema = self.table.schema
+        snapshot = _shape_only(self.table)
+        for batch in batches:
+            for raw in batch.column(PATH_COLUMN).to_pylist():
+                add = parse_action({"add": json.loads(raw)}, where="a touched file")
+                assert isinstance(add, AddFile)
+                rows = read_file(snapshot, io, add, table_schema)
+                rows = rows.append_column(FILE_COLUMN, pa.array([add.path] * rows.num_rows))
+                yield from rows.cast(self.schema).to_batches()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ Invariants:
   commit leaves a table with an extra optional column and no data written against a
   schema it lacks; the replayed batch finds the change already made and commits
   nothing more (the change is computed against the table's current schema).
+- Every user column is added, order columns included; only the sink's control columns
+  (row kind, routing, ``from_debezium``'s, see :mod:`.control_columns`) never are.
 - Columns are never dropped or narrowed; incompatible changes (string→int, narrowing)
   raise IncompatibleSchemaChangeError naming the column, both types and the option.
 """
@@ -26,6 +28,7 @@ import pyarrow as pa
 from stream_sink.exceptions import IncompatibleSchemaChangeError, SchemaMismatchError
 from stream_sink.failpoints import AFTER_SCHEMA_CHANGE, failpoint
 from stream_sink.spark import schema_check
+from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -46,7 +49,9 @@ def evolve_for_batch(spark_schema: StructType, table: Table, options: SinkOption
     if mode == "none":
         return False
     data = schema_check.spark_to_arrow(spark_schema, table.name)
-    extra = set(schema_check.non_table_columns(options, table.schema()))
+    extra = control_columns(
+        spark_schema, row_kind_column=options.row_kind_column, table_column=options.table_column
+    )
     written = pa.schema([f for f in data if f.name not in extra])
     before = table.metadata.current_schema_id
     compatible = mode == "compatible"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.spark import cdc_guard, distribution, schema_check
+from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.options import SinkOptions
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
@@ -108,7 +109,13 @@ def plan_batch(spark_schema: StructType, table: Table, options: SinkOptions) -> 
     where = table.name
     schema, spec = table.schema(), table.spec()
     data = schema_check.spark_to_arrow(spark_schema, where)
-    extra = schema_check.non_table_columns(options, schema)
+    control = control_columns(
+        spark_schema, row_kind_column=options.row_kind_column, table_column=options.table_column
+    )
+    extra = (
+        *schema_check.non_table_columns(options, schema),
+        *sorted(c for c in control if not schema.has_field(c)),
+    )
     schema_check.check_data_schema(data, schema, ignore=extra, where=where)
     written = [n for n in data.names if n not in extra]
     names = tuple(data.names)

@@ -16,6 +16,8 @@ Per micro-batch (driver):
 5. Each table's committer processes its result (a durable pending entry); when a
    checkpoint is due every table with pending batches is checkpointed and committed,
    each under its own operator id ``<sink id>=<table>`` and so with its own watermark.
+6. With ``maintenance=``, the committed tables are offered to their own maintenance
+   triggers; at most one table's run at a time (:mod:`.routed_maintenance`).
 
 Invariants:
 - Exactly once per table: a crash between two tables' commits leaves the committed
@@ -55,13 +57,15 @@ from stream_sink.exceptions import (
     SchemaMismatchError,
     ValidationError,
 )
+from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import distribution, query, schema_check
-from stream_sink.spark.cdc import KEY_FIELDS_COLUMN
+from stream_sink.spark.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.routed_maintenance import RoutedMaintenance
 from stream_sink.state import state_dir_for
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.table import Table
@@ -237,8 +241,14 @@ class Router:
         template: TableTemplate,
         create_tables: bool,
         dead_letter_table: str | None = None,
+        maintenance: MaintenanceOptions | None = None,
     ) -> None:
         self.catalog = catalog
+        self.maintenance = (
+            None
+            if maintenance is None
+            else RoutedMaintenance(catalog, maintenance, options.sink_id)
+        )
         self.dead_letter = dead_letter_table
         self.options = options
         self.template = template
@@ -287,7 +297,7 @@ class Router:
                 f"sink {self.options.sink_id}: the routing column {col!r} is missing from the "
                 f"DataFrame (columns: {df.columns})"
             )
-        data = [c for c in df.columns if c not in self._control_columns()]
+        data = list(self._data_columns(df.schema))
         aggs = [F.count(distribution.column(c)).alias(f"n{i}") for i, c in enumerate(data)]
         if KEY_FIELDS_COLUMN in df.columns:
             aggs.append(F.first(F.col(KEY_FIELDS_COLUMN), ignorenulls=True).alias("key"))
@@ -307,12 +317,18 @@ class Router:
                 keys[name] = tuple(row["key"])
         return BatchTables(columns, keys, tuple(dead))
 
-    def _control_columns(self) -> set[str]:
+    def _data_columns(self, schema: StructType) -> tuple[str, ...]:
+        """The user's columns: all but the routing, row kind and ``from_debezium``'s
+        columns (:mod:`.control_columns`); order columns are data."""
+        return data_columns(
+            schema, row_kind_column=self.options.row_kind_column, table_column=self.table_column
+        )
+
+    def _cdc_columns(self, schema: StructType) -> set[str]:
+        """The row kind and order columns of ``schema`` a CDC plan reads."""
         opts = self.options
-        out = {self.table_column, KEY_FIELDS_COLUMN, *opts.order_by}
-        if opts.row_kind_column:
-            out.add(opts.row_kind_column)
-        return out
+        named = {c for c in (opts.row_kind_column, *opts.order_by) if c}
+        return named & set(schema.fieldNames())
 
     def _routing_problem(self, name: Any) -> str | None:
         """Why rows routed by ``name`` cannot be written (None: they can)."""
@@ -342,19 +358,21 @@ class Router:
         sink = runtime.tables.get(name) or self._open_table(runtime, name, spark_schema, found)
         table, opts = sink.table, sink.options
         table.refresh()
-        wanted = found.columns[name] | set(
-            self._control_columns() - {self.table_column, KEY_FIELDS_COLUMN}
-        )
+        wanted = found.columns[name] | self._cdc_columns(spark_schema)
         sub = _sub_schema(spark_schema, wanted)
         evolve_for_batch(sub, table, opts)
-        missing = sorted(c for c in found.columns[name] if not table.schema().has_field(c))
+        # as for one table: an order column the table lacks is read, not written
+        optional = set(self.options.order_by)
+        missing = sorted(
+            c for c in found.columns[name] - optional if not table.schema().has_field(c)
+        )
         if missing:
             raise SchemaMismatchError(
                 f"sink {self.options.sink_id}: rows for table {name} carry values in columns "
                 f"{missing} that the table does not have{HINT_NONE}"
             )
         present = {c for c in spark_schema.fieldNames() if table.schema().has_field(c)}
-        keep = _sub_schema(spark_schema, present | (wanted - found.columns[name]))
+        keep = _sub_schema(spark_schema, present | self._cdc_columns(spark_schema))
         return plan_batch(keep, table, opts)
 
     def _open_table(
@@ -518,9 +536,12 @@ class Router:
         except BaseException:
             committer.close()
             raise
+        if self.maintenance is not None:
+            self.maintenance.open_table(name, committer.uncommitted_paths)
         return _TableSink(table, committer, replace(opts, table=name, table_column=None))
 
     def checkpoint(self, runtime: RoutedRuntime, checkpoint_id: int) -> None:
+        committed = {}
         for name in sorted(runtime.tables):
             c = runtime.tables[name].committer
             if not c.pending_batch_ids and not c.staged_checkpoints:
@@ -528,9 +549,12 @@ class Router:
             c.snapshot_state(checkpoint_id)
             c.complete_checkpoint(checkpoint_id)
             c.notify_checkpoint_complete(checkpoint_id)
+            committed[name] = runtime.tables[name].table.metadata
         runtime.routes.drop_committed(
             {name: t.committer.watermark for name, t in runtime.tables.items()}
         )
+        if self.maintenance is not None and committed:
+            self.maintenance.after_checkpoint(committed)
 
     def end_input(self) -> None:
         runtime = self.runtime

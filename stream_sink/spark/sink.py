@@ -48,6 +48,7 @@ from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.routing import Router, TableTemplate
 from stream_sink.spark.single_task import runs_in_one_task
 from stream_sink.spark.spark_files import (
@@ -95,7 +96,8 @@ class IcebergSink:
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
     ``stream_sink.spark.routing``); rows whose value names no table stop the query, or go
-    to ``dead_letter_table`` (append only, every column) when given.
+    to ``dead_letter_table`` (append only, every column) when given. ``maintenance``
+    then runs per table, one table's run at a time (``stream_sink.spark.routed_maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
     (Spark's own Parquet writer where it writes the table's files exactly, pyarrow
@@ -171,6 +173,7 @@ class IcebergSink:
                 TableTemplate.parse(table_template),
                 create_tables,
                 dead_letter_table,
+                maintenance,
             )
         elif create_tables or table_template or dead_letter_table:
             raise InvalidOptionError(
@@ -178,11 +181,6 @@ class IcebergSink:
             )
         else:
             _require_table(catalog, self.options.table)
-        if maintenance is not None and self._router is not None:
-            raise InvalidOptionError(
-                "maintenance= runs on the sink's one table; with table_column= run "
-                "`stream-sink maintain TABLE` (or table.maintenance) per table instead"
-            )
         self._runtime: _Runtime | None = None
         self.maintenance_options = maintenance
         self._maintenance: SinkMaintenance | None = None
@@ -346,13 +344,24 @@ class IcebergSink:
             self._abandon()
             if self._maintenance is not None:
                 self._maintenance.wait()
+            if self._router is not None and self._router.maintenance is not None:
+                self._router.maintenance.wait()
 
     # --- metrics ------------------------------------------------------------------------------
 
     @property
     def maintenance_metrics(self) -> MaintenanceMetricsSnapshot | None:
-        """Runs, failures and conflicts of the in-job maintenance (None when not enabled)."""
+        """Runs, failures and conflicts of the in-job maintenance (None when not enabled);
+        with ``table_column``, the sum over the tables
+        (``sink.routed_maintenance.metrics_by_table`` has each)."""
+        if self._router is not None and self._router.maintenance is not None:
+            return self._router.maintenance.metrics
         return self._maintenance.metrics if self._maintenance is not None else None
+
+    @property
+    def routed_maintenance(self) -> RoutedMaintenance | None:
+        """With ``table_column`` and ``maintenance``: each table's maintenance."""
+        return self._router.maintenance if self._router is not None else None
 
     def metrics_snapshot(self) -> SinkMetricsSnapshot:
         """The writers' and the committer's metrics now (the committer's as of its last use

@@ -33,6 +33,7 @@ from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
+from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.delta_sink import DeltaSink
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
 from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
@@ -58,13 +59,14 @@ def prepare_delta_write(
     ):
         options = dataclasses.replace(options, mode="overwrite")
     columns = tuple(schema.fieldNames())
-    extra = {c for c in (options.row_kind_column, *options.order_by) if c}
+    named = {c for c in (options.row_kind_column, *options.order_by) if c}
+    extra = named | control_columns(schema, row_kind_column=options.row_kind_column)
     table = _table(options, schema)
     where = f"{WHERE}: Delta table {table.location}"
     table_cols = tuple(table.schema.names)
     lacking = [c for c in table_cols if c not in columns]
     _require(where, f"the DataFrame lacks the table's column(s) {lacking}; add them", lacking)
-    unnamed = [c for c in sorted(extra) if c not in columns]
+    unnamed = [c for c in sorted(named) if c not in columns]
     _require(
         where,
         f"the DataFrame lacks {unnamed}, named by row-kind-column or order-by; fix the option",
@@ -96,8 +98,8 @@ def _require(where: str, message: str, missing: list[str]) -> None:
 
 
 def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
-    """The table at ``options.path``; created from ``schema`` (without the row kind
-    column) when missing. ``partition-by`` must match an existing table's."""
+    """The table at ``options.path``; created from ``schema`` without its control columns
+    (:mod:`.control_columns`) when missing. ``partition-by`` must match an existing table's."""
     storage = options.storage
     if DeltaTable.is_delta_table(options.path, storage):
         table = DeltaTable.load(options.path, storage_options=storage)
@@ -111,7 +113,7 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow = to_arrow_schema(schema)
-    drop = {options.row_kind_column} - {None}
+    drop = control_columns(schema, row_kind_column=options.row_kind_column)
     arrow = pa.schema([f for f in arrow if f.name not in drop])
     missing = [c for c in options.partition_by if c not in arrow.names]
     if missing:

@@ -17,17 +17,17 @@ Invariants:
   about the commit protocol changes: the WriteResult goes to the committer exactly as
   the pyarrow route's does.
 - Session settings the files depend on (INT64 microsecond timestamps, field ids,
-  proleptic Gregorian dates) are set only for the write when the session's differ,
-  and restored afterwards; codec, its level and the row-group and page sizes travel
-  as per-write options.
+  proleptic Gregorian dates; Spark reads them from the session only, never from write
+  options) hold in a private clone of the session the write runs in
+  (:mod:`.private_session`): the caller's session and its other queries never see
+  them. Codec, its level and the row-group and page sizes travel as per-write options.
 - Files without rows (Spark writes one for an empty batch) are deleted, not committed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,12 +40,13 @@ from stream_sink.spark.file_columns import (
     partition_value,
     unsupported,
 )
+from stream_sink.spark.private_session import with_settings
 from stream_sink.table.types import DateType, TimestampType, TimestamptzType
 from stream_sink.write.result import WriteResult
 from stream_sink.write.written_file import describe_file
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from stream_sink.write.writer_factory import TaskWriterFactory
 
@@ -142,7 +143,7 @@ def write_batch(
     :func:`rows_per_file`; None: one file per task and partition)."""
     if projection is None:
         projection = Projection.build(factory, df.columns, where)
-    out = df.select(*projection.columns)
+    out = with_settings(df.select(*projection.columns), _needed_settings(factory))
     directory = f"{factory.data_location}/{factory.operation_id}"
     options = _write_options(factory)
     if max_rows_per_file is not None:
@@ -151,8 +152,7 @@ def write_batch(
     if projection.partition_names:
         writer = writer.partitionBy(*projection.partition_names)
     try:
-        with _session_settings(df.sparkSession, _needed_settings(factory)):
-            writer.parquet(directory)
+        writer.parquet(directory)
     except Exception as e:
         reraise_stream_sink_error(e)
         raise
@@ -186,26 +186,6 @@ def _needed_settings(factory: TaskWriterFactory) -> dict[str, str]:
     if types & {DateType, TimestamptzType, TimestampType}:
         settings["spark.sql.parquet.datetimeRebaseModeInWrite"] = "CORRECTED"
     return settings
-
-
-@contextlib.contextmanager
-def _session_settings(session: SparkSession, wanted: Mapping[str, str]) -> Iterator[None]:
-    """``wanted`` set for the block where the session differs; restored afterwards."""
-    conf = session.conf
-    saved: dict[str, str | None] = {}
-    for key, value in wanted.items():
-        current = conf.get(key, None)
-        if current is None or current.upper() != value.upper():
-            saved[key] = current
-            conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                conf.unset(key)
-            else:
-                conf.set(key, old)
 
 
 def _describe(

@@ -117,6 +117,39 @@ def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Pa
     every_version_agrees(loc, ("id", "v"))
 
 
+@pytest.mark.parametrize("partition_by", [None, ["p"]])
+def test_delta_upsert_beyond_the_driver_key_limit_keeps_its_keys_on_the_executors(
+    spark: Any, tmp_path: Path, partition_by: list[str] | None
+) -> None:
+    """``driver_key_limit=1``: every batch of two or more keys finds the files to rewrite
+    with joins on the executors. Exactly the files holding a touched key are replaced: the
+    second batch's file lies within the keys' range [1, 5] but holds neither key."""
+    upserts = [
+        [{"id": 1, "p": "a", "v": "x", "seq": 1}, {"id": 2, "p": "a", "v": "y", "seq": 2}],
+        [{"id": 4, "p": "a", "v": "z", "seq": 3}, {"id": 6, "p": "a", "v": "w", "seq": 4}],
+        [{"id": 1, "p": "a", "v": "x2", "seq": 5}, {"id": 5, "p": "a", "v": "n", "seq": 6}],
+    ]
+    loc = run(
+        spark,
+        tmp_path,
+        "spill",
+        upserts,
+        "id long, p string, v string, seq long",
+        mode="upsert",
+        equality_fields=["id", "p"],
+        order_by="seq",
+        partition_by=partition_by,
+        driver_key_limit=1,
+    )
+    expected = [(1, "x2"), (2, "y"), (4, "z"), (5, "n"), (6, "w")]
+    assert rows_of(delta_rs_rows(loc), "id", "v") == expected
+    table = DeltaTable.load(loc)
+    second = set(table.snapshot_at(2).files) - set(table.snapshot_at(1).files)
+    assert second and second <= set(table.snapshot.files)  # left alone
+    assert len(table.snapshot.tombstones) == 1  # the first batch's file, rewritten
+    every_version_agrees(loc, ("id", "v"))
+
+
 def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="needs equality_fields"):
         DeltaSink(path=str(tmp_path / "t"), mode="upsert", order_by="seq")

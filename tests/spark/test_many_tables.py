@@ -14,6 +14,7 @@ from many_tables import KEYS, SOURCE_SCHEMA, TABLES, events
 from streams import run_available, write_batches
 
 import stream_sink as ss
+from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import IcebergSink
 from stream_sink.spark.cdc import from_debezium
 from stream_sink.state import state_dir_for
@@ -62,6 +63,31 @@ def test_one_query_into_three_tables_each_exact(spark: Any, tmp_path: Path) -> N
     locations = {n: catalog.load_table(n).metadata_location for n in TABLES}
     run(spark, tmp_path, routed_sink(catalog, tmp_path))
     assert {n: catalog.load_table(n).metadata_location for n in TABLES} == locations
+
+
+def test_each_routed_table_gets_in_sink_maintenance(spark: Any, tmp_path: Path) -> None:
+    """``maintenance=`` with ``table_column=``: per-table triggers, one run at a time,
+    in the foreground here (each micro-batch waits for at most one table's run)."""
+    batches, model = events(files=4, per_file=25)
+    write_batches(tmp_path / "in", batches)
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    options = MaintenanceOptions(commit_count=2, min_input_files=2, background=False)
+    sink = routed_sink(catalog, tmp_path, maintenance=options)
+    run(spark, tmp_path, sink)
+    for name in TABLES:
+        got = {r[KEYS[name]]: r for r in catalog.load_table(name).scan().to_arrow().to_pylist()}
+        assert got == model[name], name
+    assert sink.routed_maintenance is not None
+    runs = {n: m.runs for n, m in sink.routed_maintenance.metrics_by_table.items()}
+    assert set(runs) == set(TABLES) and sum(runs.values()) >= 2, runs
+    metrics = sink.maintenance_metrics
+    assert metrics is not None and metrics.failures == 0 and metrics.runs == sum(runs.values())
+    replaced = [
+        n
+        for n in TABLES
+        if any(s.operation == "replace" for s in catalog.load_table(n).snapshots())
+    ]
+    assert set(replaced) == {n for n, r in runs.items() if r}, (replaced, runs)
 
 
 def test_a_routing_value_naming_no_table_stops_the_query(spark: Any, tmp_path: Path) -> None:

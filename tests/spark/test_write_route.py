@@ -71,3 +71,65 @@ def test_rows_per_file_come_from_the_tables_bytes_per_record() -> None:
     assert rows_per_file({"total-records": "0", "total-files-size": "0"}, 10_000) is None
     assert rows_per_file({}, 10_000) is None
     assert rows_per_file({"total-records": "x", "total-files-size": "1"}, 10_000) is None
+
+
+def _hold_until(gate: Path) -> Any:
+    """A UDF (identity on timestamps) whose task says it started, then waits for ``go``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    def held(ts: Any) -> Any:
+        import time as t
+
+        (gate / "started").touch()
+        deadline = t.monotonic() + 120
+        while not (gate / "go").exists() and t.monotonic() < deadline:
+            t.sleep(0.05)
+        return ts
+
+    return F.udf(held, TimestampType())
+
+
+def test_the_spark_route_never_changes_its_sessions_settings(spark: Any, tmp_path: Path) -> None:
+    """Two writes in one session at once: the Spark route writes its timestamptz column as
+    INT64 microseconds with field ids while, in the middle of its write, another query of
+    the same session writes timestamps with the session's own setting (INT96)."""
+    import threading
+
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from stream_sink.spark.spark_files import write_batch
+
+    key = "spark.sql.parquet.outputTimestampType"
+    assert spark.conf.get(key) == "INT96"  # Spark's default, which the other query keeps
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("ts", pa.timestamp("us", "UTC"))])
+    f = factory(tmp_path, schema)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    ts = _hold_until(gate)(F.timestamp_seconds(F.col("id")))
+    batch = spark.range(3).coalesce(1).select("id", ts.alias("ts"))
+    written: list[Any] = []
+    route = threading.Thread(target=lambda: written.append(write_batch(batch, f, "db.t")))
+    route.start()
+    try:
+        for _ in range(2400):  # the route's task is running (its settings in force)
+            if (gate / "started").exists() or not route.is_alive():
+                break
+            threading.Event().wait(0.05)
+        assert (gate / "started").exists()
+        assert spark.conf.get(key) == "INT96"
+        spark.range(1).select(F.timestamp_seconds("id").alias("ts")).write.parquet(
+            str(tmp_path / "other")
+        )
+    finally:
+        (gate / "go").touch()
+        route.join()
+    other = next((tmp_path / "other").glob("*.parquet"))
+    assert pq.ParquetFile(other).schema.column(0).physical_type == "INT96"
+    (result,) = written
+    (data_file,) = result.data_files
+    ours = pq.ParquetFile(data_file.file_path.removeprefix("file:"))
+    assert ours.schema.column(1).physical_type == "INT64"
+    assert ours.schema_arrow.field("ts").metadata[b"PARQUET:field_id"] == b"2"
+    assert spark.conf.get(key) == "INT96"
