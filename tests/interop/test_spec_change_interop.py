@@ -49,8 +49,7 @@ def test_change_streams_stay_exact_while_java_changes_the_spec(
         for m in MODES
     }
     streams = {
-        m: ChangeStream("upsert" if m == "partitioned" else m, seed=i)
-        for i, m in enumerate(MODES)
+        m: ChangeStream("upsert" if m == "partitioned" else m, seed=i) for i, m in enumerate(MODES)
     }
 
     def steps(n: int) -> None:
