@@ -139,7 +139,7 @@ class DeltaTarget(CommitTarget):
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
     ) -> list[str]:
         snapshot = self.table.refresh().snapshot
-        keep = set(snapshot.files) | set(snapshot.tombstones)
+        keep = set(snapshot.files) | {r.path for r in snapshot.tombstones.values()}
         deleted = []
         for f in files:
             for path in f.all_paths():

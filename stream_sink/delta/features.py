@@ -1,9 +1,22 @@
 """Which Delta protocols this package reads and writes; refusing the others by name.
 
-Reader: version 1, or 3 with reader features within :data:`READER_FEATURES`.
-Writer: versions 1-2 (appendOnly, invariants), or 7 with writer features within
-:data:`WRITER_FEATURES`. Versions 3-6 imply features this package does not implement
-(check constraints, change data feed, generated columns, column mapping, identity).
+Reader: version 1; version 2 (column mapping); or 3 with reader features within
+:data:`READER_FEATURES`. Writer: versions 1-2 (appendOnly, invariants), or 7 with writer
+features within :data:`WRITER_FEATURES`. Legacy writer versions 3-6 imply features this
+package does not write (check constraints, change data feed, generated columns,
+identity columns) and are refused.
+
+What each supported feature means here:
+- ``deletionVectors``: rows a file's deletion vector names are never read; a MERGE keeps
+  them deleted and may itself write deletion vectors (when ``delta.enableDeletionVectors``).
+- ``columnMapping`` (``name`` and ``id``): files are read and written by physical names
+  and Parquet field ids (:mod:`.column_mapping`).
+- ``v2Checkpoint``: UUID-named and classic V2 checkpoints with sidecars are read; this
+  package writes classic V1 checkpoints, which the protocol allows on such tables.
+- ``typeWidening`` (and its preview name): files written before a widening read as the
+  wider type; every recorded type change is checked to be one the protocol allows.
+- ``vacuumProtocolCheck``: no effect on reads or commits; this package deletes no data
+  files of a table except files it wrote and never committed, so it runs no VACUUM.
 """
 
 from __future__ import annotations
@@ -14,15 +27,26 @@ from stream_sink.exceptions import UnsupportedError, ValidationError
 
 from .actions import Protocol
 
-READER_FEATURES = frozenset({"timestampNtz"})
-WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
+READER_FEATURES = frozenset(
+    {
+        "timestampNtz",
+        "deletionVectors",
+        "columnMapping",
+        "v2Checkpoint",
+        "typeWidening",
+        "typeWidening-preview",
+        "vacuumProtocolCheck",
+    }
+)
+WRITER_FEATURES = READER_FEATURES | frozenset({"appendOnly", "invariants"})
 _LEGACY_WRITER = {
     3: "checkConstraints",
     4: "changeDataFeed, generatedColumns",
-    5: "columnMapping",
+    5: "checkConstraints, changeDataFeed, generatedColumns",
     6: "identityColumns",
 }
 APPEND_ONLY = "delta.appendOnly"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 
 
 def protocol_for(uses_timestamp_ntz: bool) -> Protocol:
@@ -32,13 +56,40 @@ def protocol_for(uses_timestamp_ntz: bool) -> Protocol:
     return Protocol(1, 2)
 
 
+def reader_features(protocol: Protocol) -> frozenset[str]:
+    """The reader features in effect (reader version 2 implies ``columnMapping``)."""
+    if protocol.min_reader_version == 2:
+        return frozenset({"columnMapping"})
+    if protocol.min_reader_version >= 3:
+        return frozenset(protocol.reader_features or ())
+    return frozenset()
+
+
+def writer_features(protocol: Protocol) -> frozenset[str]:
+    """The writer features in effect (legacy versions as the features they imply)."""
+    v = protocol.min_writer_version
+    if v >= 7:
+        return frozenset(protocol.writer_features or ())
+    implied = {2: {"appendOnly", "invariants"}, 5: {"columnMapping"}}
+    out: set[str] = set()
+    for level in range(2, min(v, 6) + 1):
+        out |= implied.get(level, set())
+    return frozenset(out)
+
+
+def supports_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
+    """True when a writer may write new deletion vectors on this table."""
+    return (
+        "deletionVectors" in writer_features(protocol)
+        and configuration.get(ENABLE_DELETION_VECTORS, "false").lower() == "true"
+    )
+
+
 def check_readable(protocol: Protocol, where: str) -> None:
     """Raise UnsupportedError naming what this reader lacks."""
     v = protocol.min_reader_version
-    if v == 1:
+    if v in (1, 2):
         return
-    if v == 2:
-        raise UnsupportedError(f"{where}: reader version 2 (columnMapping) is not supported")
     if v == 3:
         missing = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
         if missing:

@@ -29,6 +29,7 @@ from .scan import read_snapshot
 from .schema import normalize_timestamps, schema_from_arrow, uses_timestamp_ntz
 from .snapshot import DeltaSnapshot
 from .transaction import DeltaTransaction
+from .type_widening import check_type_changes
 from .writer import write_data_files
 
 
@@ -56,7 +57,9 @@ class DeltaTable:
     ) -> DeltaTable:
         log = DeltaLog(location, io, storage_options)
         snapshot = load_snapshot(log, version)
-        check_readable(snapshot.protocol, f"Delta table {log.location}")
+        where = f"Delta table {log.location}"
+        check_readable(snapshot.protocol, where)
+        check_type_changes(snapshot.metadata.schema_string, where)
         return cls(log, snapshot)
 
     @classmethod
@@ -159,7 +162,12 @@ class DeltaTable:
     def append(self, data: pa.Table) -> int:
         """Append ``data`` as one version (a blind append); returns the version."""
         adds = write_data_files(
-            self.location, data, self.schema, self.partition_columns, io=self.io
+            self.location,
+            data,
+            self.schema,
+            self.partition_columns,
+            io=self.io,
+            mapping=self._snapshot.column_mapping,
         )
         txn = self.new_transaction().add_all(adds)
         return txn.commit("WRITE", {"mode": "Append"})

@@ -133,8 +133,9 @@ def _set_protocol(loc: str, protocol: Protocol) -> None:
 def test_table_needing_unsupported_reader_features_is_refused_naming_them(tmp_path):
     loc = str(tmp_path / "t")
     DeltaTable.create(loc, SCHEMA)
-    _set_protocol(loc, Protocol(3, 7, ("deletionVectors", "v2Checkpoint"), ("deletionVectors",)))
-    wanted = r"reader features \['deletionVectors', 'v2Checkpoint'\]"
+    features = ("deletionVectors", "variantType", "catalogManaged")
+    _set_protocol(loc, Protocol(3, 7, features, features))
+    wanted = r"reader features \['catalogManaged', 'variantType'\]"
     with pytest.raises(UnsupportedError, match=wanted):
         DeltaTable.load(loc)
 
