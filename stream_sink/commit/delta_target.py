@@ -53,7 +53,10 @@ class DeltaTarget(CommitTarget):
     """A Delta table as the sink's target."""
 
     def __init__(self, table: DeltaTable) -> None:
-        check_writable(table.snapshot.protocol, f"Delta table {table.location}")
+        snapshot = table.snapshot
+        check_writable(
+            snapshot.protocol, f"Delta table {table.location}", snapshot.metadata.schema_string
+        )
         self.table = table
 
     @property

@@ -16,7 +16,12 @@ What each supported feature means here:
 - ``typeWidening`` (and its preview name): files written before a widening read as the
   wider type; every recorded type change is checked to be one the protocol allows.
 - ``vacuumProtocolCheck``: no effect on reads or commits; this package deletes no data
-  files of a table except files it wrote and never committed, so it runs no VACUUM.
+  files of a table except files it wrote and never committed, so it runs no VACUUM, and
+  its log cleanup runs only after a commit, which checked the writer protocol.
+- ``variantType`` / ``variantShredding`` are not supported: a table with a ``variant``
+  column is refused by name. Listed but not active (no ``variant`` column in the
+  schema, as on every table delta-rs 1.x creates with table features) they change
+  nothing any reader or writer does, and are accepted.
 """
 
 from __future__ import annotations
@@ -85,13 +90,24 @@ def supports_deletion_vectors(protocol: Protocol, configuration: Mapping[str, st
     )
 
 
-def check_readable(protocol: Protocol, where: str) -> None:
-    """Raise UnsupportedError naming what this reader lacks."""
+_VARIANT = frozenset({"variantType", "variantShredding", "variantType-preview"})
+
+
+def _unsupported(features: tuple[str, ...] | None, known: frozenset[str], schema: str) -> list[str]:
+    missing = set(features or ()) - known
+    if '"variant"' not in schema:  # supported but not active: no variant column
+        missing -= _VARIANT
+    return sorted(missing)
+
+
+def check_readable(protocol: Protocol, where: str, schema_string: str = '"variant"') -> None:
+    """Raise UnsupportedError naming what this reader lacks (``schema_string``: the
+    table's schema, to tell whether a listed variant feature is in use)."""
     v = protocol.min_reader_version
     if v in (1, 2):
         return
     if v == 3:
-        missing = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
+        missing = _unsupported(protocol.reader_features, READER_FEATURES, schema_string)
         if missing:
             raise UnsupportedError(
                 f"{where}: the table needs reader features {missing} that stream_sink does "
@@ -101,9 +117,9 @@ def check_readable(protocol: Protocol, where: str) -> None:
     raise UnsupportedError(f"{where}: reader version {v} is newer than stream_sink supports (3)")
 
 
-def check_writable(protocol: Protocol, where: str) -> None:
+def check_writable(protocol: Protocol, where: str, schema_string: str = '"variant"') -> None:
     """Raise UnsupportedError naming the writer features this writer lacks."""
-    check_readable(protocol, where)
+    check_readable(protocol, where, schema_string)
     v = protocol.min_writer_version
     if v <= 2:
         return
@@ -113,7 +129,7 @@ def check_writable(protocol: Protocol, where: str) -> None:
             "not write; use a table with writer version 2 or 7 without those features"
         )
     if v == 7:
-        missing = sorted(set(protocol.writer_features or ()) - WRITER_FEATURES)
+        missing = _unsupported(protocol.writer_features, WRITER_FEATURES, schema_string)
         if missing:
             raise UnsupportedError(
                 f"{where}: the table needs writer features {missing} that stream_sink does "

@@ -94,7 +94,9 @@ class DeltaLog:
     def list_log(self) -> LogListing:
         """Commit versions and, per version, the checkpoint files a reader may use:
         UUID-named (V2) first, then classic, then a complete multi-part one."""
-        commits, uuid_named, classic = [], {}, {}
+        commits: list[int] = []
+        uuid_named: dict[int, tuple[str, ...]] = {}
+        classic: dict[int, tuple[str, ...]] = {}
         parts: dict[tuple[int, int], list[str]] = {}
         for name in self._names():
             stem, _, ext = name.partition(".")
@@ -105,7 +107,7 @@ class DeltaLog:
                 commits.append(version)
             elif ext == "checkpoint.parquet":
                 classic[version] = (name,)
-            elif m := _UUID_CHECKPOINT.match(ext):
+            elif _UUID_CHECKPOINT.match(ext):
                 uuid_named.setdefault(version, (name,))
             elif m := _PART_CHECKPOINT.match(ext):
                 parts.setdefault((version, int(m.group(2))), []).append(name)

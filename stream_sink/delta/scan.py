@@ -70,7 +70,8 @@ def read_file(
 
 def read_files(snapshot: DeltaSnapshot, io: FileIO, files: Iterable[AddFile]) -> pa.Table:
     schema = snapshot.arrow_schema
-    check_readable(snapshot.protocol, f"Delta table {snapshot.location}")
+    where = f"Delta table {snapshot.location}"
+    check_readable(snapshot.protocol, where, snapshot.metadata.schema_string)
     parts = [read_file(snapshot, io, add, schema) for add in files]
     if not parts:
         return schema.empty_table()

@@ -58,7 +58,7 @@ class DeltaTable:
         log = DeltaLog(location, io, storage_options)
         snapshot = load_snapshot(log, version)
         where = f"Delta table {log.location}"
-        check_readable(snapshot.protocol, where)
+        check_readable(snapshot.protocol, where, snapshot.metadata.schema_string)
         check_type_changes(snapshot.metadata.schema_string, where)
         return cls(log, snapshot)
 

@@ -138,7 +138,7 @@ class DeltaTransaction:
         )
 
     def _prepare(self, snapshot: DeltaSnapshot, where: str) -> None:
-        check_writable(snapshot.protocol, where)
+        check_writable(snapshot.protocol, where, snapshot.metadata.schema_string)
         if any(isinstance(a, RemoveFile) and a.data_change for a in self._actions):
             check_removes_allowed(snapshot.configuration, where)
         self._check_removes_live(snapshot, where)
