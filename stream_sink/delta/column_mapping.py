@@ -14,6 +14,8 @@ Invariant: the result has exactly the table schema's Arrow types and names.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,10 +26,10 @@ import pyarrow.compute as pc
 from stream_sink.exceptions import SchemaMismatchError
 
 from .actions import Protocol
-from .features import reader_features
+from .features import COLUMN_MAPPING_MODE, reader_features
 from .schema import FIELD_ID, ID, PHYSICAL_NAME, physical_schema, schema_fields
 
-MODE = "delta.columnMapping.mode"
+MODE = COLUMN_MAPPING_MODE
 MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
 MODES = ("none", "name", "id")
 
@@ -133,3 +135,30 @@ def _conform(array: pa.Array, delta_type: Any, target: pa.DataType, mode: str) -
     if array.type == target:
         return array
     return array.cast(target)
+
+
+def assign_physical(schema_string: str) -> tuple[str, int]:
+    """``schema_string`` with a physical name (``col-<uuid>``) and an id on every struct
+    field, nested ones included, as a new column-mapped table needs; also the largest
+    id (``delta.columnMapping.maxColumnId``)."""
+    doc = json.loads(schema_string)
+    counter = [0]
+
+    def visit(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        if t.get("type") == "struct":
+            for f in t["fields"]:
+                counter[0] += 1
+                meta = f.setdefault("metadata", {})
+                meta[ID] = counter[0]
+                meta[PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
+                visit(f["type"])
+        elif t.get("type") == "array":
+            visit(t["elementType"])
+        elif t.get("type") == "map":
+            visit(t["keyType"])
+            visit(t["valueType"])
+
+    visit(doc)
+    return json.dumps(doc, separators=(",", ":")), counter[0]

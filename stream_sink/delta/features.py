@@ -52,12 +52,25 @@ _LEGACY_WRITER = {
 }
 APPEND_ONLY = "delta.appendOnly"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 
 
-def protocol_for(uses_timestamp_ntz: bool) -> Protocol:
-    """The lowest protocol a new table needs."""
+def protocol_for(
+    uses_timestamp_ntz: bool, configuration: Mapping[str, str] | None = None
+) -> Protocol:
+    """The lowest protocol a new table needs: ``timestampNtz`` for a timestamp without a
+    zone, ``deletionVectors`` when ``delta.enableDeletionVectors`` is true,
+    ``columnMapping`` when ``delta.columnMapping.mode`` is name or id."""
+    config = configuration or {}
+    features = []
     if uses_timestamp_ntz:
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+        features.append("timestampNtz")
+    if config.get(ENABLE_DELETION_VECTORS, "false").lower() == "true":
+        features.append("deletionVectors")
+    if config.get(COLUMN_MAPPING_MODE, "none").lower() in ("name", "id"):
+        features.append("columnMapping")
+    if features:
+        return Protocol(3, 7, tuple(features), tuple(features))
     return Protocol(1, 2)
 
 

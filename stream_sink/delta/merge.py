@@ -175,7 +175,10 @@ def rewrite_file(
     ``deletion_vectors`` (default: what the table allows) permits a deletion vector."""
     schema = snapshot.arrow_schema
     rows = read_file(snapshot, io, add, schema, positions=True)
-    kept = rows.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
+    # the join sees only keys and positions: nested columns cannot pass through a join
+    slim = rows.select([*keys, POSITION])
+    survivors = slim.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
+    kept = rows.filter(pc.is_in(rows[POSITION], survivors[POSITION]))
     if kept.num_rows == rows.num_rows:
         return None
     if deletion_vectors is None:

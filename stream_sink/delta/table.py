@@ -21,6 +21,7 @@ from stream_sink.exceptions import SchemaMismatchError, TableAlreadyExistsError
 from stream_sink.io.fileio import FileIO
 
 from .actions import CommitInfo, Metadata
+from .column_mapping import MAX_COLUMN_ID, assign_physical
 from .conflicts import IsolationLevel
 from .features import check_readable, protocol_for
 from .log import DeltaLog
@@ -86,14 +87,14 @@ class DeltaTable:
         if missing:
             raise SchemaMismatchError(f"partition columns {missing} are not in the schema")
         now = int(time.time() * 1000)
-        protocol = protocol_for(uses_timestamp_ntz(schema))
+        config = {str(k): str(v) for k, v in (configuration or {}).items()}
+        protocol = protocol_for(uses_timestamp_ntz(schema), config)
+        schema_string = schema_from_arrow(schema)
+        if "columnMapping" in (protocol.reader_features or ()):
+            schema_string, max_id = assign_physical(schema_string)
+            config[MAX_COLUMN_ID] = str(max_id)
         metadata = Metadata(
-            str(uuid.uuid4()),
-            schema_from_arrow(schema),
-            tuple(partition_by),
-            {str(k): str(v) for k, v in (configuration or {}).items()},
-            now,
-            name,
+            str(uuid.uuid4()), schema_string, tuple(partition_by), config, now, name
         )
         info = CommitInfo(
             {

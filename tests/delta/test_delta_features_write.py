@@ -105,3 +105,35 @@ def test_concurrent_deletion_vectors_on_one_file_conflict(tmp_path):
         txn.commit("MERGE")
     ids = {r["id"]: r["value"] for r in _all_readers(loc)}
     assert ids[3] == "x" and ids[4] == "a4"
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_tables_we_create_with_column_mapping_and_deletion_vectors(tmp_path, mode):
+    loc = str(tmp_path / mode)
+    schema = pa.schema(
+        [("id", pa.int64()), ("value", pa.string()), ("s", pa.struct([("x", pa.int32())]))]
+    )
+    config = {"delta.columnMapping.mode": mode, "delta.enableDeletionVectors": "true"}
+    table = DeltaTable.create(loc, schema, configuration=config)
+    assert set(table.snapshot.protocol.reader_features or ()) == {
+        "columnMapping",
+        "deletionVectors",
+    }
+    rows = pa.table(
+        {
+            "id": pa.array(range(10), pa.int64()),
+            "value": ["a"] * 10,
+            "s": pa.array([{"x": i} for i in range(10)], schema.field("s").type),
+        }
+    )
+    table.append(rows)
+    (add,) = table.snapshot.files.values()
+    names = pq.read_schema(absolute_location(loc, add.path)).names
+    assert all(n.startswith("col-") for n in names)
+    change = pa.table(
+        {"id": pa.array([4], pa.int64()), "value": ["b"], "s": rows.column("s").slice(4, 1)}
+    )
+    _upsert(table, change)
+    assert DeltaTable.load(loc).snapshot.files[add.path].deletion_vector is not None
+    got = {r["id"]: (r["value"], r["s"]["x"]) for r in _all_readers(loc)}
+    assert got == {i: ("b" if i == 4 else "a", i) for i in range(10)}
