@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from delta_readers import by_key, delta_rs_query_rows, duckdb_delta_rows
-from protocol_tables import (
+from delta_tables import (
     action_parquet,
     commit,
     data_file,

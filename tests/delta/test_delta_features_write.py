@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delta_readers import by_key, delta_rs_query_rows, duckdb_delta_rows
-from protocol_tables import delta_rs_table_with_dvs_and_mapping
+from delta_tables import delta_rs_table_with_dvs_and_mapping
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.merge import copy_on_write

@@ -1,24 +1,21 @@
 """DeltaSink appending and upserting into a Delta table with deletion vectors and
 column mapping (written by delta-rs, upgraded as Delta does: see
-``tests/delta/protocol_tables.py``), read back by delta-rs and DuckDB."""
+``tests/delta_tables.py``), read back by delta-rs and DuckDB."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from delta_readers import by_key, delta_rs_query_rows, duckdb_delta_rows
+from delta_tables import delta_rs_table_with_dvs_and_mapping
 from streams import run_available, write_batches
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.paths import absolute_location
 from stream_sink.spark import DeltaSink
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "delta"))
-from protocol_tables import delta_rs_table_with_dvs_and_mapping  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
