@@ -4,7 +4,7 @@ extension, all equal; deliberately broken tables refused with an error naming th
 problem.
 
 Shapes delta-rs writes itself are written by it (schema evolution); the others are built
-by hand from the protocol (:mod:`protocol_tables`, which says why) and are checked by
+by hand from the protocol (:mod:`delta_tables`, which says why) and are checked by
 the independent readers as much as ours.
 """
 
