@@ -246,6 +246,20 @@ def type_widening(loc: str) -> None:
     commit(loc, 1, data_file(loc, "old.parquet", old), data_file(loc, "new.parquet", new))
 
 
+def multi_part_checkpoint(loc: str) -> None:
+    """A V1 checkpoint in two parts (protocol and metadata, then the files)."""
+    proto, meta = protocol(1, 2), metadata(ID_V)
+    a, b = data_file(loc, "a.parquet", _ids(2)), data_file(loc, "b.parquet", _ids(2, 10))
+    commit(loc, 0, proto, meta, a)
+    commit(loc, 1, b)
+    columns = ["protocol", "metaData", "txn", "add", "remove"]
+    stem = f"{loc}/_delta_log/{1:020d}.checkpoint"
+    action_parquet(f"{stem}.0000000001.0000000002.parquet", [proto, meta], columns)
+    action_parquet(f"{stem}.0000000002.0000000002.parquet", [a, b], columns)
+    for v in (0, 1):
+        os.remove(f"{loc}/_delta_log/{v:020d}.json")
+
+
 def vacuum_protocol_check(loc: str) -> None:
     commit(loc, 0, protocol(3, 7, "vacuumProtocolCheck"), metadata(ID_V))
     commit(loc, 1, data_file(loc, "a.parquet", _ids(3)))
@@ -265,6 +279,7 @@ SHAPES: dict[str, Callable[[str], None]] = {
         v2_checkpoint_parquet,
         v2_checkpoint_classic,
         type_widening,
+        multi_part_checkpoint,
         vacuum_protocol_check,
     )
 }
@@ -281,6 +296,7 @@ EXPECTED_ROWS = {
     "v2_checkpoint_classic": 9,
     "type_widening": 2,
     "vacuum_protocol_check": 3,
+    "multi_part_checkpoint": 4,
 }
 READERS_DIFFER: dict[tuple[str, str], str] = {
     ("placeholder_metadata", "delta-rs"): "refuses a metaData without schemaString",
@@ -421,3 +437,13 @@ def test_broken_tables_are_refused_naming_the_problem(tmp_path, case):
     build(loc)
     with pytest.raises(error, match=message):
         DeltaTable.load(loc).to_arrow()
+
+
+def test_stream_sink_read_prints_an_evolved_table(tmp_path, capsys):
+    from stream_sink.cli.main import main
+
+    loc = str(tmp_path / "t")
+    schema_evolution(loc)
+    assert main(["read", loc, "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted((r["id"], r["added"]) for r in rows) == [(1, None), (2, None), (3, "2024-01-02")]

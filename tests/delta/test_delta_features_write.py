@@ -5,6 +5,8 @@ rules for deletion vectors. Every result is read by delta-rs and DuckDB too."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -137,3 +139,17 @@ def test_tables_we_create_with_column_mapping_and_deletion_vectors(tmp_path, mod
     assert DeltaTable.load(loc).snapshot.files[add.path].deletion_vector is not None
     got = {r["id"]: (r["value"], r["s"]["x"]) for r in _all_readers(loc)}
     assert got == {i: ("b" if i == 4 else "a", i) for i in range(10)}
+
+
+def test_our_checkpoints_keep_deletion_vectors(tmp_path):
+    loc = str(tmp_path / "t")
+    delta_rs_table_with_dvs_and_mapping(loc)
+    table = DeltaTable.load(loc)
+    _upsert(table, pa.table({"id": pa.array([3], pa.int64()), "value": ["x"]}))
+    from stream_sink.delta.checkpoint import write_checkpoint
+
+    write_checkpoint(table.log, table.snapshot)
+    for v in range(table.version):
+        os.remove(f"{loc}/_delta_log/{v:020d}.json")
+    got = _all_readers(loc)  # from the checkpoint and the last commit only
+    assert {r["id"] for r in got} == {i for i in range(20) if i not in (2, 5)}
