@@ -18,6 +18,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -51,18 +52,20 @@ class ColumnMapping:
     schema_string: str
     mode: str = "none"
 
-    @property
+    @cached_property
     def fields(self) -> list[dict[str, Any]]:
         return schema_fields(self.schema_string)
+
+    @cached_property
+    def _by_name(self) -> dict[str, dict[str, Any]]:
+        return {f["name"]: f for f in self.fields}
 
     def physical_name(self, logical: str) -> str:
         """The name ``logical`` (a top-level column) has in files, stats and partitions."""
         if self.mode == "none":
             return logical
-        for f in self.fields:
-            if f["name"] == logical:
-                return str((f.get("metadata") or {}).get(PHYSICAL_NAME, logical))
-        return logical
+        f = self._by_name.get(logical)
+        return logical if f is None else str((f.get("metadata") or {}).get(PHYSICAL_NAME, logical))
 
     def to_physical(self, data: pa.Table) -> pa.Table:
         """``data`` (in the table's logical schema) as it is written to a file."""
@@ -70,25 +73,26 @@ class ColumnMapping:
             return data
         schema = physical_schema(self.schema_string)
         target = pa.schema([schema.field(self.physical_name(n)) for n in data.column_names])
-        cols = [data.column(i).combine_chunks().view(f.type) for i, f in enumerate(target)]
+        cols = [
+            pa.chunked_array([c.view(f.type) for c in data.column(i).chunks], type=f.type)
+            for i, f in enumerate(target)
+        ]
         return pa.Table.from_arrays(cols, schema=target)
 
     def read(self, file_schema: pa.Schema, names: list[str]) -> dict[str, str | None]:
         """For each top-level logical column in ``names``: the file's column holding it
         (None: the file lacks it)."""
-        by_name = {f["name"]: f for f in self.fields}
-        return {n: _find(file_schema, by_name[n], self.mode) for n in names}
+        return {n: _find(file_schema, self._by_name[n], self.mode) for n in names}
 
     def conform(
-        self, array: pa.ChunkedArray | pa.Array | None, logical: str, target: pa.DataType, rows: int
-    ) -> pa.Array:
+        self, column: pa.ChunkedArray | None, logical: str, target: pa.DataType, rows: int
+    ) -> pa.ChunkedArray:
         """A file's column (None when absent) as the table's column ``logical``."""
-        field = next(f for f in self.fields if f["name"] == logical)
-        if array is None:
-            return pa.nulls(rows, target)
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        return _conform(array, field["type"], target, self.mode)
+        if column is None:
+            return pa.chunked_array([pa.nulls(rows, target)], type=target)
+        delta_type = self._by_name[logical]["type"]
+        chunks = [_conform(c, delta_type, target, self.mode) for c in column.chunks]
+        return pa.chunked_array(chunks, type=target)
 
 
 def _find(file_fields: Any, field: Mapping[str, Any], mode: str) -> str | None:
