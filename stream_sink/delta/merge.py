@@ -174,18 +174,21 @@ def rewrite_file(
     """``add`` without the rows of ``touched`` keys; None when it holds none of them.
     ``deletion_vectors`` (default: what the table allows) permits a deletion vector."""
     schema = snapshot.arrow_schema
-    rows = read_file(snapshot, io, add, schema, positions=True)
-    # the join sees only keys and positions: nested columns cannot pass through a join
-    slim = rows.select([*keys, POSITION])
-    survivors = slim.join(touched, keys=list(keys), join_type="left anti", use_threads=False)
-    kept = rows.filter(pc.is_in(rows[POSITION], survivors[POSITION]))
-    if kept.num_rows == rows.num_rows:
-        return None
     if deletion_vectors is None:
         deletion_vectors = supports_deletion_vectors(snapshot.protocol, snapshot.configuration)
     total = num_records(add.stats)
-    if deletion_vectors and total and kept.num_rows >= total * (1 - DV_MAX_DELETED_FRACTION):
-        gone = rows.filter(pc.invert(pc.is_in(rows[POSITION], kept[POSITION])))[POSITION]
+    rows = None
+    if deletion_vectors and total:  # a deletion vector needs the keys only
+        key_schema = pa.schema([schema.field(k) for k in keys])
+        slim = read_file(snapshot, io, add, key_schema, positions=True)
+    else:
+        rows = read_file(snapshot, io, add, schema, positions=True)
+        slim = rows.select([*keys, POSITION])  # nested columns cannot pass through a join
+    gone = slim.join(touched, keys=list(keys), join_type="left semi", use_threads=False)[POSITION]
+    if len(gone) == 0:
+        return None
+    kept_rows = slim.num_rows - len(gone)
+    if deletion_vectors and total and kept_rows >= total * (1 - DV_MAX_DELETED_FRACTION):
         deleted = gone.to_numpy().astype(np.uint64)
         if add.deletion_vector is not None:
             where = f"Delta table {snapshot.location}, file {add.path}"
@@ -200,6 +203,9 @@ def rewrite_file(
             modification_time=timestamp_ms,
         )
         return DeltaBatch((readd,), (add.remove(timestamp_ms),))
+    if rows is None:
+        rows = read_file(snapshot, io, add, schema, positions=True)
+    kept = rows.filter(pc.invert(pc.is_in(rows[POSITION], gone)))
     new = write_data_files(
         snapshot.location,
         conform(kept.drop_columns([POSITION]), schema),
