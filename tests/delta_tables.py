@@ -247,15 +247,16 @@ def action_parquet(path: str, actions: Sequence[dict[str, Any]], columns: Sequen
 
 
 def delta_rs_table_with_dvs_and_mapping(loc: str) -> None:
-    """A table delta-rs writes (two files, deletion vectors enabled), then upgraded by
-    hand as Delta does it: column mapping turned on (``name``; existing columns keep
-    their names as physical names), ``v`` renamed to ``value``, and a deletion vector
-    deleting ids 2 and 5 from the first file (delta-rs writes no deletion vectors)."""
+    """A table delta-rs writes (two files of 100 rows, ids 0-99 and 100-199, deletion
+    vectors enabled), then upgraded by hand as Delta does it: column mapping turned on
+    (``name``; existing columns keep their names as physical names), ``v`` renamed to
+    ``value``, and a deletion vector deleting ids 2 and 5 from the first file (delta-rs
+    writes no deletion vectors)."""
     from deltalake import DeltaTable as RsTable
     from deltalake import write_deltalake
 
-    first = pa.table({"id": pa.array(range(10), pa.int64()), "v": [f"a{i}" for i in range(10)]})
-    second = pa.table({"id": pa.array(range(10, 20), pa.int64()), "v": ["b"] * 10})
+    first = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"a{i}" for i in range(100)]})
+    second = pa.table({"id": pa.array(range(100, 200), pa.int64()), "v": ["b"] * 100})
     write_deltalake(loc, first, configuration={"delta.enableDeletionVectors": "true"})
     write_deltalake(loc, second, mode="append")
     rs = RsTable(loc)

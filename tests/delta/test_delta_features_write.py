@@ -37,25 +37,28 @@ def test_append_and_upsert_into_a_table_with_deletion_vectors_and_column_mapping
     loc = str(tmp_path / "t")
     delta_rs_table_with_dvs_and_mapping(loc)
     before = _all_readers(loc)
-    assert [r["id"] for r in before] == [i for i in range(20) if i not in (2, 5)]
+    assert [r["id"] for r in before] == [i for i in range(200) if i not in (2, 5)]
     assert set(before[0]) == {"id", "value"}
 
     table = DeltaTable.load(loc)
-    table.append(pa.table({"id": pa.array([20, 21], pa.int64()), "value": ["n", "n"]}))
-    (new,) = [a for a in table.snapshot.files.values() if "20" in (a.stats or "")]
+    table.append(pa.table({"id": pa.array([200, 201], pa.int64()), "value": ["n", "n"]}))
+    (new,) = [a for a in table.snapshot.files.values() if "201" in (a.stats or "")]
     written = pq.read_schema(absolute_location(loc, new.path))
     assert written.names == ["id", "v"]  # physical names
     assert written.field("v").metadata[b"PARQUET:field_id"] == b"2"
 
     # 3 and 4 live in the first file (which has a deletion vector), 2 was deleted by it,
-    # 15 lives in the second; 30 is new
+    # 150 lives in the second; 300 is new
     upsert = pa.table(
-        {"id": pa.array([2, 3, 4, 15, 30], pa.int64()), "value": ["u2", "u3", "u4", "u15", "u30"]}
+        {
+            "id": pa.array([2, 3, 4, 150, 300], pa.int64()),
+            "value": ["u2", "u3", "u4", "u150", "u300"],
+        }
     )
     _upsert(table, upsert)
     after = _all_readers(loc)
     want = {r["id"]: r["value"] for r in before}
-    want.update({20: "n", 21: "n", 2: "u2", 3: "u3", 4: "u4", 15: "u15", 30: "u30"})
+    want.update({200: "n", 201: "n", 2: "u2", 3: "u3", 4: "u4", 150: "u150", 300: "u300"})
     assert {r["id"]: r["value"] for r in after} == want
     assert 5 not in {r["id"] for r in after}  # still deleted by the first vector
 
@@ -70,14 +73,13 @@ def test_a_file_losing_most_rows_is_rewritten_not_given_a_deletion_vector(tmp_pa
     delta_rs_table_with_dvs_and_mapping(loc)
     table = DeltaTable.load(loc)
     (second,) = [p for p, a in table.snapshot.files.items() if a.deletion_vector is None]
-    ids = list(range(10, 20))
-    _upsert(table, pa.table({"id": pa.array(ids, pa.int64()), "value": ["x"] * 10}))
+    ids = list(range(100, 130))  # 30% of the second file
+    _upsert(table, pa.table({"id": pa.array(ids, pa.int64()), "value": ["x"] * 30}))
     live = DeltaTable.load(loc).snapshot.files
-    assert second not in live  # removed, not kept under a vector deleting every row
+    assert second not in live  # rewritten: a vector would delete more than 20% of it
     assert sum(1 for a in live.values() if a.deletion_vector is not None) == 1
-    assert {r["id"]: r["value"] for r in _all_readers(loc) if r["id"] >= 10} == {
-        i: "x" for i in ids
-    }
+    got = {r["id"]: r["value"] for r in _all_readers(loc) if r["id"] >= 100}
+    assert got == {i: "x" if i in ids else "b" for i in range(100, 200)}
 
 
 def test_tables_without_deletion_vectors_enabled_get_rewrites(tmp_path):
@@ -152,4 +154,4 @@ def test_our_checkpoints_keep_deletion_vectors(tmp_path):
     for v in range(table.version):
         os.remove(f"{loc}/_delta_log/{v:020d}.json")
     got = _all_readers(loc)  # from the checkpoint and the last commit only
-    assert {r["id"] for r in got} == {i for i in range(20) if i not in (2, 5)}
+    assert {r["id"] for r in got} == {i for i in range(200) if i not in (2, 5)}

@@ -49,16 +49,16 @@ def test_sink_appends_and_upserts_into_a_table_with_dvs_and_column_mapping(
     loc = str(tmp_path / "t")
     delta_rs_table_with_dvs_and_mapping(loc)
     want = _readers_agree(loc)
-    appends = [[{"id": 100 + i, "value": f"n{i}", "seq": i} for i in range(3)]]
+    appends = [[{"id": 1000 + i, "value": f"n{i}", "seq": i} for i in range(3)]]
     _sink_run(spark, tmp_path, loc, "append", appends)
-    want.update({100 + i: f"n{i}" for i in range(3)})
+    want.update({1000 + i: f"n{i}" for i in range(3)})
     assert _readers_agree(loc) == want
     for a in DeltaTable.load(loc).snapshot.files.values():
         assert pq.read_schema(absolute_location(loc, a.path)).names == ["id", "v"]
 
     upserts = [
         [{"id": 3, "value": "u3", "seq": 1}, {"id": 2, "value": "u2", "seq": 2}],
-        [{"id": 101, "value": "u101", "seq": 3}, {"id": 3, "value": "u3b", "seq": 4}],
+        [{"id": 1001, "value": "u1001", "seq": 3}, {"id": 3, "value": "u3b", "seq": 4}],
     ]
     _sink_run(
         spark,
@@ -70,7 +70,7 @@ def test_sink_appends_and_upserts_into_a_table_with_dvs_and_column_mapping(
         equality_fields=["id"],
         order_by="seq",
     )
-    want.update({3: "u3b", 2: "u2", 101: "u101"})
+    want.update({3: "u3b", 2: "u2", 1001: "u1001"})
     assert _readers_agree(loc) == want
     assert 5 not in want  # deleted by the table's first deletion vector, and still is
     files = DeltaTable.load(loc).snapshot.files.values()
