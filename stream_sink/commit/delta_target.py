@@ -161,7 +161,11 @@ class DeltaTarget(CommitTarget):
 
 def replace_partitions(txn: Any, adds: Sequence[AddFile], columns: Sequence[str]) -> None:
     """Dynamic partition overwrite in ``txn``: remove the live files (of its read snapshot)
-    in the partitions ``adds`` write, and declare those partitions and files read."""
+    in the partitions ``adds`` write, and declare those partitions and files read.
+    ``columns`` are the table's partition columns (looked up by their physical names,
+    as the log keys partition values under column mapping)."""
+    mapping = txn.read_snapshot.column_mapping
+    columns = [mapping.physical_name(c) for c in columns]
     parts = {tuple(a.partition_values.get(c) for c in columns) for a in adds}
     now = int(time.time() * 1000)
     new = {a.path for a in adds}

@@ -155,3 +155,31 @@ def test_our_checkpoints_keep_deletion_vectors(tmp_path):
         os.remove(f"{loc}/_delta_log/{v:020d}.json")
     got = _all_readers(loc)  # from the checkpoint and the last commit only
     assert {r["id"] for r in got} == {i for i in range(200) if i not in (2, 5)}
+
+
+def test_partition_overwrite_under_column_mapping_replaces_only_its_partitions(tmp_path):
+    from stream_sink.commit.delta_target import replace_partitions
+    from stream_sink.delta.writer import write_data_files
+
+    loc = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    config = {"delta.columnMapping.mode": "name"}
+    table = DeltaTable.create(loc, schema, partition_by=["p"], configuration=config)
+    table.append(pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"]}))
+    snapshot = table.snapshot
+    adds = write_data_files(
+        loc,
+        pa.table({"id": pa.array([3], pa.int64()), "p": ["a"]}),
+        table.schema,
+        table.partition_columns,
+        io=table.io,
+        mapping=snapshot.column_mapping,
+    )
+    txn = table.new_transaction().add_all(adds)
+    replace_partitions(txn, adds, table.partition_columns)
+    txn.commit("WRITE")
+    assert {(r["id"], r["p"]) for r in DeltaTable.load(loc).to_arrow().to_pylist()} == {
+        (2, "b"),
+        (3, "a"),
+    }
+    assert {(r["id"], r["p"]) for r in delta_rs_query_rows(loc)} == {(2, "b"), (3, "a")}
