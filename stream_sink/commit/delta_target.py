@@ -53,7 +53,10 @@ class DeltaTarget(CommitTarget):
     """A Delta table as the sink's target."""
 
     def __init__(self, table: DeltaTable) -> None:
-        check_writable(table.snapshot.protocol, f"Delta table {table.location}")
+        snapshot = table.snapshot
+        check_writable(
+            snapshot.protocol, f"Delta table {table.location}", snapshot.metadata.schema_string
+        )
         self.table = table
 
     @property
@@ -139,7 +142,7 @@ class DeltaTarget(CommitTarget):
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
     ) -> list[str]:
         snapshot = self.table.refresh().snapshot
-        keep = set(snapshot.files) | set(snapshot.tombstones)
+        keep = set(snapshot.files) | {r.path for r in snapshot.tombstones.values()}
         deleted = []
         for f in files:
             for path in f.all_paths():
@@ -158,7 +161,11 @@ class DeltaTarget(CommitTarget):
 
 def replace_partitions(txn: Any, adds: Sequence[AddFile], columns: Sequence[str]) -> None:
     """Dynamic partition overwrite in ``txn``: remove the live files (of its read snapshot)
-    in the partitions ``adds`` write, and declare those partitions and files read."""
+    in the partitions ``adds`` write, and declare those partitions and files read.
+    ``columns`` are the table's partition columns (looked up by their physical names,
+    as the log keys partition values under column mapping)."""
+    mapping = txn.read_snapshot.column_mapping
+    columns = [mapping.physical_name(c) for c in columns]
     parts = {tuple(a.partition_values.get(c) for c in columns) for a in adds}
     now = int(time.time() * 1000)
     new = {a.path for a in adds}

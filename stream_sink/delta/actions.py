@@ -39,6 +39,9 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Metadata:
+    """``schema_string`` is "" only for a placeholder (Delta Live Tables writes one and
+    supersedes it later in the log); a snapshot whose newest metaData is one is refused."""
+
     id: str
     schema_string: str
     partition_columns: tuple[str, ...]
@@ -83,12 +86,26 @@ class AddFile:
             out["stats"] = self.stats
         if self.tags:
             out["tags"] = dict(self.tags)
+        if self.deletion_vector is not None:
+            out["deletionVector"] = dict(self.deletion_vector)
         return out
 
+    @property
+    def dv_id(self) -> str | None:
+        """The deletion vector's ``uniqueId`` (None without one): with ``path`` the key of
+        this logical file."""
+        return dv_unique_id(self.deletion_vector)
+
     def remove(self, timestamp_ms: int, data_change: bool = True) -> RemoveFile:
-        """The remove action that logically deletes this file."""
+        """The remove action that logically deletes this file (with its deletion vector)."""
         return RemoveFile(
-            self.path, timestamp_ms, data_change, True, self.partition_values, self.size
+            self.path,
+            timestamp_ms,
+            data_change,
+            True,
+            self.partition_values,
+            self.size,
+            self.deletion_vector,
         )
 
 
@@ -100,6 +117,7 @@ class RemoveFile:
     extended_file_metadata: bool = False
     partition_values: Mapping[str, str | None] | None = None
     size: int | None = None
+    deletion_vector: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -111,7 +129,27 @@ class RemoveFile:
             out["extendedFileMetadata"] = True
             out["partitionValues"] = dict(self.partition_values or {})
             out["size"] = self.size
+        if self.deletion_vector is not None:
+            out["deletionVector"] = dict(self.deletion_vector)
         return out
+
+    @property
+    def dv_id(self) -> str | None:
+        return dv_unique_id(self.deletion_vector)
+
+
+def dv_unique_id(dv: Mapping[str, Any] | None) -> str | None:
+    """PROTOCOL.md "Derived Fields": ``<storageType><pathOrInlineDv>[@<offset>]``."""
+    if dv is None:
+        return None
+    base = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
+    offset = dv.get("offset")
+    return base if offset is None else f"{base}@{offset}"
+
+
+def file_key(path: str, dv_id: str | None) -> str:
+    """The key of a logical file (path, deletion vector id) as one string."""
+    return path if dv_id is None else f"{path}\0{dv_id}"
 
 
 @dataclass(frozen=True)
@@ -153,7 +191,38 @@ class CommitInfo:
         return dict(self.values)
 
 
-Action = Protocol | Metadata | AddFile | RemoveFile | AddCDCFile | Txn | CommitInfo
+@dataclass(frozen=True)
+class Sidecar:
+    """A v2 checkpoint's reference to a ``_delta_log/_sidecars`` file of add/remove rows."""
+
+    path: str
+    size_in_bytes: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sizeInBytes": self.size_in_bytes}
+
+
+@dataclass(frozen=True)
+class CheckpointMetadata:
+    """The one row that marks a checkpoint as V2 spec; no part of log replay."""
+
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version}
+
+
+Action = (
+    Protocol
+    | Metadata
+    | AddFile
+    | RemoveFile
+    | AddCDCFile
+    | Txn
+    | CommitInfo
+    | Sidecar
+    | CheckpointMetadata
+)
 
 _NAMES: dict[type, str] = {
     Protocol: "protocol",
@@ -163,6 +232,8 @@ _NAMES: dict[type, str] = {
     AddCDCFile: "cdc",
     Txn: "txn",
     CommitInfo: "commitInfo",
+    Sidecar: "sidecar",
+    CheckpointMetadata: "checkpointMetadata",
 }
 
 
@@ -210,7 +281,7 @@ def _parse_protocol(b: Mapping[str, Any]) -> Protocol:
 def _parse_metadata(b: Mapping[str, Any]) -> Metadata:
     return Metadata(
         id=str(b["id"]),
-        schema_string=str(b["schemaString"]),
+        schema_string=str(b.get("schemaString") or ""),
         partition_columns=tuple(str(c) for c in b.get("partitionColumns") or ()),
         configuration={str(k): str(v) for k, v in _kv(b.get("configuration")).items()},
         created_time=b.get("createdTime"),
@@ -228,8 +299,16 @@ def _parse_add(b: Mapping[str, Any]) -> AddFile:
         data_change=bool(b.get("dataChange", True)),
         stats=b.get("stats"),
         tags=_kv(b.get("tags")) or None,
-        deletion_vector=b.get("deletionVector"),
+        deletion_vector=_dv(b.get("deletionVector")),
     )
+
+
+def _dv(value: Any) -> dict[str, Any] | None:
+    """A deletion vector descriptor without the nulls a Parquet checkpoint row carries."""
+    if value is None:
+        return None
+    out = {str(k): v for k, v in dict(value).items() if v is not None}
+    return out or None
 
 
 def _parse_remove(b: Mapping[str, Any]) -> RemoveFile:
@@ -241,6 +320,7 @@ def _parse_remove(b: Mapping[str, Any]) -> RemoveFile:
         extended_file_metadata=bool(b.get("extendedFileMetadata") or False),
         partition_values=None if pv is None else _kv(pv),
         size=b.get("size"),
+        deletion_vector=_dv(b.get("deletionVector")),
     )
 
 
@@ -265,4 +345,6 @@ _PARSERS: dict[str, Any] = {
     "cdc": _parse_cdc,
     "txn": _parse_txn,
     "commitInfo": lambda b: CommitInfo(dict(b)),
+    "sidecar": lambda b: Sidecar(str(b["path"]), b.get("sizeInBytes")),
+    "checkpointMetadata": lambda b: CheckpointMetadata(int(b["version"])),
 }

@@ -3,8 +3,9 @@
 The binary form (``b"SSDB"`` + uint16 version, :mod:`stream_sink.envelope`, + JSON of the
 actions) travels from the
 executors to the driver and into operator state. Invariants: ``from_bytes(to_bytes(b))
-== b``; ``all_paths`` lists only files this batch wrote (never the removed files, which
-belong to the table); a removed file is always one the batch read (copy-on-write).
+== b``; ``all_paths`` lists only files this batch wrote (never the removed files, nor
+files re-added with a deletion vector, which belong to the table); a removed file is
+always one the batch read (copy-on-write).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ class DeltaBatch:
         return self.removes
 
     def all_paths(self) -> list[str]:
-        return [a.path for a in self.adds]
+        """The data files this batch wrote: an add that re-adds a table file under a new
+        deletion vector names a file the table owns and is left out."""
+        return [a.path for a in self.adds if a.deletion_vector is None]
 
     @staticmethod
     def merge(batches: Iterable[DeltaBatch]) -> DeltaBatch:

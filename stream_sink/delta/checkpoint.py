@@ -1,4 +1,8 @@
-"""Single-file Parquet checkpoints (PROTOCOL.md "Checkpoints") and ``_last_checkpoint``.
+"""Checkpoints (PROTOCOL.md "Checkpoints") and ``_last_checkpoint``.
+
+Written: classic single-file Parquet checkpoints of the V1 spec (valid on every table,
+``v2Checkpoint`` ones included). Read: those, multi-part ones, and V2 spec checkpoints
+(UUID-named JSON or Parquet, or classic) with their ``_delta_log/_sidecars`` files.
 
 A checkpoint at version v holds the reconciled state after v: protocol, metadata, the
 latest ``txn`` per appId, every live ``add`` and the ``remove`` tombstones, one action
@@ -20,6 +24,8 @@ which listing finds.
 from __future__ import annotations
 
 import io as _io
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -27,13 +33,23 @@ import pyarrow.parquet as pq
 
 from stream_sink.exceptions import CorruptMetadataError, MissingFileError
 
-from .actions import Action, parse_action
+from .actions import Action, Metadata, Protocol, Sidecar, parse_action
 from .log import DeltaLog, checkpoint_name
 from .snapshot import DeltaSnapshot
 
 _STR_MAP = pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string()))
 _STR_MAP_NN = pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), False))
 _FEATURES = pa.list_(pa.field("element", pa.string(), False))
+_DV = pa.struct(
+    [
+        pa.field("storageType", pa.string(), False),
+        pa.field("pathOrInlineDv", pa.string(), False),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32(), False),
+        pa.field("cardinality", pa.int64(), False),
+    ]
+)
+_COLUMNS = ("checkpointMetadata", "protocol", "metaData", "txn", "add", "remove", "sidecar")
 
 CHECKPOINT_SCHEMA = pa.schema(
     [
@@ -58,6 +74,7 @@ CHECKPOINT_SCHEMA = pa.schema(
                     pa.field("dataChange", pa.bool_(), False),
                     pa.field("stats", pa.string()),
                     pa.field("tags", _STR_MAP),
+                    pa.field("deletionVector", _DV),
                 ]
             ),
         ),
@@ -71,6 +88,7 @@ CHECKPOINT_SCHEMA = pa.schema(
                     pa.field("extendedFileMetadata", pa.bool_()),
                     pa.field("partitionValues", _STR_MAP),
                     pa.field("size", pa.int64()),
+                    pa.field("deletionVector", _DV),
                 ]
             ),
         ),
@@ -146,15 +164,54 @@ def write_checkpoint(log: DeltaLog, snapshot: DeltaSnapshot) -> None:
     log.write_last_checkpoint(snapshot.version, len(rows), len(snapshot.files))
 
 
-def read_checkpoint(log: DeltaLog, version: int) -> list[Action]:
-    """The actions of the single-file checkpoint at ``version``."""
-    where = (
-        f"Delta table {log.location}, checkpoint of version {version} ({checkpoint_name(version)})"
-    )
+def read_checkpoint(log: DeltaLog, version: int, names: Sequence[str] = ()) -> list[Action]:
+    """The actions of the checkpoint at ``version``: the files ``names`` (default: the
+    classic single file), JSON or Parquet, and the sidecars a V2 checkpoint references."""
+    names = tuple(names) or (checkpoint_name(version),)
+    actions: list[Action] = []
+    for name in names:
+        actions.extend(_read_one(log, f"{log.log_dir}/{name}", version, name))
+    sidecars = [a for a in actions if isinstance(a, Sidecar)]
+    for sidecar in sidecars:
+        location = log.sidecar_path(sidecar.path)
+        actions.extend(_read_parquet(log, location, f"sidecar {sidecar.path} of {names[0]}"))
+    if not any(isinstance(a, Protocol) for a in actions) or not any(
+        isinstance(a, Metadata) for a in actions
+    ):
+        raise CorruptMetadataError(
+            f"Delta table {log.location}, checkpoint {names[0]}: no protocol or metaData action"
+        )
+    return actions
+
+
+def _read_one(log: DeltaLog, location: str, version: int, name: str) -> list[Action]:
+    if name.endswith(".json"):
+        where = f"Delta table {log.location}, checkpoint of version {version} ({name})"
+        try:
+            raw = log.io.read_bytes(location)
+        except MissingFileError:
+            raise MissingFileError(f"{where}: the checkpoint file is missing") from None
+        out = []
+        for n, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError as e:
+                raise CorruptMetadataError(f"{where}: line {n} is not JSON ({e})") from None
+            action = parse_action(doc, where=f"{where}, line {n}")
+            if action is not None:
+                out.append(action)
+        return out
+    return _read_parquet(log, location, f"checkpoint of version {version} ({name})")
+
+
+def _read_parquet(log: DeltaLog, location: str, what: str) -> list[Action]:
+    where = f"Delta table {log.location}, {what}"
     try:
-        raw = log.io.read_bytes(log.checkpoint_path(version))
+        raw = log.io.read_bytes(location)
     except MissingFileError:
-        raise MissingFileError(f"{where}: the checkpoint file is missing") from None
+        raise MissingFileError(f"{where}: the file is missing") from None
     try:
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowInvalid, OSError) as e:
@@ -162,11 +219,10 @@ def read_checkpoint(log: DeltaLog, version: int) -> list[Action]:
             f"{where}: not a readable Parquet file ({e}); delete it and its "
             "_last_checkpoint entry, the JSON commits still hold the history"
         ) from None
-    names = [n for n in ("protocol", "metaData", "txn", "add", "remove") if n in table.column_names]
-    if "protocol" not in names or "metaData" not in names:
-        raise CorruptMetadataError(f"{where}: no protocol or metaData column")
     actions: list[Action] = []
-    for name in names:
+    for name in _COLUMNS:
+        if name not in table.column_names:
+            continue
         for body in table.column(name).to_pylist():
             if body is not None:
                 action = parse_action({name: body}, where=where)

@@ -1,9 +1,27 @@
 """Which Delta protocols this package reads and writes; refusing the others by name.
 
-Reader: version 1, or 3 with reader features within :data:`READER_FEATURES`.
-Writer: versions 1-2 (appendOnly, invariants), or 7 with writer features within
-:data:`WRITER_FEATURES`. Versions 3-6 imply features this package does not implement
-(check constraints, change data feed, generated columns, column mapping, identity).
+Reader: version 1; version 2 (column mapping); or 3 with reader features within
+:data:`READER_FEATURES`. Writer: versions 1-2 (appendOnly, invariants), or 7 with writer
+features within :data:`WRITER_FEATURES`. Legacy writer versions 3-6 imply features this
+package does not write (check constraints, change data feed, generated columns,
+identity columns) and are refused.
+
+What each supported feature means here:
+- ``deletionVectors``: rows a file's deletion vector names are never read; a MERGE keeps
+  them deleted and may itself write deletion vectors (when ``delta.enableDeletionVectors``).
+- ``columnMapping`` (``name`` and ``id``): files are read and written by physical names
+  and Parquet field ids (:mod:`.column_mapping`).
+- ``v2Checkpoint``: UUID-named and classic V2 checkpoints with sidecars are read; this
+  package writes classic V1 checkpoints, which the protocol allows on such tables.
+- ``typeWidening`` (and its preview name): files written before a widening read as the
+  wider type; every recorded type change is checked to be one the protocol allows.
+- ``vacuumProtocolCheck``: no effect on reads or commits; this package deletes no data
+  files of a table except files it wrote and never committed, so it runs no VACUUM, and
+  its log cleanup runs only after a commit, which checked the writer protocol.
+- ``variantType`` / ``variantShredding`` are not supported: a table with a ``variant``
+  column is refused by name. Listed but not active (no ``variant`` column in the
+  schema, as on every table delta-rs 1.x creates with table features) they change
+  nothing any reader or writer does, and are accepted.
 """
 
 from __future__ import annotations
@@ -14,33 +32,95 @@ from stream_sink.exceptions import UnsupportedError, ValidationError
 
 from .actions import Protocol
 
-READER_FEATURES = frozenset({"timestampNtz"})
-WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
+READER_FEATURES = frozenset(
+    {
+        "timestampNtz",
+        "deletionVectors",
+        "columnMapping",
+        "v2Checkpoint",
+        "typeWidening",
+        "typeWidening-preview",
+        "vacuumProtocolCheck",
+    }
+)
+WRITER_FEATURES = READER_FEATURES | frozenset({"appendOnly", "invariants"})
 _LEGACY_WRITER = {
     3: "checkConstraints",
     4: "changeDataFeed, generatedColumns",
-    5: "columnMapping",
+    5: "checkConstraints, changeDataFeed, generatedColumns",
     6: "identityColumns",
 }
 APPEND_ONLY = "delta.appendOnly"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 
 
-def protocol_for(uses_timestamp_ntz: bool) -> Protocol:
-    """The lowest protocol a new table needs."""
+def protocol_for(
+    uses_timestamp_ntz: bool, configuration: Mapping[str, str] | None = None
+) -> Protocol:
+    """The lowest protocol a new table needs: ``timestampNtz`` for a timestamp without a
+    zone, ``deletionVectors`` when ``delta.enableDeletionVectors`` is true,
+    ``columnMapping`` when ``delta.columnMapping.mode`` is name or id."""
+    config = configuration or {}
+    features = []
     if uses_timestamp_ntz:
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+        features.append("timestampNtz")
+    if config.get(ENABLE_DELETION_VECTORS, "false").lower() == "true":
+        features.append("deletionVectors")
+    if config.get(COLUMN_MAPPING_MODE, "none").lower() in ("name", "id"):
+        features.append("columnMapping")
+    if features:
+        return Protocol(3, 7, tuple(features), tuple(features))
     return Protocol(1, 2)
 
 
-def check_readable(protocol: Protocol, where: str) -> None:
-    """Raise UnsupportedError naming what this reader lacks."""
+def reader_features(protocol: Protocol) -> frozenset[str]:
+    """The reader features in effect (reader version 2 implies ``columnMapping``)."""
+    if protocol.min_reader_version == 2:
+        return frozenset({"columnMapping"})
+    if protocol.min_reader_version >= 3:
+        return frozenset(protocol.reader_features or ())
+    return frozenset()
+
+
+def writer_features(protocol: Protocol) -> frozenset[str]:
+    """The writer features in effect (legacy versions as the features they imply)."""
+    v = protocol.min_writer_version
+    if v >= 7:
+        return frozenset(protocol.writer_features or ())
+    implied = {2: {"appendOnly", "invariants"}, 5: {"columnMapping"}}
+    out: set[str] = set()
+    for level in range(2, min(v, 6) + 1):
+        out |= implied.get(level, set())
+    return frozenset(out)
+
+
+def supports_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
+    """True when a writer may write new deletion vectors on this table."""
+    return (
+        "deletionVectors" in writer_features(protocol)
+        and configuration.get(ENABLE_DELETION_VECTORS, "false").lower() == "true"
+    )
+
+
+_VARIANT = frozenset({"variantType", "variantShredding", "variantType-preview"})
+
+
+def _unsupported(features: tuple[str, ...] | None, known: frozenset[str], schema: str) -> list[str]:
+    missing = set(features or ()) - known
+    if '"variant"' not in schema:  # supported but not active: no variant column
+        missing -= _VARIANT
+    return sorted(missing)
+
+
+def check_readable(protocol: Protocol, where: str, schema_string: str = '"variant"') -> None:
+    """Raise UnsupportedError naming what this reader lacks (``schema_string``: the
+    table's schema, to tell whether a listed variant feature is in use)."""
     v = protocol.min_reader_version
-    if v == 1:
+    if v in (1, 2):
         return
-    if v == 2:
-        raise UnsupportedError(f"{where}: reader version 2 (columnMapping) is not supported")
     if v == 3:
-        missing = sorted(set(protocol.reader_features or ()) - READER_FEATURES)
+        missing = _unsupported(protocol.reader_features, READER_FEATURES, schema_string)
         if missing:
             raise UnsupportedError(
                 f"{where}: the table needs reader features {missing} that stream_sink does "
@@ -50,9 +130,9 @@ def check_readable(protocol: Protocol, where: str) -> None:
     raise UnsupportedError(f"{where}: reader version {v} is newer than stream_sink supports (3)")
 
 
-def check_writable(protocol: Protocol, where: str) -> None:
+def check_writable(protocol: Protocol, where: str, schema_string: str = '"variant"') -> None:
     """Raise UnsupportedError naming the writer features this writer lacks."""
-    check_readable(protocol, where)
+    check_readable(protocol, where, schema_string)
     v = protocol.min_writer_version
     if v <= 2:
         return
@@ -62,7 +142,7 @@ def check_writable(protocol: Protocol, where: str) -> None:
             "not write; use a table with writer version 2 or 7 without those features"
         )
     if v == 7:
-        missing = sorted(set(protocol.writer_features or ()) - WRITER_FEATURES)
+        missing = _unsupported(protocol.writer_features, WRITER_FEATURES, schema_string)
         if missing:
             raise UnsupportedError(
                 f"{where}: the table needs writer features {missing} that stream_sink does "

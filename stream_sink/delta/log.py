@@ -17,7 +17,9 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
@@ -25,6 +27,7 @@ from stream_sink.exceptions import CorruptMetadataError, InvalidOptionError, Mis
 from stream_sink.io.fileio import FileIO
 
 from .actions import Action, action_to_json, parse_action
+from .paths import absolute_location
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -39,6 +42,20 @@ def commit_name(version: int) -> str:
 
 def checkpoint_name(version: int) -> str:
     return f"{version:020d}.checkpoint.parquet"
+
+
+_UUID_CHECKPOINT = re.compile(r"^checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+_PART_CHECKPOINT = re.compile(r"^checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+SIDECARS = "_sidecars"
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """One listing of ``_delta_log``: commit versions (ascending) and the checkpoint file
+    names of each checkpointed version."""
+
+    commits: list[int]
+    checkpoints: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 class DeltaLog:
@@ -60,23 +77,46 @@ class DeltaLog:
     def checkpoint_path(self, version: int) -> str:
         return f"{self.log_dir}/{checkpoint_name(version)}"
 
+    def sidecar_path(self, path: str) -> str:
+        """Where a V2 checkpoint's sidecar reference points (a bare name in ``_sidecars``)."""
+        return absolute_location(f"{self.log_dir}/{SIDECARS}", path)
+
     def exists(self) -> bool:
         commits, checkpoints = self.list_versions()
         return bool(commits) or bool(checkpoints)
 
     def list_versions(self) -> tuple[list[int], list[int]]:
-        """Versions of the commit files and of the single-file checkpoints present, each
-        ascending, from one listing of the log (one LIST request on an object store)."""
-        commits, checkpoints = [], []
+        """Versions of the commit files and of the checkpoints present, each ascending,
+        from one listing of the log (one LIST request on an object store)."""
+        listing = self.list_log()
+        return listing.commits, sorted(listing.checkpoints)
+
+    def list_log(self) -> LogListing:
+        """Commit versions and, per version, the checkpoint files a reader may use:
+        UUID-named (V2) first, then classic, then a complete multi-part one."""
+        commits: list[int] = []
+        uuid_named: dict[int, tuple[str, ...]] = {}
+        classic: dict[int, tuple[str, ...]] = {}
+        parts: dict[tuple[int, int], list[str]] = {}
         for name in self._names():
             stem, _, ext = name.partition(".")
             if len(stem) != 20 or not stem.isdigit():
                 continue
+            version = int(stem)
             if ext == "json":
-                commits.append(int(stem))
+                commits.append(version)
             elif ext == "checkpoint.parquet":
-                checkpoints.append(int(stem))
-        return sorted(commits), sorted(checkpoints)
+                classic[version] = (name,)
+            elif _UUID_CHECKPOINT.match(ext):
+                uuid_named.setdefault(version, (name,))
+            elif m := _PART_CHECKPOINT.match(ext):
+                parts.setdefault((version, int(m.group(2))), []).append(name)
+        checkpoints = dict(classic)
+        for (version, total), names in parts.items():
+            if len(set(names)) == total and version not in checkpoints:
+                checkpoints[version] = tuple(sorted(names))
+        checkpoints.update(uuid_named)
+        return LogListing(sorted(commits), checkpoints)
 
     def _names(self) -> list[str]:
         return [p.rsplit("/", 1)[-1] for p in self.io.list_dir(self.log_dir)]

@@ -16,7 +16,8 @@ from .snapshot import DeltaSnapshot, SnapshotBuilder
 
 def load_snapshot(log: DeltaLog, version: int | None = None) -> DeltaSnapshot:
     """The table's state at ``version`` (default: the newest)."""
-    commits, checkpoints = log.list_versions()
+    listing = log.list_log()
+    commits, checkpoints = listing.commits, sorted(listing.checkpoints)
     if not commits and not checkpoints:
         raise NoSuchTableError(f"no Delta table at {log.location} (no {log.log_dir})")
     newest = max(commits[-1] if commits else -1, checkpoints[-1] if checkpoints else -1)
@@ -30,7 +31,9 @@ def load_snapshot(log: DeltaLog, version: int | None = None) -> DeltaSnapshot:
     builder = (
         SnapshotBuilder(log.location)
         if base is None
-        else SnapshotBuilder(log.location).apply(base, read_checkpoint(log, base))
+        else SnapshotBuilder(log.location).apply(
+            base, read_checkpoint(log, base, listing.checkpoints[base])
+        )
     )
     start = -1 if base is None else base
     have = set(commits)

@@ -30,6 +30,9 @@ _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "timestamp_ntz": pa.timestamp("us"),
 }
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+ID = "delta.columnMapping.id"
+FIELD_ID = "PARQUET:field_id"
 
 
 def schema_to_arrow(schema_string: str) -> pa.Schema:
@@ -42,11 +45,21 @@ def schema_to_arrow(schema_string: str) -> pa.Schema:
         ) from e
 
 
-def _field_to_arrow(f: dict[str, Any]) -> pa.Field:
-    return pa.field(f["name"], _type_to_arrow(f["type"]), nullable=bool(f.get("nullable", True)))
+def _field_to_arrow(f: dict[str, Any], physical: bool = False) -> pa.Field:
+    """The Arrow field of a Delta struct field; ``physical``: named by its column mapping
+    physical name and carrying its id as the Parquet field id (where it has them)."""
+    name = f["name"]
+    meta = f.get("metadata") or {}
+    field_meta = None
+    if physical:
+        name = meta.get(PHYSICAL_NAME, name)
+        if ID in meta:
+            field_meta = {FIELD_ID: str(meta[ID])}
+    arrow = _type_to_arrow(f["type"], physical)
+    return pa.field(name, arrow, nullable=bool(f.get("nullable", True)), metadata=field_meta)
 
 
-def _type_to_arrow(t: Any) -> pa.DataType:
+def _type_to_arrow(t: Any, physical: bool = False) -> pa.DataType:
     if isinstance(t, str):
         if t in _PRIMITIVE_TO_ARROW:
             return _PRIMITIVE_TO_ARROW[t]
@@ -56,14 +69,35 @@ def _type_to_arrow(t: Any) -> pa.DataType:
         raise UnsupportedError(f"Delta type {t!r} is not supported")
     kind = t["type"]
     if kind == "struct":
-        return pa.struct([_field_to_arrow(f) for f in t["fields"]])
+        return pa.struct([_field_to_arrow(f, physical) for f in t["fields"]])
     if kind == "array":
-        item = pa.field("element", _type_to_arrow(t["elementType"]), t.get("containsNull", True))
-        return pa.list_(item)
+        elem = _type_to_arrow(t["elementType"], physical)
+        return pa.list_(pa.field("element", elem, t.get("containsNull", True)))
     if kind == "map":
-        value = pa.field("value", _type_to_arrow(t["valueType"]), t.get("valueContainsNull", True))
-        return pa.map_(pa.field("key", _type_to_arrow(t["keyType"]), False), value)
+        key = pa.field("key", _type_to_arrow(t["keyType"], physical), False)
+        value = pa.field(
+            "value", _type_to_arrow(t["valueType"], physical), t.get("valueContainsNull", True)
+        )
+        return pa.map_(key, value)
     raise UnsupportedError(f"Delta type {kind!r} is not supported")
+
+
+def schema_fields(schema_string: str) -> list[dict[str, Any]]:
+    """The top-level struct fields of a schema string, as JSON (with their metadata)."""
+    try:
+        return list(json.loads(schema_string)["fields"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptMetadataError(
+            f"malformed Delta schema string ({e!r}): {schema_string[:200]}"
+        ) from e
+
+
+def physical_schema(schema_string: str) -> pa.Schema:
+    """The Arrow schema data files are written in under column mapping."""
+    try:
+        return pa.schema([_field_to_arrow(f, True) for f in schema_fields(schema_string)])
+    except (KeyError, TypeError) as e:
+        raise CorruptMetadataError(f"malformed Delta schema string ({e!r})") from e
 
 
 def schema_from_arrow(schema: pa.Schema) -> str:

@@ -1,10 +1,14 @@
 """A Delta table's state at one version, and the reconciliation rules that build it.
 
 Reconciliation (PROTOCOL.md "Action Reconciliation"): the newest protocol and metaData
-win; for each path the newest add or remove wins (an add cancels a tombstone, a remove
-drops the live file and leaves a tombstone); for each appId the newest txn wins.
+win; a logical file is a (path, deletion vector id) pair and for each the newest add or
+remove wins (an add cancels a tombstone, a remove drops the live file and leaves a
+tombstone); for each appId the newest txn wins. Within one version the removes apply
+before the adds, since a version may replace a file's deletion vector with a remove of
+(path, old DV) and an add of (path, new DV) in either order.
 Invariants: a DeltaSnapshot is never mutated after :class:`SnapshotBuilder` built it;
-``files`` are the live files keyed by their log path.
+``files`` are the live files keyed by their log path (at most one per path);
+``tombstones`` are keyed by :func:`~stream_sink.delta.actions.file_key`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import pyarrow as pa
 
 from stream_sink.exceptions import CorruptMetadataError
 
-from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn
+from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, file_key
+from .column_mapping import ColumnMapping, mapping_mode
 from .schema import schema_to_arrow
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
@@ -36,6 +41,12 @@ class DeltaSnapshot:
     @property
     def arrow_schema(self) -> pa.Schema:
         return schema_to_arrow(self.metadata.schema_string)
+
+    @property
+    def column_mapping(self) -> ColumnMapping:
+        """How data files name this snapshot's columns (see :mod:`.column_mapping`)."""
+        mode = mapping_mode(self.protocol, self.metadata.configuration)
+        return ColumnMapping(self.metadata.schema_string, mode)
 
     @property
     def partition_columns(self) -> tuple[str, ...]:
@@ -60,7 +71,8 @@ class DeltaSnapshot:
 
     @property
     def num_records(self) -> int | None:
-        """Total rows from file statistics; None when a file has none."""
+        """Total live rows from file statistics, less the rows deletion vectors delete;
+        None when a file has none."""
         from .stats import num_records
 
         total = 0
@@ -68,7 +80,7 @@ class DeltaSnapshot:
             n = num_records(add.stats)
             if n is None:
                 return None
-            total += n
+            total += n - int((add.deletion_vector or {}).get("cardinality") or 0)
         return total
 
 
@@ -94,13 +106,17 @@ class SnapshotBuilder:
         return b
 
     def apply(self, version: int, actions: Iterable[Action]) -> SnapshotBuilder:
+        actions = list(actions)
+        for a in actions:
+            if isinstance(a, RemoveFile):
+                live = self.files.get(a.path)
+                if live is not None and live.dv_id == a.dv_id:
+                    del self.files[a.path]
+                self.tombstones[file_key(a.path, a.dv_id)] = a
         for a in actions:
             if isinstance(a, AddFile):
                 self.files[a.path] = a
-                self.tombstones.pop(a.path, None)
-            elif isinstance(a, RemoveFile):
-                self.files.pop(a.path, None)
-                self.tombstones[a.path] = a
+                self.tombstones.pop(file_key(a.path, a.dv_id), None)
             elif isinstance(a, Txn):
                 self.txns[a.app_id] = a
             elif isinstance(a, Metadata):
@@ -116,6 +132,11 @@ class SnapshotBuilder:
             raise CorruptMetadataError(f"{where}: no protocol action in the log")
         if self.metadata is None:
             raise CorruptMetadataError(f"{where}: no metaData action in the log")
+        if not self.metadata.schema_string:
+            raise CorruptMetadataError(
+                f"{where}: the newest metaData action has no schemaString (a placeholder "
+                "no later metaData replaced); the table is not readable at this version"
+            )
         return DeltaSnapshot(
             self.location,
             self.version,

@@ -110,3 +110,14 @@ def _comparable(value: Any) -> Any:
     if isinstance(value, str) and _TIMESTAMP.match(value):
         return value.replace(" ", "T", 1).rstrip("Z")
     return value
+
+
+def with_loose_bounds(stats: str | None) -> str | None:
+    """``stats`` of a file that now has a deletion vector: ``numRecords`` still counts
+    every physical row (as the protocol requires), the bounds stay valid but are no
+    longer tight (``tightBounds: false``)."""
+    doc = parse_stats(stats)
+    if doc is None:
+        return stats
+    doc["tightBounds"] = False
+    return json.dumps(doc, separators=(",", ":"))

@@ -21,6 +21,7 @@ from stream_sink.exceptions import SchemaMismatchError, TableAlreadyExistsError
 from stream_sink.io.fileio import FileIO
 
 from .actions import CommitInfo, Metadata
+from .column_mapping import MAX_COLUMN_ID, assign_physical
 from .conflicts import IsolationLevel
 from .features import check_readable, protocol_for
 from .log import DeltaLog
@@ -29,6 +30,7 @@ from .scan import read_snapshot
 from .schema import normalize_timestamps, schema_from_arrow, uses_timestamp_ntz
 from .snapshot import DeltaSnapshot
 from .transaction import DeltaTransaction
+from .type_widening import check_type_changes
 from .writer import write_data_files
 
 
@@ -56,7 +58,9 @@ class DeltaTable:
     ) -> DeltaTable:
         log = DeltaLog(location, io, storage_options)
         snapshot = load_snapshot(log, version)
-        check_readable(snapshot.protocol, f"Delta table {log.location}")
+        where = f"Delta table {log.location}"
+        check_readable(snapshot.protocol, where, snapshot.metadata.schema_string)
+        check_type_changes(snapshot.metadata.schema_string, where)
         return cls(log, snapshot)
 
     @classmethod
@@ -83,14 +87,14 @@ class DeltaTable:
         if missing:
             raise SchemaMismatchError(f"partition columns {missing} are not in the schema")
         now = int(time.time() * 1000)
-        protocol = protocol_for(uses_timestamp_ntz(schema))
+        config = {str(k): str(v) for k, v in (configuration or {}).items()}
+        protocol = protocol_for(uses_timestamp_ntz(schema), config)
+        schema_string = schema_from_arrow(schema)
+        if "columnMapping" in (protocol.reader_features or ()):
+            schema_string, max_id = assign_physical(schema_string)
+            config[MAX_COLUMN_ID] = str(max_id)
         metadata = Metadata(
-            str(uuid.uuid4()),
-            schema_from_arrow(schema),
-            tuple(partition_by),
-            {str(k): str(v) for k, v in (configuration or {}).items()},
-            now,
-            name,
+            str(uuid.uuid4()), schema_string, tuple(partition_by), config, now, name
         )
         info = CommitInfo(
             {
@@ -159,7 +163,12 @@ class DeltaTable:
     def append(self, data: pa.Table) -> int:
         """Append ``data`` as one version (a blind append); returns the version."""
         adds = write_data_files(
-            self.location, data, self.schema, self.partition_columns, io=self.io
+            self.location,
+            data,
+            self.schema,
+            self.partition_columns,
+            io=self.io,
+            mapping=self._snapshot.column_mapping,
         )
         txn = self.new_transaction().add_all(adds)
         return txn.commit("WRITE", {"mode": "Append"})

@@ -138,7 +138,7 @@ class DeltaTransaction:
         )
 
     def _prepare(self, snapshot: DeltaSnapshot, where: str) -> None:
-        check_writable(snapshot.protocol, where)
+        check_writable(snapshot.protocol, where, snapshot.metadata.schema_string)
         if any(isinstance(a, RemoveFile) and a.data_change for a in self._actions):
             check_removes_allowed(snapshot.configuration, where)
         self._check_removes_live(snapshot, where)
@@ -150,10 +150,14 @@ class DeltaTransaction:
         older version (a MERGE staged before a commit) whose files another commit removed
         since would otherwise bring the rewritten rows back."""
         for a in self._actions:
-            if isinstance(a, RemoveFile) and a.data_change and a.path not in snapshot.files:
+            if not (isinstance(a, RemoveFile) and a.data_change):
+                continue
+            live = snapshot.files.get(a.path)
+            if live is None or live.dv_id != a.dv_id:
                 raise ConcurrentDeleteReadError(
-                    f"{where}: {a.path} is no longer live at version {snapshot.version}; it was "
-                    "removed after this change was planned (re-plan on the new version)"
+                    f"{where}: {a.path} is no longer live at version {snapshot.version} (with the "
+                    "deletion vector this change read); it was removed or had rows deleted "
+                    "after this change was planned (re-plan on the new version)"
                 )
 
     def _removed_paths(self) -> frozenset[str]:

@@ -3,7 +3,9 @@ or more files per partition, each described by an :class:`AddFile` with statisti
 
 Invariants: every file is complete on storage before its AddFile is returned (nothing
 refers to a partial file); file names are unique (a UUID), so a re-run never overwrites
-a file an earlier attempt may have committed.
+a file an earlier attempt may have committed. Under column mapping (``mapping``) files
+name columns by their physical names and carry the column ids as Parquet field ids, and
+partition values and statistics are keyed by physical names.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.io.fileio import FileIO
 
 from .actions import AddFile
+from .column_mapping import ColumnMapping
 from .paths import encode_path, partition_dir, serialize_partition_value
 from .stats import file_stats
 
@@ -57,22 +60,26 @@ def write_data_files(
     *,
     io: FileIO | None = None,
     target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
+    mapping: ColumnMapping | None = None,
 ) -> list[AddFile]:
     """Write ``data`` (conformed to ``schema``) under the table root ``location``."""
     if data.num_rows == 0:
         return []
     io = io or FileIO.for_location(location)
+    mapping = mapping or ColumnMapping("")
     data = conform(data, schema)
     if not partition_columns:
-        return _write_piece(location, io, data, {}, "", target_file_rows)
+        return _write_piece(location, io, mapping.to_physical(data), {}, "", target_file_rows)
     out: list[AddFile] = []
+    physical = [mapping.physical_name(c) for c in partition_columns]
     for values, piece in _split(data, partition_columns):
-        rel_dir = partition_dir(partition_columns, values)
+        values = {mapping.physical_name(c): v for c, v in values.items()}
+        rel_dir = partition_dir(physical, values)
         out.extend(
             _write_piece(
                 location,
                 io,
-                piece.drop_columns(list(partition_columns)),
+                mapping.to_physical(piece.drop_columns(list(partition_columns))),
                 values,
                 rel_dir,
                 target_file_rows,

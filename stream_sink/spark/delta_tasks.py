@@ -15,7 +15,6 @@ propagates; a retried attempt writes new, uniquely named files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ import pyarrow as pa
 
 from stream_sink.delta.actions import AddFile, parse_action
 from stream_sink.delta.batch import DeltaBatch
-from stream_sink.delta.merge import MergeMode, net_changes
-from stream_sink.delta.paths import absolute_location
-from stream_sink.delta.scan import read_file
+from stream_sink.delta.column_mapping import ColumnMapping
+from stream_sink.delta.features import supports_deletion_vectors
+from stream_sink.delta.merge import MergeMode, abort_written, net_changes, rewrite_file
 from stream_sink.delta.schema import schema_to_arrow
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.writer import write_data_files
@@ -46,10 +45,18 @@ class TableShape:
     partition_columns: tuple[str, ...]
     storage_options: tuple[tuple[str, str], ...] = ()
     """FileIO properties of the table's store (``s3.*``), for the executors."""
+    mapping_mode: str = "none"
+    """The column mapping mode files are written and read by."""
+    deletion_vectors: bool = False
+    """Whether a rewrite may write a deletion vector instead of a new file."""
 
     @property
     def schema(self) -> pa.Schema:
         return schema_to_arrow(self.schema_string)
+
+    @property
+    def mapping(self) -> ColumnMapping:
+        return ColumnMapping(self.schema_string, self.mapping_mode)
 
     def io(self) -> FileIO:
         return FileIO.for_location(self.location, dict(self.storage_options))
@@ -61,6 +68,8 @@ class TableShape:
             snapshot.metadata.schema_string,
             snapshot.partition_columns,
             tuple(sorted((storage_options or {}).items())),
+            snapshot.column_mapping.mode,
+            supports_deletion_vectors(snapshot.protocol, snapshot.configuration),
         )
 
 
@@ -71,9 +80,7 @@ def _result(batch: DeltaBatch) -> pa.RecordBatch:
 
 
 def _abort(io: FileIO, location: str, adds: Iterable[AddFile]) -> None:
-    for a in adds:
-        with contextlib.suppress(Exception):  # the task fails anyway; an orphan is harmless
-            io.delete(absolute_location(location, a.path))
+    abort_written(location, io, list(adds))  # the task fails anyway
 
 
 def _table_of(batches: Iterator[pa.RecordBatch], schema: pa.Schema | None = None) -> pa.Table:
@@ -99,6 +106,7 @@ class DeltaAppendTask:
                     self.table.schema,
                     self.table.partition_columns,
                     io=io,
+                    mapping=self.table.mapping,
                 )
         except BaseException:
             _abort(io, self.table.location, adds)
@@ -117,31 +125,28 @@ class DeltaRewriteTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         io = self.table.io()
-        written: list[AddFile] = []
-        removes = []
-        schema = self.table.schema
+        parts: list[DeltaBatch] = []
         snapshot = _shape_only(self.table)
         try:
             for batch in batches:
                 for raw in batch.column(PATH_COLUMN).to_pylist():
                     add = parse_action({"add": json.loads(raw)}, where="a touched file")
                     assert isinstance(add, AddFile)
-                    rows = read_file(snapshot, io, add, schema)
-                    kept = rows.join(
-                        self.touched, keys=list(self.keys), join_type="left anti", use_threads=False
+                    part = rewrite_file(
+                        snapshot,
+                        io,
+                        add,
+                        self.touched,
+                        self.keys,
+                        self.timestamp_ms,
+                        deletion_vectors=self.table.deletion_vectors,
                     )
-                    if kept.num_rows == rows.num_rows:
-                        continue
-                    removes.append(add.remove(self.timestamp_ms))
-                    written.extend(
-                        write_data_files(
-                            self.table.location, kept, schema, self.table.partition_columns, io=io
-                        )
-                    )
+                    if part is not None:
+                        parts.append(part)
         except BaseException:
-            _abort(io, self.table.location, written)
+            _abort(io, self.table.location, [a for p in parts for a in p.adds])
             raise
-        yield _result(DeltaBatch(tuple(written), tuple(removes)))
+        yield _result(DeltaBatch.merge(parts))
 
 
 FILE_COLUMN = "__ss_file"
@@ -190,7 +195,12 @@ class DeltaInsertTask:
                 schema = self.table.schema
                 final = final.select([n for n in final.column_names if n in schema.names])
                 adds = write_data_files(
-                    self.table.location, final, schema, self.table.partition_columns, io=io
+                    self.table.location,
+                    final,
+                    schema,
+                    self.table.partition_columns,
+                    io=io,
+                    mapping=self.table.mapping,
                 )
         except BaseException:
             _abort(io, self.table.location, adds)
@@ -201,9 +211,13 @@ class DeltaInsertTask:
 def _shape_only(table: TableShape) -> DeltaSnapshot:
     """A snapshot carrying only what :func:`read_file` needs (location, schema, partitions)."""
     from stream_sink.delta.actions import Metadata, Protocol
+    from stream_sink.delta.column_mapping import MODE
 
-    meta = Metadata("", table.schema_string, table.partition_columns)
-    return DeltaSnapshot(table.location, -1, Protocol(1, 2), meta, {}, {}, {})
+    features = ("columnMapping",)
+    protocol = Protocol(3, 7, features, features)
+    config = {MODE: table.mapping_mode}
+    meta = Metadata("", table.schema_string, table.partition_columns, config)
+    return DeltaSnapshot(table.location, -1, protocol, meta, {}, {}, {})
 
 
 def merge_batches(serialized: Sequence[bytes]) -> DeltaBatch:

@@ -60,7 +60,12 @@ class DeltaSourceTask:
                 schema = self.table.schema
                 data = data.select([n for n in data.column_names if n in schema.names])
                 adds = write_data_files(
-                    self.table.location, data, schema, self.table.partition_columns, io=io
+                    self.table.location,
+                    data,
+                    schema,
+                    self.table.partition_columns,
+                    io=io,
+                    mapping=self.table.mapping,
                 )
         except BaseException:
             for a in adds:

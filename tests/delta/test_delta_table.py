@@ -133,10 +133,22 @@ def _set_protocol(loc: str, protocol: Protocol) -> None:
 def test_table_needing_unsupported_reader_features_is_refused_naming_them(tmp_path):
     loc = str(tmp_path / "t")
     DeltaTable.create(loc, SCHEMA)
-    _set_protocol(loc, Protocol(3, 7, ("deletionVectors", "v2Checkpoint"), ("deletionVectors",)))
-    wanted = r"reader features \['deletionVectors', 'v2Checkpoint'\]"
+    features = ("deletionVectors", "rowIdsV9", "catalogManaged")
+    _set_protocol(loc, Protocol(3, 7, features, features))
+    wanted = r"reader features \['catalogManaged', 'rowIdsV9'\]"
     with pytest.raises(UnsupportedError, match=wanted):
         DeltaTable.load(loc)
+
+
+def test_variant_features_listed_without_a_variant_column_are_accepted(tmp_path):
+    """delta-rs 1.x lists variantType on every table it creates with table features."""
+    loc = str(tmp_path / "t")
+    DeltaTable.create(loc, SCHEMA)
+    features = ("deletionVectors", "variantType")
+    _set_protocol(loc, Protocol(3, 7, features, features))
+    table = DeltaTable.load(loc)
+    table.append(rows(0, 2))
+    assert table.to_arrow().num_rows == 2
 
 
 def test_table_needing_unsupported_writer_features_is_refused_naming_them(tmp_path):

@@ -1,0 +1,127 @@
+"""Deletion vectors (PROTOCOL.md "Deletion Vectors"): reading the rows a descriptor
+deletes, and writing new deletion vector files.
+
+A descriptor's ``storageType`` says where the ``RoaringBitmapArray`` is: ``i`` inline
+(Z85 in ``pathOrInlineDv``), ``u`` in ``<table>/<prefix>/deletion_vector_<uuid>.bin``
+(``pathOrInlineDv`` = random prefix + the Z85 of the UUID's 16 bytes), ``p`` at an
+absolute path. A file holds a version byte (1), then per vector its big-endian size,
+the bitmap and its big-endian CRC-32; ``offset`` points at the size.
+Invariants: a vector whose size, checksum or cardinality disagree with its descriptor is
+refused (CorruptionError naming the file), never half-applied.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from stream_sink.exceptions import CorruptionError, UnsupportedError
+from stream_sink.io.fileio import FileIO
+
+from . import roaring
+from .paths import absolute_location
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = {c: i for i, c in enumerate(Z85)}
+FILE_VERSION = 1
+
+
+def z85_decode(text: str) -> bytes:
+    if len(text) % 5:
+        raise ValueError(f"Z85 text of length {len(text)} is not a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        value = 0
+        for c in text[i : i + 5]:
+            value = value * 85 + _Z85_INDEX[c]
+        out += struct.pack(">I", value)
+    return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    """Z85 of ``data`` (zero-padded to a multiple of 4 bytes, as Delta pads)."""
+    data = data + b"\0" * (-len(data) % 4)
+    out = []
+    for i in range(0, len(data), 4):
+        (value,) = struct.unpack(">I", data[i : i + 4])
+        chunk = []
+        for _ in range(5):
+            value, r = divmod(value, 85)
+            chunk.append(Z85[r])
+        out.append("".join(reversed(chunk)))
+    return "".join(out)
+
+
+def dv_location(table_location: str, dv: Mapping[str, Any]) -> str:
+    """The file a ``u`` or ``p`` descriptor points at."""
+    kind, raw = dv.get("storageType"), str(dv.get("pathOrInlineDv"))
+    if kind == "p":
+        return absolute_location(table_location, raw)
+    if kind == "u":
+        prefix, encoded = raw[:-20], raw[-20:]
+        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+        rel = f"{prefix}/{name}" if prefix else name
+        return f"{table_location.rstrip('/')}/{rel}"
+    raise UnsupportedError(f"deletion vector storage type {kind!r} is not one of u, i, p")
+
+
+def deleted_rows(table_location: str, io: FileIO, dv: Mapping[str, Any], where: str) -> np.ndarray:
+    """The positions (sorted uint64) of the rows ``dv`` deletes."""
+    size = int(dv["sizeInBytes"])
+    if dv.get("storageType") == "i":
+        data = z85_decode(str(dv["pathOrInlineDv"]))[:size]
+        location = f"{where} (inline deletion vector)"
+    else:
+        location = dv_location(table_location, dv)
+        data = _read_stored(io, location, int(dv.get("offset") or 0), size)
+    rows = roaring.decode(data, where=location)
+    expected = dv.get("cardinality")
+    if expected is not None and int(expected) != len(rows):
+        raise CorruptionError(
+            f"{location}: the deletion vector holds {len(rows)} rows, its descriptor in the "
+            f"log says {expected}"
+        )
+    return rows
+
+
+def _read_stored(io: FileIO, location: str, offset: int, size: int) -> bytes:
+    raw = io.read_bytes(location)
+    if offset + 4 + size + 4 > len(raw):
+        raise CorruptionError(
+            f"{location}: {len(raw)} bytes, too short for a deletion vector of {size} bytes "
+            f"at offset {offset}"
+        )
+    (stored,) = struct.unpack(">i", raw[offset : offset + 4])
+    if stored != size:
+        raise CorruptionError(f"{location}: deletion vector of {stored} bytes, the log says {size}")
+    data = raw[offset + 4 : offset + 4 + size]
+    (crc,) = struct.unpack(">I", raw[offset + 4 + size : offset + 8 + size])
+    if zlib.crc32(data) != crc:
+        raise CorruptionError(f"{location}: the deletion vector's CRC-32 does not match")
+    return data
+
+
+def write_deletion_vector(table_location: str, io: FileIO, rows: np.ndarray) -> dict[str, Any]:
+    """Write a file holding one vector of ``rows``; returns its descriptor (``u``)."""
+    data = roaring.encode(rows)
+    file_id = uuid.uuid4()
+    payload = (
+        bytes([FILE_VERSION])
+        + struct.pack(">i", len(data))
+        + data
+        + struct.pack(">I", zlib.crc32(data))
+    )
+    name = f"deletion_vector_{file_id}.bin"
+    io.write_bytes(f"{table_location.rstrip('/')}/{name}", payload)
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": z85_encode(file_id.bytes),
+        "offset": 1,
+        "sizeInBytes": len(data),
+        "cardinality": len(np.unique(rows)),
+    }
