@@ -26,6 +26,7 @@ from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.column_mapping import ColumnMapping
 from stream_sink.delta.features import supports_deletion_vectors
 from stream_sink.delta.merge import MergeMode, abort_written, net_changes, rewrite_file
+from stream_sink.delta.scan import read_file
 from stream_sink.delta.schema import schema_to_arrow
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.writer import write_data_files

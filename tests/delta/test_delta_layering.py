@@ -47,6 +47,7 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "commit/delta_target.py",
         "spark/delta_sink.py",
         "spark/delta_tasks.py",
+        "spark/delta_touched.py",
         "spark/source_delta_commit.py",
         "spark/source_delta_write.py",
         "cli/delta_commands.py",
