@@ -26,6 +26,9 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.io import FileIO
+from stream_sink.maintenance.metadata_files import metadata_files_warning
+from stream_sink.metrics.maintenance_report import read_report, report_location
+from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
 from stream_sink.table.catalog import Catalog
@@ -57,6 +60,11 @@ class SinkStatus:
     planned: tuple[int, ...]
     staged: tuple[int, ...]
     pending: tuple[int, ...]
+    maintenance: MaintenanceMetricsSnapshot | None = None
+    """What the sink's in-job maintenance last reported (None: it runs none, or not yet)."""
+    warnings: tuple[str, ...] = ()
+    """What needs attention: maintenance failing run after run, a table keeping every
+    old metadata file."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -102,7 +110,14 @@ def sink_status(
     sink = sink_id or _only_sink(root, io)
     checkpoints = CheckpointStorage(root, sink, io).list_completed()
     table_name = table or sink
-    watermark, error, last = _table_watermark(catalog, table_name, query_id, sink, branch)
+    watermark, error, last, warnings = _table_watermark(catalog, table_name, query_id, sink, branch)
+    maintenance = read_report(io, report_location(root, sink))
+    if maintenance is not None and maintenance.failing:
+        warnings = (
+            f"in-sink maintenance has failed {maintenance.consecutive_failures} runs in a "
+            f"row (retried as commits go on): {maintenance.last_error}",
+            *warnings,
+        )
     acknowledged = tuple(query.acknowledged_batch_ids(spark_dir, io))
     floor = watermark if watermark is not None else -1
     covered = {
@@ -125,6 +140,8 @@ def sink_status(
         planned=tuple(query.planned_batch_ids(spark_dir, io)),
         staged=tuple(b for b in unseen if b in covered),
         pending=tuple(b for b in unseen if b not in covered),
+        maintenance=maintenance,
+        warnings=warnings,
     )
 
 
@@ -147,18 +164,21 @@ def _only_sink(root: str, io: FileIO) -> str:
 
 def _table_watermark(
     catalog: Catalog | None, table: str, query_id: str, sink: str, branch: str
-) -> tuple[int | None, str | None, LastCommit | None]:
+) -> tuple[int | None, str | None, LastCommit | None, tuple[str, ...]]:
     if catalog is None:
-        return None, "no catalog given", None
+        return None, "no catalog given", None, ()
     try:
         loaded = catalog.load_table(table)
     except (NotFoundError, ValidationError) as e:
-        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None
+        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None, ()
     meta = loaded.metadata
     head = branch_head(meta, branch)
     mark = committed_watermark(meta, query_id, sink, branch)
+    warning = metadata_files_warning(loaded)
+    warnings = (f"table {table}: {warning}",) if warning else ()
     for snap in iter_ancestry(meta, head):
         stamp = stamp_of(snap.summary, query_id, sink)
         if stamp is not None:
-            return mark, None, LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
-    return mark, None, None
+            last = LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
+            return mark, None, last, warnings
+    return mark, None, None, warnings

@@ -6,6 +6,8 @@ Invariants:
   caller's validation hooks against that metadata and the target branch's head,
   then writes manifests and a manifest list, then asks the catalog to swap.
   A validation failure is final (CommitValidationError), never retried.
+- An attempt holds its table's in-process commit lock (``commit_lock``): commits of
+  one process to one table never race each other.
 - A lost swap (CommitFailedError) deletes that attempt's manifests and list and
   retries per ``commit.retry.*``; an unknown outcome (CommitStateUnknownError)
   is raised as is and nothing is deleted (the files may now be the table).
@@ -30,6 +32,7 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.io.errors import io_failure, quietly
+from stream_sink.table.commit_lock import commit_lock
 from stream_sink.table.manifest import (
     DataFile,
     DataFileContent,
@@ -122,7 +125,11 @@ class SnapshotProducer(ABC):
     def commit(self) -> Snapshot:
         """Commit one snapshot; returns it. See the module invariants."""
         policy = RetryPolicy.from_properties(self._table.properties)
-        return policy.run(self._attempt)
+        return policy.run(self._locked_attempt)
+
+    def _locked_attempt(self, attempt: int) -> Snapshot:
+        with commit_lock(self._table.location):
+            return self._attempt(attempt)
 
     def _attempt(self, attempt: int) -> Snapshot:
         table = self._table.refresh()
