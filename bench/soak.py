@@ -49,6 +49,7 @@ class Sample:
     t_s: float
     batches: int
     batch_ms: list[float]
+    batch_rows: list[int]
     data_files_on_disk: int
     delete_files_on_disk: int
     live_data_files: int
@@ -78,6 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--catalog", choices=("hadoop", "sql"), default="hadoop")
     p.add_argument("--postgres-url", default=os.environ.get("STREAM_SINK_TEST_POSTGRES_URL"))
     p.add_argument("--no-maintenance", action="store_true")
+    p.add_argument(
+        "--delta-log-retention",
+        default="interval 2 minutes",
+        help="delta.logRetentionDuration of the Delta table (checkpoints every 10 commits)",
+    )
     p.add_argument("--dir", default=None)
     p.add_argument("--keep", action="store_true")
     p.add_argument("--json", default=None)
@@ -140,14 +146,15 @@ class Sampler:
             except Exception as e:  # a sample that fails is reported, the run goes on
                 print(f"  sample failed: {type(e).__name__}: {e}", flush=True)
 
-    def batch_times(self) -> list[float]:
+    def batch_times(self) -> list[tuple[float, int]]:
+        """(triggerExecution ms, input rows) of the batches finished since the last call."""
         out = []
         for p in self.run.query.recentProgress:
             bid = int(p.batchId)
             if bid in self._seen or int(p.numInputRows) == 0:
                 continue
             self._seen.add(bid)
-            out.append(float(p.durationMs.get("triggerExecution", 0)))
+            out.append((float(p.durationMs.get("triggerExecution", 0)), int(p.numInputRows)))
         return out
 
     def take(self) -> Sample:
@@ -162,7 +169,8 @@ class Sampler:
         return Sample(
             t_s=time.monotonic() - r.started,
             batches=len(times),
-            batch_ms=times,
+            batch_ms=[t for t, _ in times],
+            batch_rows=[n for _, n in times],
             data_files_on_disk=data_files - r.delete_files_on_disk(),
             delete_files_on_disk=r.delete_files_on_disk(),
             live_data_files=table["data_files"],
@@ -269,6 +277,10 @@ class Run:
             sink_id="soak",
             checkpoint_location=str(self.checkpoint_dir),
             state_dir=str(self.state_root),
+            configuration={
+                "delta.checkpointInterval": "10",
+                "delta.logRetentionDuration": self.args.delta_log_retention,
+            },
         )
 
     def frame(self) -> Any:
@@ -362,7 +374,8 @@ def line(samples: list[Sample], now: Sample) -> str:
     )
     return (
         f"{now.t_s / 60:6.1f} min  batches {sum(s.batches for s in samples):4d}  "
-        f"median {median_batch(samples):6.0f} ms  max "
+        f"median {median_batch(samples):6.0f} ms "
+        f"({statistics.median([n for s in samples for n in s.batch_rows] or [0]):6.0f} rows) max "
         f"{max((t for s in samples for t in s.batch_ms), default=0):6.0f} ms  "
         f"files {now.data_files_on_disk:5d}+{now.delete_files_on_disk:<5d} "
         f"live {now.live_data_files}+{now.live_delete_files} ({now.live_deletes} deletes)  "

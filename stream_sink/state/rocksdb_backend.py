@@ -57,8 +57,8 @@ class RocksDBOptions:
     write_buffer_size: int = 2 * 1024 * 1024
     max_write_buffer_number: int = 2
     compression: Compression = "lz4"
-    keep_log_file_num: int = 2
-    max_log_file_size: int = 1024 * 1024
+    keep_log_file_num: int = 1
+    max_log_file_size: int = 256 * 1024
     max_manifest_file_size: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
