@@ -25,8 +25,8 @@ Invariants:
   set from ``options.failures_before_alert`` of them, and ``report`` (when given) gets
   the metrics after every run (the sink writes them where ``stream-sink status`` reads).
 - A failure never raises into the sink, and the sink never waits for a run (except
-  ``close``); a failure is logged once per run, with its traceback once when it turns
-  persistent.
+  ``close``); a failed run is logged at INFO, at WARNING when it turns persistent
+  (``failures_before_alert`` in a row) and every 50th in a row after that.
 - Runs use their own table handle: the sink's commits and the run race only through
   the catalog, where each commit validates (compaction yields, the sink does not).
 """
@@ -225,14 +225,16 @@ class SinkMaintenance:
             self._trigger.retry_failures = 0 if done else self._trigger.retry_failures + 1
             in_a_row = self._trigger.retry_failures
         if outcome.failed_action is not None:
-            log.warning(
+            alert = self.options.failures_before_alert
+            loud = in_a_row == alert or (in_a_row > alert and in_a_row % 50 == 0)
+            log.log(
+                logging.WARNING if loud else logging.INFO,
                 "maintenance of %s: %s failed (%d in a row; retried after %d commits): %s",
                 self._owner,
                 outcome.failed_action,
                 in_a_row,
                 self._trigger.retry_backoff(),
                 outcome.error,
-                exc_info=in_a_row == self.options.failures_before_alert,
             )
         elif outcome.conflict:
             log.info("maintenance yielded to a concurrent commit: %s", outcome.error)

@@ -45,8 +45,8 @@ class RocksDBOptions:
     exactly-once. ``use_fsync`` makes RocksDB call fsync instead of fdatasync.
 
     What a long-running sink leaves in the folder stays bounded: RocksDB's info log
-    (``LOG``, a few lines per write batch and flush) rolls at ``max_log_file_size``
-    keeping ``keep_log_file_num`` old ones, its MANIFEST rolls at
+    (``LOG``, a few lines per flush and checkpoint; no periodic statistics dumps) rolls
+    at ``max_log_file_size`` keeping ``keep_log_file_num`` old ones, its MANIFEST rolls at
     ``max_manifest_file_size``, and a small write buffer keeps the write-ahead log short
     (the committer's state is a few kilobytes per checkpoint, written and deleted).
     """
@@ -87,6 +87,7 @@ class RocksDBOptions:
         opts.set_keep_log_file_num(self.keep_log_file_num)
         opts.set_max_log_file_size(self.max_log_file_size)
         opts.set_max_manifest_file_size(self.max_manifest_file_size)
+        opts.set_stats_dump_period_sec(0)  # no statistics dumps into the info log
         return opts
 
     def write_options(self) -> rocksdict.WriteOptions:

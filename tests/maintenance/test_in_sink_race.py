@@ -53,24 +53,25 @@ def test_maintenance_racing_the_sink_never_fails(catalog: Catalog) -> None:
         "sink:race",
         report=reports.append,
     )
-    started, last_start, i = 0, 0, 0
+    started, last_start, sampled, i = 0, 0, 0, 0
     excess: dict[str, int] = {}
-    while i < COMMITS or maintenance.metrics.runs < RUNS:  # however slow the machine
-        cdc.commit_batch(12)  # the sink's commit, racing a run under way
-        if maintenance.after_commit(table.refresh().metadata):
-            started, last_start = started + 1, i
-        if i >= COMMITS // 4 and i % 8 == 0 and not maintenance.running:
+    while i < COMMITS or sampled < RUNS:  # however slow the machine
+        cdc.commit_batch(8)  # the sink's commit, racing a run under way
+        runs = maintenance.metrics.runs
+        if i >= COMMITS // 4 and runs > sampled and not maintenance.running:
             # the last run, started after commit `last_start`, is done: what is left over
-            # is what commits added since it started (4 files of each kind per commit in
-            # 4 buckets), on top of a floor (retained snapshots, compacted files, the
-            # metadata log) and the run's own commits
-            since = i - last_start
+            # is what the commits since it started added (at most one file of each kind
+            # per bucket each), on top of a floor (retained snapshots, compacted files,
+            # the metadata log) and the run's own commits
+            sampled, since = runs, i - last_start
             counts = {**live_counts(table), "snapshots": len(table.refresh().snapshots())}
             counts["metadata"] = _metadata_json_files(cdc)
             floor = {"snapshots": 3 + since, "data": 4 + 4 * since, "eq": 4 * since}
             floor["metadata"] = 1 + 10 + since
             for k, v in floor.items():
                 excess[k] = max(excess.get(k, 0), counts[k] - v)
+        if maintenance.after_commit(table.refresh().metadata):
+            started, last_start = started + 1, i
         i += 1
     maintenance.wait()
 
