@@ -29,8 +29,8 @@ from stream_sink.exceptions import CommitFailedError, ConcurrentDeleteReadError
 from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
 from .checkpoint import write_checkpoint
 from .conflicts import IsolationLevel, ReadPredicate, ReadSet, check_for_conflicts
-from .features import check_removes_allowed, check_writable
 from .expired_logs import remove_expired_logs
+from .features import check_removes_allowed, check_writable
 from .log_cleanup import remove_stale_temporaries
 from .snapshot import DeltaSnapshot, SnapshotBuilder
 
