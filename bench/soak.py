@@ -296,11 +296,12 @@ class Run:
         cols = [
             (F.col("value") % a.keys).alias("id"),
             F.col("value"),
-            F.col("timestamp").alias("ts"),
             F.concat(F.lit("payload-"), F.col("value").cast("string")).alias("payload"),
         ]
-        if a.format == "delta":
+        if a.format == "delta":  # (DeltaSink does not take timestamp columns on pyspark 4 yet)
             cols.append((F.col("value") % a.keys % 4).cast("int").alias("part"))
+        else:
+            cols.insert(2, F.col("timestamp").alias("ts"))
         return df.select(*cols)
 
     def start(self) -> None:
@@ -348,7 +349,7 @@ class Run:
         if self.args.format == "delta":
             from stream_sink.delta import DeltaTable
 
-            return DeltaTable(str(self.location)).to_arrow()
+            return DeltaTable.load(str(self.location)).to_arrow()
         return self.catalog.load_table(self.name).scan().to_arrow()
 
 
