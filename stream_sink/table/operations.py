@@ -13,6 +13,9 @@ Invariants:
   is raised as is and nothing is deleted (the files may now be the table).
 - Files added in a snapshot are written with a null sequence number and inherit
   the snapshot's; carried-over (EXISTING) entries keep their own.
+- A parent manifest holding neither added nor existing files (only entries an earlier
+  snapshot deleted) is not carried into the new snapshot (Java's
+  ``MergingSnapshotProducer``); manifests this commit wrote always are.
 """
 
 from __future__ import annotations
@@ -172,7 +175,7 @@ class SnapshotProducer(ABC):
         self, base: TableMetadata, parent: Snapshot | None, attempt: int, written: list[str]
     ) -> _Attempt:
         summary = SummaryBuilder()
-        manifests = self._manifests(base, parent, summary, written)
+        manifests = [m for m in self._manifests(base, parent, summary, written) if self._keeps(m)]
         seq = base.next_sequence_number
         list_path = (
             f"{self._table.metadata_dir}/snap-{self._snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
@@ -206,6 +209,17 @@ class SnapshotProducer(ABC):
                 last_updated_ms=metadata.last_updated_ms,
             )
         return _Attempt(snapshot, metadata, tuple(written))
+
+    def _keeps(self, m: ManifestFile) -> bool:
+        """Java's rule: a manifest goes on when it has live (added or existing) files or
+        this commit wrote it; one holding only entries an earlier snapshot deleted is
+        dropped (that snapshot's own list keeps it), else every compaction would leave
+        its manifests in every later snapshot for ever."""
+        return (
+            m.has_added_files
+            or m.has_existing_files
+            or m.added_snapshot_id in (None, self._snapshot_id)
+        )
 
     # --- helpers for subclasses -------------------------------------------------------
 

@@ -18,6 +18,7 @@ from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.table.catalog import Catalog
+from stream_sink.table.manifest import read_manifest_list
 from stream_sink.table.metadata_commit import commit_metadata_change
 
 COMMITS = 200
@@ -139,5 +140,30 @@ def test_old_metadata_files_are_removed_and_warned_about(catalog: Catalog) -> No
     kept = {str(e.value) for e in table.refresh().metadata.metadata_log}
     assert _metadata_json_files(cdc) == 1 + len(kept) == 6
     assert metadata_files_warning(table) is None
+    assert ours(table) == cdc.expected()
+    assert rows_of(duckdb_rows(table.metadata_location)) == cdc.expected()
+
+
+def test_manifests_holding_only_deleted_files_are_not_carried_forward(catalog: Catalog) -> None:
+    table = catalog.create_table(
+        "db.t",
+        schema=SCHEMA,
+        partition_spec=[("bucket", "id", 4)],
+        identifier_fields=["id"],
+    )
+    cdc = CdcTable(table, random.Random(9))
+    m = table.maintenance
+    for _ in range(6):  # four upserts, then compaction and conversion replace their files
+        for _ in range(4):
+            cdc.commit_batch(8)
+        m.rewrite_data_files(min_input_files=2)
+        m.convert_equality_deletes()
+    cdc.commit_batch(8)
+    head = table.refresh().current_snapshot()
+    assert head is not None
+    manifests = read_manifest_list(table.io, head.manifest_list)
+    carried = [m for m in manifests if m.added_snapshot_id != head.snapshot_id]
+    assert all(m.has_added_files or m.has_existing_files for m in carried)
+    assert len(manifests) <= 12  # not one per commit and compaction since the start
     assert ours(table) == cdc.expected()
     assert rows_of(duckdb_rows(table.metadata_location)) == cdc.expected()
