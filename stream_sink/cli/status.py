@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.cli.table_commands import add_catalog_options, require_catalog_location
+from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
 from stream_sink.table.catalog import Catalog
 
@@ -116,6 +117,9 @@ def render(s: SinkStatus) -> str:
         ("offsets ahead of watermark", _or_none(s.offsets_ahead)),
         ("in flight", _ids(s.in_flight) + " (planned by Spark, not acknowledged)"),
     ]
+    if s.maintenance is not None:
+        lines.append(("maintenance", _maintenance(s.maintenance)))
+    lines.extend(("warning", w) for w in s.warnings)
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
 
@@ -124,6 +128,14 @@ def _held(ids: tuple[int, ...] | None, what: str) -> str:
     if ids is None:
         return "unknown (the table's watermark is unknown)"
     return f"{_ids(ids)} ({what})"
+
+
+def _maintenance(m: MaintenanceMetricsSnapshot) -> str:
+    last = "never" if m.last_success_ms is None else _time(m.last_success_ms)
+    text = f"{m.runs} runs, {m.failures} failed, {m.conflicts} yielded; last completed {last}"
+    if m.consecutive_failures:
+        text += f"; {m.consecutive_failures} in a row not completed: {m.last_error}"
+    return text
 
 
 def _ids(ids: tuple[int, ...]) -> str:

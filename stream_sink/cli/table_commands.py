@@ -33,6 +33,7 @@ from stream_sink.commit.watermark import (
 )
 from stream_sink.exceptions import NotFoundError
 from stream_sink.io import FileIO
+from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, snapshot_manifests
@@ -303,6 +304,9 @@ def _show(table: Table, fmt: str) -> int:
         "refs": {k: r.snapshot_id for k, r in meta.refs.items()},
         "sinks": sinks,
     }
+    warning = metadata_files_warning(table)
+    if warning:
+        info["warning"] = warning
     if fmt == "jsonl":
         print(json.dumps(info, default=str))
         return 0

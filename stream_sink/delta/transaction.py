@@ -5,8 +5,10 @@ snapshot), then try to write version read+1 put-if-absent; when another writer w
 version, check every winning commit for conflicts (:mod:`.conflicts`), move the snapshot
 forward, re-run the validations on it and retry the next version, with exponential
 backoff, up to ``max_attempts``. After the commit, a checkpoint is written when the
-version is a multiple of ``delta.checkpointInterval`` (a failure there only logs), and
-commit temporaries a killed writer left are removed (:mod:`.log_cleanup`).
+version is a multiple of ``delta.checkpointInterval`` (a failure there only logs), then
+log entries older than ``delta.logRetentionDuration`` below a checkpoint are removed
+(:mod:`.expired_logs`), and commit temporaries a killed writer left are removed
+(:mod:`.log_cleanup`).
 
 Invariants: validations (e.g. the streaming watermark) run on the exact snapshot the
 version is written on top of, after every refresh, so a commit that would duplicate
@@ -27,6 +29,7 @@ from stream_sink.exceptions import CommitFailedError, ConcurrentDeleteReadError
 from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
 from .checkpoint import write_checkpoint
 from .conflicts import IsolationLevel, ReadPredicate, ReadSet, check_for_conflicts
+from .expired_logs import remove_expired_logs
 from .features import check_removes_allowed, check_writable
 from .log_cleanup import remove_stale_temporaries
 from .snapshot import DeltaSnapshot, SnapshotBuilder
@@ -224,3 +227,5 @@ class DeltaTransaction:
                 version,
                 e,
             )
+            return
+        remove_expired_logs(self._table.log, snapshot.metadata.configuration)

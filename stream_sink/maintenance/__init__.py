@@ -1,6 +1,7 @@
 """Table maintenance: compaction, equality-delete conversion, dangling delete removal,
-snapshot expiry, orphan file removal, manifest rewriting; the maintenance lock; and
-maintenance inside a streaming sink (``MaintenanceOptions``, ``SinkMaintenance``).
+snapshot expiry, old metadata file removal, orphan file removal, manifest rewriting;
+the maintenance lock; and maintenance inside a streaming sink (``MaintenanceOptions``,
+``SinkMaintenance``).
 
 Layering: above commit/, write/, read/ and table/, below spark/; no Spark here.
 """
@@ -16,6 +17,7 @@ from stream_sink.maintenance.results import (
     ConvertEqualityDeletesResult,
     ExpireSnapshotsResult,
     RemoveDanglingDeletesResult,
+    RemoveMetadataFilesResult,
     RemoveOrphanFilesResult,
     RewriteDataFilesResult,
     RewriteManifestsResult,
@@ -31,6 +33,7 @@ __all__ = [
     "MaintenanceMetricsSnapshot",
     "MaintenanceOptions",
     "RemoveDanglingDeletesResult",
+    "RemoveMetadataFilesResult",
     "RemoveOrphanFilesResult",
     "RewriteDataFilesResult",
     "RewriteManifestsResult",

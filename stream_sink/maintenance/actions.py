@@ -22,6 +22,7 @@ from stream_sink.maintenance.results import (
     ConvertEqualityDeletesResult,
     ExpireSnapshotsResult,
     RemoveDanglingDeletesResult,
+    RemoveMetadataFilesResult,
     RemoveOrphanFilesResult,
     RewriteDataFilesResult,
     RewriteManifestsResult,
@@ -138,6 +139,15 @@ class Maintenance:
         """Delete files under the table location that no metadata reaches
         (``stream_sink.maintenance.orphans`` says what is always kept)."""
         return remove_orphan_files(self.table, older_than_ms, dry_run, protected)
+
+    def remove_old_metadata_files(
+        self, max_files: int | None = None, dry_run: bool = False
+    ) -> RemoveMetadataFilesResult:
+        """Remove metadata files that are neither current nor in the metadata log
+        (``stream_sink.maintenance.metadata_files``), at most ``max_files``."""
+        from stream_sink.maintenance.metadata_files import remove_old_metadata_files
+
+        return remove_old_metadata_files(self.table, max_files, dry_run)
 
     def rewrite_manifests(self) -> RewriteManifestsResult:
         """Rewrite the current snapshot's data manifests into few, clustered ones."""

@@ -4,7 +4,10 @@ Triggers are Flink TableMaintenance's: maintenance runs after a commit once, sin
 last run, at least ``commit_count`` snapshots were committed, or ``data_file_count``
 data files, or ``equality_delete_file_count`` equality delete files or
 ``equality_delete_record_count`` equality deletes were added, or ``interval_ms`` passed.
-A trigger set to None is off; at least one must be on.
+A trigger set to None is off; at least one must be on. The counts are of what was
+committed since the last run that completed: a run that failed or yielded leaves them
+standing, so the next commit starts the run again (and a run that fell behind catches up
+with the next one).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class MaintenanceOptions:
     rewrite_manifests: bool = False
     expire_snapshots: bool = True
     remove_orphan_files: bool = False
+    remove_old_metadata_files: bool = True
     # when
     commit_count: int | None = 10
     data_file_count: int | None = None
@@ -38,9 +42,13 @@ class MaintenanceOptions:
     retain_last: int = 1
     # orphans: None = 3 days
     orphan_age_ms: int | None = None
+    # metadata files: at most this many removed per run (the rest in the next runs)
+    max_metadata_files_per_run: int = 1000
     # running
     lock_lease_ms: int = DEFAULT_LEASE_MS
     background: bool = True
+    failures_before_alert: int = 3
+    """Runs failing in a row before ``metrics.failing`` (and ``stream-sink status``) say so."""
 
     def __post_init__(self) -> None:
         triggers = (
@@ -60,6 +68,8 @@ class MaintenanceOptions:
             ("interval_ms", self.interval_ms),
             ("retain_last", self.retain_last),
             ("lock_lease_ms", self.lock_lease_ms),
+            ("max_metadata_files_per_run", self.max_metadata_files_per_run),
+            ("failures_before_alert", self.failures_before_alert),
         ):
             if value is not None and value < 1:
                 raise InvalidOptionError(f"MaintenanceOptions.{name} must be >= 1, got {value}")

@@ -117,3 +117,20 @@ class RewriteManifestsResult(_Result):
     @property
     def action(self) -> str:
         return "rewrite-manifests"
+
+
+@dataclass(frozen=True)
+class RemoveMetadataFilesResult(_Result):
+    """Metadata files no longer in the metadata log, removed (or only listed when
+    ``dry_run``); ``remaining``: such files left for a later call."""
+
+    files: tuple[str, ...]
+    removed: int
+    failed: int
+    remaining: int
+    dry_run: bool
+    duration_ms: float = 0.0
+
+    @property
+    def action(self) -> str:
+        return "remove-old-metadata-files"

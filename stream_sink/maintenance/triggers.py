@@ -3,6 +3,8 @@ TableMaintenance TriggerEvaluator), from the snapshot summaries of new snapshots
 
 Invariant: every snapshot is counted once: ``observe`` walks from the branch head
 back to the newest snapshot already seen (or as far as the metadata still has).
+A run that did not complete leaves a retry standing: it is due again after
+``retry_backoff`` more commits (1, 2, 4, ... up to 64 as failures repeat).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class TriggerState:
     equality_delete_files: int = 0
     equality_deletes: int = 0
     _seen: int | None = None
+    retry_failures: int = 0
+    """Runs in a row that did not complete; a retry is pending while > 0."""
 
     def observe(self, metadata: TableMetadata) -> None:
         head = metadata.current_snapshot()
@@ -40,8 +44,14 @@ class TriggerState:
             self.equality_deletes += int(s.get("added-equality-deletes", "0"))
         self._seen = head.snapshot_id
 
+    def retry_backoff(self) -> int:
+        """Commits to wait before retrying a run that did not complete."""
+        return min(2 ** max(self.retry_failures - 1, 0), MAX_RETRY_BACKOFF_COMMITS)
+
     def due(self, now_ms: int) -> bool:
         o = self.options
+        if self.retry_failures and self.commits >= self.retry_backoff():
+            return True
         return (
             _reached(self.commits, o.commit_count)
             or _reached(self.data_files, o.data_file_count)
@@ -53,6 +63,9 @@ class TriggerState:
     def reset(self, now_ms: int) -> None:
         self.last_run_ms = now_ms
         self.commits = self.data_files = self.equality_delete_files = self.equality_deletes = 0
+
+
+MAX_RETRY_BACKOFF_COMMITS = 64
 
 
 def _reached(value: int, threshold: int | None) -> bool:

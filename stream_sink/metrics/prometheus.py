@@ -201,6 +201,18 @@ METRICS: tuple[MetricDef, ...] = (
         "Duration of the last maintenance run (ms).",
         _m("last_duration_ms"),
     ),
+    MetricDef(
+        "maintenanceConsecutiveFailures",
+        "gauge",
+        "In-job maintenance runs in a row that did not complete (each retried; 0 once one does).",
+        _m("consecutive_failures"),
+    ),
+    MetricDef(
+        "maintenanceRemovedMetadataFiles",
+        "counter",
+        "Old metadata files (out of the metadata log) the in-job maintenance removed.",
+        _m("removed_metadata_files"),
+    ),
 )
 
 

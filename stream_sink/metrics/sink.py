@@ -61,6 +61,14 @@ class MaintenanceMetricsSnapshot:
     rewritten_data_files: int = 0
     converted_equality_delete_files: int = 0
     expired_snapshots: int = 0
+    removed_metadata_files: int = 0
+    consecutive_failures: int = 0
+    """Runs in a row that failed or yielded (0 after a run that completed); each such run
+    is retried at the next commit."""
+    failing: bool = False
+    """``consecutive_failures`` reached ``MaintenanceOptions.failures_before_alert``."""
+    last_success_ms: int | None = None
+    """When the last run that completed every action ended (epoch ms)."""
 
 
 @dataclass(frozen=True)

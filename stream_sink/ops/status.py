@@ -38,6 +38,9 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.io import FileIO
+from stream_sink.maintenance.metadata_files import metadata_files_warning
+from stream_sink.metrics.maintenance_report import read_report, report_location
+from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
 from stream_sink.table.catalog import Catalog
@@ -71,6 +74,11 @@ class SinkStatus:
     pending: tuple[int, ...] | None
     catalog: str | None = None
     """The catalog read: its name and where it is (never credentials)."""
+    maintenance: MaintenanceMetricsSnapshot | None = None
+    """What the sink's in-job maintenance last reported (None: it runs none, or not yet)."""
+    warnings: tuple[str, ...] = ()
+    """What needs attention: maintenance failing run after run, a table keeping every
+    old metadata file."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -123,7 +131,16 @@ def sink_status(
     if catalog is None and recorded is not None:
         catalog, open_error = _open_or_error(recorded)
     table_name = table or (recorded.table if recorded is not None else sink)
-    watermark, error, last = _table_watermark(catalog, table_name, recorded, query_id, sink, branch)
+    watermark, error, last, warnings = _table_watermark(
+        catalog, table_name, recorded, query_id, sink, branch
+    )
+    maintenance = read_report(io, report_location(root, sink))
+    if maintenance is not None and maintenance.failing:
+        warnings = (
+            f"in-sink maintenance has failed {maintenance.consecutive_failures} runs in a "
+            f"row (retried as commits go on): {maintenance.last_error}",
+            *warnings,
+        )
     acknowledged = tuple(query.acknowledged_batch_ids(spark_dir, io))
     staged, pending = _uncommitted(watermark, acknowledged, checkpoints)
     return SinkStatus(
@@ -140,6 +157,8 @@ def sink_status(
         staged=staged,
         pending=pending,
         catalog=None if catalog is None else describe_catalog(catalog),
+        maintenance=maintenance,
+        warnings=warnings,
     )
 
 
@@ -260,13 +279,18 @@ def _table_watermark(
     query_id: str,
     sink: str,
     branch: str,
-) -> tuple[int | None, str | None, LastCommit | None]:
+) -> tuple[int | None, str | None, LastCommit | None, tuple[str, ...]]:
     if catalog is None:
-        return None, "no catalog given and none recorded (pass --warehouse or --catalog-uri)", None
+        return (
+            None,
+            "no catalog given and none recorded (pass --warehouse or --catalog-uri)",
+            None,
+            (),
+        )
     try:
         loaded = catalog.load_table(table)
     except (NotFoundError, ValidationError, SinkIOError) as e:
-        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None
+        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None, ()
     meta = loaded.metadata
     if recorded is not None and meta.table_uuid != recorded.table_uuid:
         return (
@@ -275,14 +299,18 @@ def _table_watermark(
             f"it has uuid {meta.table_uuid}, the sink recorded {recorded.describe()} (was "
             "it dropped and created again? pass --table/--warehouse of the sink's table)",
             None,
+            (),
         )
     head = branch_head(meta, branch)
     mark = committed_watermark(meta, query_id, sink, branch)
+    warning = metadata_files_warning(loaded)
+    warnings = (f"table {table}: {warning}",) if warning else ()
     for snap in iter_ancestry(meta, head):
         stamp = stamp_of(snap.summary, query_id, sink)
         if stamp is not None:
-            return mark, None, LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
-    return mark, None, None
+            last = LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
+            return mark, None, last, warnings
+    return mark, None, None, warnings
 
 
 def _without_password(uri: str) -> str:

@@ -68,6 +68,7 @@ from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.routed_maintenance import RoutedMaintenance
 from stream_sink.state import state_dir_for
 from stream_sink.table.catalog.base import Catalog, table_identifier
+from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import TaskWriter
@@ -403,7 +404,10 @@ class Router:
                 self.catalog.create_namespace(namespace)
         try:
             self.catalog.create_table(
-                name, schema, spec or None, properties=self.template.properties
+                name,
+                schema,
+                spec or None,
+                properties={**STREAMING_METADATA_PROPERTIES, **self.template.properties},
             )
             log.info("sink %s: created table %s (key %s)", self.options.sink_id, name, keys)
         except AlreadyExistsError:
@@ -426,7 +430,9 @@ class Router:
                 with contextlib.suppress(AlreadyExistsError):
                     self.catalog.create_namespace(namespace)
             with contextlib.suppress(AlreadyExistsError):
-                self.catalog.create_table(name, schema_from_arrow(arrow))
+                self.catalog.create_table(
+                    name, schema_from_arrow(arrow), properties=STREAMING_METADATA_PROPERTIES
+                )
         if name not in runtime.tables:
             self.registry.add(name)
             runtime.tables[name] = self._open_committer(runtime, name)

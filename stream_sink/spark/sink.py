@@ -38,8 +38,10 @@ from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
 from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
+from stream_sink.io import FileIO
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
+from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark import query
@@ -467,8 +469,13 @@ class IcebergSink:
             return
         if self._maintenance is None:
             table_name = self.options.table
+            where = report_location(self.options.checkpoint_location, self.sink_id)
+            io = FileIO.for_location(where)
             self._maintenance = SinkMaintenance(
-                lambda: self.catalog.load_table(table_name), options, f"sink:{self.sink_id}"
+                lambda: self.catalog.load_table(table_name),
+                options,
+                f"sink:{self.sink_id}",
+                report=lambda metrics: write_report(io, where, metrics),
             )
         self._maintenance.protect(committer.uncommitted_paths)
 

@@ -43,15 +43,23 @@ class RocksDBOptions:
     ``sync_writes=False`` trades durability for speed (a crash may lose acknowledged
     writes): only for tests and benchmarks, never for a sink that promises
     exactly-once. ``use_fsync`` makes RocksDB call fsync instead of fdatasync.
+
+    What a long-running sink leaves in the folder stays bounded: RocksDB's info log
+    (``LOG``, a few lines per flush and checkpoint; no periodic statistics dumps) rolls
+    at ``max_log_file_size`` keeping ``keep_log_file_num`` old ones, its MANIFEST rolls at
+    ``max_manifest_file_size``, and a small write buffer keeps the write-ahead log short
+    (the committer's state is a few kilobytes per checkpoint, written and deleted).
     """
 
     path: str
     sync_writes: bool = True
     use_fsync: bool = False
-    write_buffer_size: int = 16 * 1024 * 1024
+    write_buffer_size: int = 2 * 1024 * 1024
     max_write_buffer_number: int = 2
     compression: Compression = "lz4"
-    keep_log_file_num: int = 5
+    keep_log_file_num: int = 1
+    max_log_file_size: int = 256 * 1024
+    max_manifest_file_size: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.path:
@@ -62,6 +70,11 @@ class RocksDBOptions:
             )
         if self.write_buffer_size <= 0 or self.max_write_buffer_number <= 0:
             raise InvalidOptionError("RocksDB write buffer size and number must be positive")
+        for name in ("keep_log_file_num", "max_log_file_size", "max_manifest_file_size"):
+            if getattr(self, name) <= 0:
+                raise InvalidOptionError(
+                    f"RocksDB {name} must be positive, got {getattr(self, name)}"
+                )
 
     def to_rocksdict(self) -> rocksdict.Options:
         opts = rocksdict.Options(raw_mode=True)
@@ -72,6 +85,9 @@ class RocksDBOptions:
         opts.set_max_write_buffer_number(self.max_write_buffer_number)
         opts.set_compression_type(_COMPRESSION[self.compression]())
         opts.set_keep_log_file_num(self.keep_log_file_num)
+        opts.set_max_log_file_size(self.max_log_file_size)
+        opts.set_max_manifest_file_size(self.max_manifest_file_size)
+        opts.set_stats_dump_period_sec(0)  # no statistics dumps into the info log
         return opts
 
     def write_options(self) -> rocksdict.WriteOptions:

@@ -22,6 +22,9 @@ What is kept (Java's rules, applied to the metadata current at the commit):
   ``write.metadata.delete-after-commit.enabled`` at every commit (the catalog's job).
 
 Invariants:
+- Each attempt recomputes the expiry from the refreshed table (under the table's
+  in-process commit lock, ``commit_lock``); the manifests it read stay cached for the
+  next attempt, so a retry after a lost race reads only what the race added.
 - Files are deleted only after the metadata swap, and only files that no retained
   snapshot of the committed metadata references: manifest lists of removed
   snapshots, manifests no retained list names, and data and delete files that such
@@ -43,6 +46,7 @@ from typing import TypeVar
 
 from stream_sink.exceptions import MissingFileError, ValidationError
 from stream_sink.failpoints import AFTER_EXPIRE_FILES, AFTER_EXPIRE_METADATA, failpoint
+from stream_sink.table.commit_lock import commit_lock
 from stream_sink.table.manifest import (
     DataFileContent,
     ManifestEntry,
@@ -154,7 +158,8 @@ class ExpireSnapshots:
 
     def commit(self) -> ExpireResult:
         policy = RetryPolicy.from_properties(self._table.properties)
-        before, after, doomed = policy.run(self._attempt)
+        reader = _Manifests(self._table)  # shared by the attempts: a retry reads only new files
+        before, after, doomed = policy.run(lambda attempt: self._locked(attempt, reader))
         removed = tuple(
             s.snapshot_id for s in before.snapshots if not after.has_snapshot(s.snapshot_id)
         )
@@ -166,13 +171,21 @@ class ExpireSnapshots:
         result = ExpireResult(expired_snapshot_ids=removed, removed_refs=refs)
         return self._delete_files(doomed, result) if self._clean else result
 
-    def _attempt(self, attempt: int) -> tuple[TableMetadata, TableMetadata, _Doomed]:
+    def _locked(
+        self, attempt: int, reader: _Manifests
+    ) -> tuple[TableMetadata, TableMetadata, _Doomed]:
+        with commit_lock(self._table.location):
+            return self._attempt(attempt, reader)
+
+    def _attempt(
+        self, attempt: int, reader: _Manifests
+    ) -> tuple[TableMetadata, TableMetadata, _Doomed]:
         table = self._table.refresh()
         base = table.metadata
         new = self.apply(base)
         if len(new.snapshots) == len(base.snapshots) and new.refs == base.refs:
             return base, base, _Doomed((), (), ())
-        doomed = _unreferenced(table, base, new) if self._clean else _Doomed((), (), ())
+        doomed = _unreferenced(reader, base, new) if self._clean else _Doomed((), (), ())
         location, committed = table.catalog.commit_metadata(
             table.identifier, table.metadata_location, new, base_metadata=base
         )
@@ -324,10 +337,10 @@ def _trim_log(entries: tuple[LogEntry, ...], keep: set[int]) -> tuple[LogEntry, 
 # --- which files the new metadata no longer references -------------------------------------
 
 
-def _unreferenced(table: Table, before: TableMetadata, after: TableMetadata) -> _Doomed:
+def _unreferenced(reader: _Manifests, before: TableMetadata, after: TableMetadata) -> _Doomed:
     """Files reachable from snapshots ``after`` drops and from no snapshot it keeps.
     Reads every retained manifest first: an unreadable one raises (naming it)."""
-    reader = _Manifests(table, after)
+    reader.metadata = after
     kept_lists = {s.manifest_list for s in after.snapshots if s.manifest_list}
     kept_manifests: dict[str, ManifestFile] = {}
     for snap in after.snapshots:
@@ -365,19 +378,28 @@ def _or_none(read: Callable[[A], list[T]], arg: A) -> list[T] | None:
 
 
 class _Manifests:
-    """Reads manifest lists and manifests, each once."""
+    """Reads manifest lists and manifests, each once (files are immutable, so what was
+    read for one attempt holds for the next); ``metadata`` gives the specs and schema."""
 
-    def __init__(self, table: Table, metadata: TableMetadata) -> None:
-        self._table, self._metadata = table, metadata
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self.metadata: TableMetadata = table.metadata
+        self._lists: dict[str, list[ManifestFile]] = {}
         self._entries: dict[str, list[ManifestEntry]] = {}
 
     def listed(self, snap: Snapshot) -> list[ManifestFile]:
-        return snapshot_manifests(self._table.io, snap)
+        if not snap.manifest_list:  # v1: manifests listed in the metadata itself
+            return snapshot_manifests(self._table.io, snap)
+        got = self._lists.get(snap.manifest_list)
+        if got is None:
+            got = snapshot_manifests(self._table.io, snap)
+            self._lists[snap.manifest_list] = got
+        return got
 
     def entries(self, m: ManifestFile) -> list[ManifestEntry]:
         got = self._entries.get(m.manifest_path)
         if got is None:
-            spec = self._metadata.spec_by_id(m.partition_spec_id)
-            got = read_manifest(self._table.io, m, spec.partition_type(self._metadata.schema))
+            spec = self.metadata.spec_by_id(m.partition_spec_id)
+            got = read_manifest(self._table.io, m, spec.partition_type(self.metadata.schema))
             self._entries[m.manifest_path] = got
         return got

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stream_sink.table.commit_lock import commit_lock
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.retry import RetryPolicy
 from stream_sink.table.table import Table
@@ -24,6 +25,10 @@ def commit_metadata_change(table: Table, change: MetadataChange) -> TableMetadat
     """Commit ``change(current metadata)``; returns the table's metadata afterwards."""
 
     def attempt(_: int) -> TableMetadata:
+        with commit_lock(table.location):
+            return locked()
+
+    def locked() -> TableMetadata:
         t = table.refresh()
         base = t.metadata
         new = change(base)

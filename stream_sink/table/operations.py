@@ -6,11 +6,16 @@ Invariants:
   caller's validation hooks against that metadata and the target branch's head,
   then writes manifests and a manifest list, then asks the catalog to swap.
   A validation failure is final (CommitValidationError), never retried.
+- An attempt holds its table's in-process commit lock (``commit_lock``): commits of
+  one process to one table never race each other.
 - A lost swap (CommitFailedError) deletes that attempt's manifests and list and
   retries per ``commit.retry.*``; an unknown outcome (CommitStateUnknownError)
   is raised as is and nothing is deleted (the files may now be the table).
 - Files added in a snapshot are written with a null sequence number and inherit
   the snapshot's; carried-over (EXISTING) entries keep their own.
+- A parent manifest holding neither added nor existing files (only entries an earlier
+  snapshot deleted) is not carried into the new snapshot (Java's
+  ``MergingSnapshotProducer``); manifests this commit wrote always are.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.io.errors import io_failure, quietly
+from stream_sink.table.commit_lock import commit_lock
 from stream_sink.table.delete_scope import (
     as_global,
     live_data_spec_ids,
@@ -134,7 +140,11 @@ class SnapshotProducer(ABC):
     def commit(self) -> Snapshot:
         """Commit one snapshot; returns it. See the module invariants."""
         policy = RetryPolicy.from_properties(self._table.properties)
-        return policy.run(self._attempt)
+        return policy.run(self._locked_attempt)
+
+    def _locked_attempt(self, attempt: int) -> Snapshot:
+        with commit_lock(self._table.location):
+            return self._attempt(attempt)
 
     def _attempt(self, attempt: int) -> Snapshot:
         table = self._table.refresh()
@@ -177,7 +187,7 @@ class SnapshotProducer(ABC):
         self, base: TableMetadata, parent: Snapshot | None, attempt: int, written: list[str]
     ) -> _Attempt:
         summary = SummaryBuilder()
-        manifests = self._manifests(base, parent, summary, written)
+        manifests = [m for m in self._manifests(base, parent, summary, written) if self._keeps(m)]
         seq = base.next_sequence_number
         list_path = (
             f"{self._table.metadata_dir}/snap-{self._snapshot_id}-{attempt}-{uuid.uuid4()}.avro"
@@ -211,6 +221,17 @@ class SnapshotProducer(ABC):
                 last_updated_ms=metadata.last_updated_ms,
             )
         return _Attempt(snapshot, metadata, tuple(written))
+
+    def _keeps(self, m: ManifestFile) -> bool:
+        """Java's rule: a manifest goes on when it has live (added or existing) files or
+        this commit wrote it; one holding only entries an earlier snapshot deleted is
+        dropped (that snapshot's own list keeps it), else every compaction would leave
+        its manifests in every later snapshot for ever."""
+        return (
+            m.has_added_files
+            or m.has_existing_files
+            or m.added_snapshot_id in (None, self._snapshot_id)
+        )
 
     # --- helpers for subclasses -------------------------------------------------------
 

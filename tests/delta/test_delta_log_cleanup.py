@@ -71,3 +71,34 @@ def test_temporary_left_by_a_killed_commit_is_removed_by_a_later_commit(tmp_path
     age(young, STALE_TEMP_AGE_S + 60)
     table.append(pa.table({"id": [3]}))
     assert temporaries(location) == [foreign.name]
+
+
+def test_expired_log_entries_go_after_a_checkpoint_and_readers_still_read(
+    tmp_path: Path,
+) -> None:
+    location = str(tmp_path / "expiring")
+    table = DeltaTable.create(
+        location,
+        pa.schema([("id", pa.int64())]),
+        configuration={
+            "delta.checkpointInterval": "5",
+            "delta.logRetentionDuration": "interval 1 hours",
+        },
+    )
+    log_dir = Path(location, "_delta_log")
+    for i in range(1, 10):
+        table.append(pa.table({"id": [i]}))
+    commits = sorted(p.name for p in log_dir.glob("*.json"))
+    assert len(commits) == 10  # nothing old enough yet: versions 0..9, checkpoint at 5
+    for p in log_dir.iterdir():  # versions 0..7 (and the checkpoint at 5) age past 1 hour
+        if p.name[:20].isdigit() and int(p.name[:20]) <= 7:
+            age(p, 3600 + 60)
+    table.append(pa.table({"id": [10]}))  # version 10: a checkpoint, then the cleanup
+    left = sorted(p.name for p in log_dir.iterdir() if p.name[:20].isdigit())
+    assert [n for n in left if n.endswith(".json")] == [f"{v:020d}.json" for v in range(5, 11)]
+    assert [n for n in left if "checkpoint" in n] == [
+        f"{v:020d}.checkpoint.parquet" for v in (5, 10)
+    ]
+    expected = list(range(1, 11))
+    assert sorted(r["id"] for r in delta_rs_rows(location)) == expected
+    assert sorted(DeltaTable.load(location).to_arrow()["id"].to_pylist()) == expected

@@ -54,6 +54,8 @@ def test_one_query_into_three_tables_each_exact(spark: Any, tmp_path: Path) -> N
     for name, schema in TABLES.items():
         table = catalog.load_table(name)
         assert table.schema().identifier_field_names == [KEYS[name]]
+        assert table.properties["write.metadata.delete-after-commit.enabled"] == "true"
+        assert table.properties["write.metadata.previous-versions-max"] == "50"
         assert table.schema().column_names == [c.split()[0] for c in schema.split(", ")]
         got = {r[KEYS[name]]: r for r in table.scan().to_arrow().to_pylist()}
         assert got == model[name], name

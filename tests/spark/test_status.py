@@ -14,6 +14,9 @@ from streams import run_available, write_batches
 
 import stream_sink as ss
 from stream_sink.cli.main import main
+from stream_sink.io import FileIO
+from stream_sink.metrics.maintenance_report import report_location, write_report
+from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.spark import IcebergSink
 
 SCHEMA = "id BIGINT, v STRING"
@@ -68,6 +71,20 @@ def test_status_and_commit_log_after_three_batches_with_a_checkpoint_every_two(
     assert main(["table", "show", "db.t", "--warehouse", wh]) == 0
     out = capsys.readouterr().out
     assert "db.t" in out.split("sinks (watermark", 1)[1] and " 2 " in out.split("sinks", 1)[1]
+
+    # in-sink maintenance failing run after run: reported from the sink's report file
+    failing = MaintenanceMetricsSnapshot(
+        runs=7,
+        failures=4,
+        consecutive_failures=4,
+        failing=True,
+        last_error="expire_snapshots: CommitFailedError: lost to another writer",
+    )
+    write_report(FileIO.for_location(chk), report_location(chk, "db.t"), failing)
+    assert main(["status", "--checkpoint-location", chk, "--warehouse", wh]) == 0
+    out = capsys.readouterr().out
+    assert "7 runs, 4 failed" in out and "4 in a row not completed" in out
+    assert "warning" in out and "failed 4 runs in a row" in out
 
 
 def test_status_without_table_or_catalog_options_reads_the_table_the_sink_recorded(

@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 
 COMPRESSION_CODEC = "write.metadata.compression-codec"
 DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+STREAMING_METADATA_PROPERTIES = {DELETE_AFTER_COMMIT: "true", PREVIOUS_VERSIONS_MAX: "50"}
+"""What tables a sink creates get (unless the template sets them): each commit deletes
+the metadata file that falls out of the log, which keeps the newest 50 (at a commit a
+second, the last minute of versions for ``table recover``)."""
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
