@@ -180,9 +180,7 @@ def parser() -> argparse.ArgumentParser:
     dr.add_argument("table", nargs="+", help="TABLE[@VERSION]; several need --out")
     dr.add_argument("--out")
     ds = d.add_parser("sql")
-    ds.add_argument(
-        "--stream", nargs=3, action="append", metavar=("SOURCE", "TABLE", "CHECKPOINT")
-    )
+    ds.add_argument("--stream", nargs=3, action="append", metavar=("SOURCE", "TABLE", "CHECKPOINT"))
     ds.add_argument("statement", nargs="+", help="run in order; the last one's result is emitted")
     ds.add_argument("--out")
     return p

@@ -69,7 +69,9 @@ def _read_all(command: Sequence[str], locations: Sequence[str], launcher: Path) 
         return [read_parquet_dir(Path(out) / str(i)) for i in range(len(locations))]
 
 
-def _sql(command: Sequence[str], statements: Sequence[str], launcher: Path) -> list[pa.Table | None]:
+def _sql(
+    command: Sequence[str], statements: Sequence[str], launcher: Path
+) -> list[pa.Table | None]:
     """Run ``statements`` in one session; a query's result comes back as an Arrow table
     (through ``INSERT OVERWRITE DIRECTORY``: alias computed columns), others as None."""
     with tempfile.TemporaryDirectory(prefix="peer-sql-") as out:
