@@ -32,7 +32,7 @@ from stream_sink.delta.log_cleanup import STALE_TEMP_AGE_S
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(1800)]  # two JVM starts
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(

@@ -66,6 +66,8 @@ def session(conf: dict[str, str]) -> Any:
         .config("spark.jars", os.environ["STREAM_SINK_PEER_JARS"])
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # a short-lived JVM over small tables: the quick JIT tier starts sooner
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     )
     for k, v in conf.items():
         b = b.config(k, v)
