@@ -70,7 +70,7 @@ def commit(table: DeltaTable, state: Path, mode: str, batch_id: int, batch: Delt
         StateDirectory(str(state), kind="memory", sync=False),
         None,
         job_id="ref",
-        operator_id=mode,
+        operator_id=state.name,  # one sink per state directory
         mode=mode,
     )
     c.restore()
@@ -88,8 +88,8 @@ def files(table: DeltaTable, data: pa.Table) -> DeltaBatch:
 
 
 def write_modes(loc: str, state: Path) -> None:
-    """Versions 0-6: append twice, overwrite, upsert, changelog, append; checkpoints at 3
-    and 6."""
+    """Versions 0-6: create, append twice, overwrite (the partition ``x/y``), upsert,
+    changelog, append; checkpoints at 3 and 6."""
     table = DeltaTable.create(
         loc, SCHEMA, partition_by=["p"], configuration={"delta.checkpointInterval": "3"}
     )
@@ -216,9 +216,10 @@ def test_delta_lake_reads_every_version_as_delta_rs_duckdb_and_we_do(world: Worl
 
 def test_the_modes_leave_what_delta_lake_reads(world: World) -> None:
     (loc,) = (loc for loc in world.versions if loc.endswith("modes"))
+    assert world.versions[loc] == [0, 1, 2, 3, 4, 5, 6]
     got = by_key(world.delta_read[f"{loc}@6"].to_pylist(), "id")
-    assert [r["id"] for r in got] == [11, 13, 20]
-    assert got[0] == rows([11], "x/y").to_pylist()[0]
+    assert [r["id"] for r in got] == [1, 2, 3, 11, 13, 20]
+    assert got[3] == rows([11], "x/y").to_pylist()[0]
 
 
 def test_tables_delta_lake_wrote_with_merge_and_its_streaming_sink_read_and_appended_by_us(

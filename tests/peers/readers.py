@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 PEER = Path(__file__).resolve().parent / "peer"
 JAVA_ICEBERG = Path(os.environ.get("STREAM_SINK_JAVA_ICEBERG") or PEER)
-TIMEOUT_S = 900
+TIMEOUT_S = int(os.environ.get("STREAM_SINK_PEER_TIMEOUT_S", "900"))
 _QUERY = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
 
 
