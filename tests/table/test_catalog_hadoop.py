@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from peers.readers import JAVA_ICEBERG
 
 import stream_sink
 from stream_sink.exceptions import (
@@ -28,11 +28,6 @@ from stream_sink.table.types import LongType, NestedField, StringType
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
     NestedField(2, "name", StringType()),
-)
-REPO = Path(__file__).resolve().parents[2]
-JAVA_ICEBERG = Path(
-    os.environ.get("JAVA_ICEBERG")
-    or REPO.parent / "shared" / "tools" / "java-iceberg" / "java-iceberg"
 )
 
 

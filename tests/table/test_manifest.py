@@ -17,6 +17,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from peers.readers import JAVA_ICEBERG
 from pyiceberg import manifest as pym
 from pyiceberg import types as pyt
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -730,11 +731,6 @@ def test_manifest_that_is_not_a_manifest(tmp_path: Path) -> None:
 
 # --- whole tables made of our manifests, read by DuckDB, pyiceberg and Java -------------
 
-REPO = Path(__file__).resolve().parents[2]
-JAVA_ICEBERG = Path(
-    os.environ.get("JAVA_ICEBERG")
-    or REPO.parent / "shared" / "tools" / "java-iceberg" / "java-iceberg"
-)
 TABLE_SCHEMA = Schema(
     NestedField(1, "id", LongType(), True),
     NestedField(2, "cat", StringType()),

@@ -4,7 +4,6 @@ DuckDB and by Apache Iceberg Java; both must equal a plain dict model of the tab
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from peers.readers import JAVA_ICEBERG
 from readers import duckdb_connection
 
 from stream_sink.catalogs import load_catalog
@@ -22,11 +22,6 @@ from stream_sink.table.manifest import DataFileContent
 from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.writer_factory import TaskWriterFactory
 
-REPO = Path(__file__).resolve().parents[2]
-JAVA_ICEBERG = Path(
-    os.environ.get("JAVA_ICEBERG")
-    or REPO.parent / "shared" / "tools" / "java-iceberg" / "java-iceberg"
-)
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False),
