@@ -6,8 +6,10 @@ unless a fault is armed for commits (POST to ``.../tables/<name>``):
   instead of the server's reply (the server applied them; the client cannot know);
 - ``conflict(n)``: answer 409 to the next n commits without forwarding them;
 - ``drop(n)``: close the connection without an answer on the next n commits, after
-  forwarding them.
-``down()``/``up()`` make every request fail with a dropped connection, as a stopped server.
+  forwarding them;
+- ``lose(n)``: close the connection on the next n commits without forwarding them.
+``down()``/``up()`` make every request fail with a dropped connection, as a stopped server;
+``refuse(n)`` does that to the next n requests of any kind (none reaches the server).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class FaultProxy:
         self.conflicts = 0
         self.drops = 0
         self.is_down = False
+        self.refusals = 0
+        self.losses = 0
         self.commits_seen = 0
         self.commit_bodies: list[dict[str, object]] = []
         proxy = self
@@ -45,12 +49,16 @@ class FaultProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if proxy.is_down:
+                if proxy._refused():
                     self.close_connection = True
                     self.connection.close()
                     return
                 commit = self.command == "POST" and bool(_COMMIT.search(self.path.split("?")[0]))
                 fault = proxy._take(commit, body)
+                if fault == "lose":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 if fault == "conflict":
                     self._reply(409, {"error": {"message": "injected conflict", "type": "CommitFailedException", "code": 409}})
                     return
@@ -89,12 +97,26 @@ class FaultProxy:
     def uri(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    def _refused(self) -> bool:
+        with self.lock:
+            if self.refusals:
+                self.refusals -= 1
+                return True
+        return self.is_down
+
+    def refuse(self, n: int) -> None:
+        with self.lock:
+            self.refusals += n
+
     def _take(self, commit: bool, body: bytes) -> str | int | None:
         if not commit:
             return None
         with self.lock:
             self.commits_seen += 1
             self.commit_bodies.append(json.loads(body or b"{}"))
+            if self.losses:
+                self.losses -= 1
+                return "lose"
             if self.conflicts:
                 self.conflicts -= 1
                 return "conflict"
@@ -124,6 +146,10 @@ class FaultProxy:
     def conflict(self, n: int) -> None:
         with self.lock:
             self.conflicts += n
+
+    def lose(self, n: int = 1) -> None:
+        with self.lock:
+            self.losses += n
 
     def drop(self, n: int = 1) -> None:
         with self.lock:
