@@ -19,6 +19,10 @@ the whole session, with the buckets ``lake`` and ``ckpt``.
 for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
 ``warehouse`` behind its Iceberg REST catalog; ``rest_catalog``: that catalog opened with
 ``load_catalog(type="rest")`` and a fresh namespace (``rest_catalog.test_namespace``).
+
+``iceberg_rest``: Apache Iceberg's own REST catalog server (Maven Central, see
+``tests/iceberg_rest_server.py``) for the whole session; skipped when Maven or Java is
+missing or the jars cannot be resolved.
 """
 
 from __future__ import annotations
@@ -170,3 +174,17 @@ def rest_catalog(seaweed: Any) -> Iterator[Any]:
     catalog.test_namespace = namespace
     yield catalog
     catalog.close()
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from iceberg_rest_server import IcebergRestServer, resolve_jars
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
+    try:
+        jars = resolve_jars(cache)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"Apache Iceberg's REST server jars cannot be resolved: {e}")
+    server = IcebergRestServer.start(tmp_path_factory.mktemp("iceberg-rest"), jars)
+    yield server
+    server.stop()

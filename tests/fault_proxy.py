@@ -60,15 +60,35 @@ class FaultProxy:
                     self.connection.close()
                     return
                 if fault == "conflict":
-                    self._reply(409, {"error": {"message": "injected conflict", "type": "CommitFailedException", "code": 409}})
+                    self._reply(
+                        409,
+                        {
+                            "error": {
+                                "message": "injected conflict",
+                                "type": "CommitFailedException",
+                                "code": 409,
+                            }
+                        },
+                    )
                     return
-                status, headers, data = proxy._forward(self.command, self.path, dict(self.headers), body)
+                status, headers, data = proxy._forward(
+                    self.command, self.path, dict(self.headers), body
+                )
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.close()
                     return
                 if isinstance(fault, int):
-                    self._reply(fault, {"error": {"message": "injected failure", "type": "ServiceFailureException", "code": fault}})
+                    self._reply(
+                        fault,
+                        {
+                            "error": {
+                                "message": "injected failure",
+                                "type": "ServiceFailureException",
+                                "code": fault,
+                            }
+                        },
+                    )
                     return
                 self.send_response(status)
                 for k, v in headers:
@@ -127,7 +147,9 @@ class FaultProxy:
                 return "drop"
         return None
 
-    def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(self.target_host, self.target_port, timeout=60)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)

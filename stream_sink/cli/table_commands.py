@@ -135,7 +135,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
 def open_catalog(args: argparse.Namespace) -> Catalog:
     """The catalog the options name; it must exist (reading never creates one)."""
     kind = getattr(args, "catalog_type", None) or ("sql" if args.catalog_uri else "hadoop")
-    props = catalog_properties(getattr(args, "catalog_property", None) or [])
+    props: dict[str, Any] = dict(catalog_properties(getattr(args, "catalog_property", None) or []))
     if kind == "rest":
         if not args.catalog_uri:
             raise InvalidOptionError("--catalog-type rest needs --catalog-uri (the server's URL)")

@@ -23,7 +23,10 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.stri
 
 def rows(n: int, start: int = 0) -> pa.Table:
     return pa.table(
-        {"id": pa.array(range(start, start + n), pa.int64()), "name": [f"r{i}" for i in range(start, start + n)]},
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "name": [f"r{i}" for i in range(start, start + n)],
+        },
         schema=SCHEMA,
     )
 
@@ -60,8 +63,11 @@ def test_upsert_and_schema_evolution(rest_catalog: Any) -> None:
     name = f"{rest_catalog.test_namespace}.people"
     table = rest_catalog.create_table(name, SCHEMA, identifier_fields=["id"])
     table.append(rows(4))
-    table.upsert(pa.table({"id": pa.array([1, 9], pa.int64()), "name": ["one", "nine"]}, schema=SCHEMA))
-    got = dict(zip(*[table.scan().to_arrow().column(c).to_pylist() for c in ("id", "name")]))
+    table.upsert(
+        pa.table({"id": pa.array([1, 9], pa.int64()), "name": ["one", "nine"]}, schema=SCHEMA)
+    )
+    scanned = table.scan().to_arrow()
+    got = dict(zip(scanned["id"].to_pylist(), scanned["name"].to_pylist(), strict=True))
     assert got == {0: "r0", 1: "one", 2: "r2", 3: "r3", 9: "nine"}
     table.update_schema().add_column("score", pa.float64()).commit()
     reloaded = rest_catalog.load_table(name)
@@ -86,7 +92,9 @@ def test_a_commit_on_a_stale_base_is_a_409(rest_catalog: Any) -> None:
     stale_location, stale = t.metadata_location, t.metadata
     t.append(rows(1))
     with pytest.raises(CommitFailedError, match="409"):
-        rest_catalog.commit(t.identifier, stale_location, stale.with_properties({"k": "v"}), base_metadata=stale)
+        rest_catalog.commit(
+            t.identifier, stale_location, stale.with_properties({"k": "v"}), base_metadata=stale
+        )
 
 
 def test_rename_and_drop(rest_catalog: Any) -> None:
@@ -103,7 +111,9 @@ def test_rename_and_drop(rest_catalog: Any) -> None:
         rest_catalog.load_table(f"{ns}.after")
 
 
-def test_pyiceberg_and_duckdb_read_through_the_same_catalog(rest_catalog: Any, seaweed: Any) -> None:
+def test_pyiceberg_and_duckdb_read_through_the_same_catalog(
+    rest_catalog: Any, seaweed: Any
+) -> None:
     ns = rest_catalog.test_namespace
     table = rest_catalog.create_table(f"{ns}.shared", SCHEMA, identifier_fields=["id"])
     appended = table.append(rows(6)).snapshot_id
@@ -131,10 +141,12 @@ def test_pyiceberg_and_duckdb_read_through_the_same_catalog(rest_catalog: Any, s
     )
     con.execute(
         f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{seaweed.access_key}', "
-        f"CLIENT_SECRET '{seaweed.secret_key}', OAUTH2_SERVER_URI '{seaweed.catalog_uri}/v1/oauth/tokens')"
+        f"CLIENT_SECRET '{seaweed.secret_key}', "
+        f"OAUTH2_SERVER_URI '{seaweed.catalog_uri}/v1/oauth/tokens')"
     )
     con.execute(
-        f"ATTACH 's3://warehouse' AS lake (TYPE iceberg, ENDPOINT '{seaweed.catalog_uri}', SECRET rest)"
+        f"ATTACH 's3://warehouse' AS lake "
+        f"(TYPE iceberg, ENDPOINT '{seaweed.catalog_uri}', SECRET rest)"
     )
     got = con.execute(f'SELECT id, name FROM lake."{ns}".shared ORDER BY id').fetchall()
     assert got == [(0, "r0"), (1, "r1"), (2, "two"), (3, "r3"), (4, "r4"), (5, "r5")]

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 import requests
 
-from stream_sink.exceptions import CatalogAuthError
-from stream_sink.io import FileIO
 from stream_sink.catalogs import load_catalog
+from stream_sink.exceptions import CatalogAuthError, CatalogRequestError
+from stream_sink.io import FileIO
 
 
 def test_conditional_put_creates_once_and_refuses_the_second(seaweed: Any) -> None:
@@ -71,7 +71,9 @@ def test_wrong_credentials_name_the_catalog_and_properties(seaweed: Any) -> None
     assert "wrong-secret-0123" not in text
 
 
-def test_table_bucket_takes_writes_only_in_data_and_metadata(rest_catalog: Any, seaweed: Any) -> None:
+def test_table_bucket_takes_writes_only_in_data_and_metadata(
+    rest_catalog: Any, seaweed: Any
+) -> None:
     ns = rest_catalog.test_namespace
     table = rest_catalog.create_table(f"{ns}.layout", pa.schema([("id", pa.int64())]))
     io = FileIO.for_location(table.location, seaweed.s3_props)
@@ -102,3 +104,31 @@ def test_creating_an_existing_table_answers_the_existing_table(rest_catalog: Any
     resp = rest_catalog.client.request("POST", f"namespaces/{ns}/tables", body=body, what="create")
     assert resp.status == 200
     assert resp.body["metadata"]["table-uuid"] == table.metadata.table_uuid
+
+
+def test_an_unknown_update_is_refused_with_the_servers_message(
+    rest_catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_sink.table.catalog.rest.catalog as module
+    from stream_sink.table.catalog.rest.changes import TableChanges
+
+    t = rest_catalog.create_table(
+        f"{rest_catalog.test_namespace}.unknown", pa.schema([("id", pa.int64())])
+    )
+    real = module.table_changes
+
+    def with_unknown(base: Any, new: Any) -> TableChanges:
+        changes = real(base, new)
+        return TableChanges(changes.requirements, (*changes.updates, {"action": "frobnicate"}))
+
+    monkeypatch.setattr(module, "table_changes", with_unknown)
+    with pytest.raises(CatalogRequestError) as err:
+        rest_catalog.commit(
+            t.identifier,
+            t.metadata_location,
+            t.metadata.with_properties({"k": "v"}),
+            base_metadata=t.metadata,
+        )
+    assert err.value.status == 400
+    assert "unknown update action: frobnicate" in str(err.value)  # the server's words
+    assert "['frobnicate', 'set-properties']" in str(err.value)  # what we sent

@@ -97,14 +97,18 @@ def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
     table = catalog.load_table(name)
     assert len(table.snapshots()) == 3  # one per batch, none twice
     ours = table.scan().to_arrow()
-    assert sorted(zip(ours.column("id").to_pylist(), ours.column("v").to_pylist())) == want
+    assert sorted(zip(ours["id"].to_pylist(), ours["v"].to_pylist(), strict=True)) == want
     assert duckdb_rest_rows(seaweed, name) == want
 
     cli = [
-        "--catalog-type", "rest",
-        "--catalog-uri", seaweed.catalog_uri,
-        "--warehouse", "s3://warehouse",
-        "--catalog-name", "lake",
+        "--catalog-type",
+        "rest",
+        "--catalog-uri",
+        seaweed.catalog_uri,
+        "--warehouse",
+        "s3://warehouse",
+        "--catalog-name",
+        "lake",
     ]
     for key, value in props.items():
         if key not in ("uri", "warehouse"):
@@ -114,9 +118,9 @@ def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
         assert main(["table", "show", name, *cli]) == 0
         assert main(["read", name, "--format", "jsonl", "--limit", "0", *cli]) == 0
     printed = out.getvalue()
-    assert sorted(json.loads(line)["id"] for line in printed.splitlines() if line.startswith("{\"id\"")) == [
-        0, 1, 2, 3, 4, 5, 7
-    ]
+    assert sorted(
+        json.loads(line)["id"] for line in printed.splitlines() if line.startswith('{"id"')
+    ) == [0, 1, 2, 3, 4, 5, 7]
 
     secret = seaweed.secret_key
     leaks = [f"stdout: {printed.count(secret)}"] if secret in printed else []

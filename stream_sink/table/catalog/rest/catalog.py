@@ -104,9 +104,14 @@ class RestCatalog(Catalog[TableT]):
         self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
     ) -> None:
         ns = to_namespace(namespace)
-        body = {"namespace": list(ns), "properties": {str(k): str(v) for k, v in (properties or {}).items()}}
+        body = {
+            "namespace": list(ns),
+            "properties": {str(k): str(v) for k, v in (properties or {}).items()},
+        }
         try:
-            self.client.request("POST", "namespaces", body=body, what=f"create namespace {dotted(ns)}")
+            self.client.request(
+                "POST", "namespaces", body=body, what=f"create namespace {dotted(ns)}"
+            )
         except CatalogRequestError as e:
             if e.status == 409:
                 raise NamespaceAlreadyExistsError(
@@ -118,7 +123,12 @@ class RestCatalog(Catalog[TableT]):
         base: Identifier = to_namespace(parent) if parent else ()
         params = {"parent": self.client.namespace_path(base)} if base else {}
         try:
-            pages = self._pages("namespaces", "namespaces", params, f"list namespaces under {dotted(base) or 'the root'}")
+            pages = self._pages(
+                "namespaces",
+                "namespaces",
+                params,
+                f"list namespaces under {dotted(base) or 'the root'}",
+            )
         except CatalogRequestError as e:
             if e.status == 404:
                 raise self._no_namespace(base) from None
@@ -154,12 +164,15 @@ class RestCatalog(Catalog[TableT]):
                 raise self._no_namespace(ns) from None
             if e.status == 409:
                 raise NamespaceNotEmptyError(
-                    f"namespace {dotted(ns)} in catalog {self.name!r} is not empty: {e.server_message}"
+                    f"namespace {dotted(ns)} in catalog {self.name!r} is not empty: "
+                    f"{e.server_message}"
                 ) from None
             raise
 
     def _no_namespace(self, ns: Identifier) -> NoSuchNamespaceError:
-        return NoSuchNamespaceError(f"namespace {dotted(ns)} does not exist in catalog {self.name!r}")
+        return NoSuchNamespaceError(
+            f"namespace {dotted(ns)} does not exist in catalog {self.name!r}"
+        )
 
     def _pages(self, path: str, key: str, params: Mapping[str, str], what: str) -> list[Any]:
         out: list[Any] = []
@@ -178,7 +191,9 @@ class RestCatalog(Catalog[TableT]):
     def list_tables(self, namespace: str | Sequence[str]) -> list[Identifier]:
         ns = to_namespace(namespace)
         try:
-            found = self._pages(f"{self._ns(ns)}/tables", "identifiers", {}, f"list tables in {dotted(ns)}")
+            found = self._pages(
+                f"{self._ns(ns)}/tables", "identifiers", {}, f"list tables in {dotted(ns)}"
+            )
         except CatalogRequestError as e:
             if e.status == 404:
                 raise self._no_namespace(ns) from None
@@ -222,7 +237,9 @@ class RestCatalog(Catalog[TableT]):
 
     def _load(self, ident: Identifier) -> tuple[str, TableMetadata]:
         try:
-            resp = self.client.request("GET", self._table(ident), what=f"load table {dotted(ident)}")
+            resp = self.client.request(
+                "GET", self._table(ident), what=f"load table {dotted(ident)}"
+            )
         except CatalogRequestError as e:
             if e.status == 404:
                 raise NoSuchTableError(
@@ -234,7 +251,9 @@ class RestCatalog(Catalog[TableT]):
     def _adopt(self, body: Any, ident: Identifier) -> tuple[str, TableMetadata]:
         """Remember a LoadTableResult (or CommitTableResponse): metadata and storage config."""
         location = str(body.get("metadata-location") or "")
-        meta = parse_metadata(json.dumps(body["metadata"]), where=f"catalog {self.name!r} table {dotted(ident)}")
+        meta = parse_metadata(
+            json.dumps(body["metadata"]), where=f"catalog {self.name!r} table {dotted(ident)}"
+        )
         self._metadata[location] = meta
         self._metadata.move_to_end(location)
         while len(self._metadata) > _CACHE:
@@ -288,7 +307,10 @@ class RestCatalog(Catalog[TableT]):
             )
         try:
             resp = self.client.request(
-                "POST", f"{self._ns(ident[:-1])}/tables", body=body, what=f"create table {dotted(ident)}"
+                "POST",
+                f"{self._ns(ident[:-1])}/tables",
+                body=body,
+                what=f"create table {dotted(ident)}",
             )
         except CatalogRequestError as e:
             if e.status == 409:
@@ -324,7 +346,9 @@ class RestCatalog(Catalog[TableT]):
             "destination": {"namespace": list(dst[:-1]), "name": dst[-1]},
         }
         try:
-            self.client.request("POST", "tables/rename", body=body, what=f"rename {dotted(src)} to {dotted(dst)}")
+            self.client.request(
+                "POST", "tables/rename", body=body, what=f"rename {dotted(src)} to {dotted(dst)}"
+            )
         except CatalogRequestError as e:
             if e.status == 409:
                 raise TableAlreadyExistsError(
@@ -362,18 +386,28 @@ class RestCatalog(Catalog[TableT]):
         """Send the change from the base to ``new_metadata`` as one CommitTableRequest;
         returns the server's new metadata location and metadata (see the module invariants)."""
         ident = table_identifier(identifier)
-        base = base_metadata if base_metadata is not None else self.read_metadata(base_location, ident)
+        base = (
+            base_metadata if base_metadata is not None else self.read_metadata(base_location, ident)
+        )
         changes = table_changes(base, new_metadata)
         if not changes.updates:
             return base_location, base
         if before_swap is not None:
             before_swap()
-        body = {"identifier": {"namespace": list(ident[:-1]), "name": ident[-1]}, **changes.to_json()}
+        body = {
+            "identifier": {"namespace": list(ident[:-1]), "name": ident[-1]},
+            **changes.to_json(),
+        }
         headers = self.client.idempotency_headers()
         what = f"commit to table {dotted(ident)}"
         try:
             resp = self.client.request(
-                "POST", self._table(ident), body=body, what=what, retry=bool(headers), headers=headers
+                "POST",
+                self._table(ident),
+                body=body,
+                what=what,
+                retry=bool(headers),
+                headers=headers,
             )
         except CatalogRequestError as e:
             if e.status == 409:
@@ -386,7 +420,9 @@ class RestCatalog(Catalog[TableT]):
                     f"table {dotted(ident)} does not exist in catalog {self.name!r}"
                 ) from None
             if e.status in _UNKNOWN_STATUS or e.status >= 500:
-                return self._resolve(ident, changes, f"{e.status} {e.error_type}: {e.server_message}")
+                return self._resolve(
+                    ident, changes, f"{e.status} {e.error_type}: {e.server_message}"
+                )
             if e.status == 400:
                 raise CatalogRequestError(
                     f"catalog {self.name!r} refused the commit to table {dotted(ident)} as "
@@ -402,7 +438,9 @@ class RestCatalog(Catalog[TableT]):
             return self._resolve(ident, changes, str(e))
         return self._adopt(resp.body, ident)
 
-    def _resolve(self, ident: Identifier, changes: TableChanges, cause: str) -> tuple[str, TableMetadata]:
+    def _resolve(
+        self, ident: Identifier, changes: TableChanges, cause: str
+    ) -> tuple[str, TableMetadata]:
         """After an unknown outcome: read the table back and decide whether the commit landed."""
         try:
             location, meta = self._load(ident)

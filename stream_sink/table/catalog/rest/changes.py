@@ -81,12 +81,21 @@ def _schemas(base: TableMetadata, new: TableMetadata, req: list[Json], out: list
     if not added and new.current_schema_id == base.current_schema_id:
         return
     req.append({"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id})
-    req.append({"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id})
+    req.append(
+        {"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id}
+    )
     for s in added:
-        out.append({"action": "add-schema", "schema": s.to_json(), "last-column-id": new.last_column_id})
+        out.append(
+            {"action": "add-schema", "schema": s.to_json(), "last-column-id": new.last_column_id}
+        )
     if new.current_schema_id != base.current_schema_id:
         last_added = bool(added) and new.current_schema_id == added[-1].schema_id
-        out.append({"action": "set-current-schema", "schema-id": -1 if last_added else new.current_schema_id})
+        out.append(
+            {
+                "action": "set-current-schema",
+                "schema-id": -1 if last_added else new.current_schema_id,
+            }
+        )
 
 
 def _specs(base: TableMetadata, new: TableMetadata, req: list[Json], out: list[Json]) -> None:
@@ -98,13 +107,18 @@ def _specs(base: TableMetadata, new: TableMetadata, req: list[Json], out: list[J
         return
     req.append({"type": "assert-default-spec-id", "default-spec-id": base.default_spec_id})
     req.append(
-        {"type": "assert-last-assigned-partition-id", "last-assigned-partition-id": base.last_partition_id}
+        {
+            "type": "assert-last-assigned-partition-id",
+            "last-assigned-partition-id": base.last_partition_id,
+        }
     )
     for s in added:
         out.append({"action": "add-spec", "spec": s.to_json()})
     if new.default_spec_id != base.default_spec_id:
         last_added = bool(added) and new.default_spec_id == added[-1].spec_id
-        out.append({"action": "set-default-spec", "spec-id": -1 if last_added else new.default_spec_id})
+        out.append(
+            {"action": "set-default-spec", "spec-id": -1 if last_added else new.default_spec_id}
+        )
 
 
 def _sort_orders(base: TableMetadata, new: TableMetadata, req: list[Json], out: list[Json]) -> None:
@@ -113,14 +127,20 @@ def _sort_orders(base: TableMetadata, new: TableMetadata, req: list[Json], out: 
     if not added and new.default_sort_order_id == base.default_sort_order_id:
         return
     req.append(
-        {"type": "assert-default-sort-order-id", "default-sort-order-id": base.default_sort_order_id}
+        {
+            "type": "assert-default-sort-order-id",
+            "default-sort-order-id": base.default_sort_order_id,
+        }
     )
     for o in added:
         out.append({"action": "add-sort-order", "sort-order": o.to_json()})
     if new.default_sort_order_id != base.default_sort_order_id:
         last_added = bool(added) and new.default_sort_order_id == added[-1].order_id
         out.append(
-            {"action": "set-default-sort-order", "sort-order-id": -1 if last_added else new.default_sort_order_id}
+            {
+                "action": "set-default-sort-order",
+                "sort-order-id": -1 if last_added else new.default_sort_order_id,
+            }
         )
 
 
@@ -153,7 +173,9 @@ def _refs(base: TableMetadata, new: TableMetadata, req: list[Json], out: list[Js
             out.append({"action": "remove-snapshot-ref", "ref-name": name})
         else:
             out.append(_set_ref(name, ref))
-    if new.current_snapshot_id != (new.refs[MAIN_BRANCH].snapshot_id if MAIN_BRANCH in new.refs else None):
+    if new.current_snapshot_id != (
+        new.refs[MAIN_BRANCH].snapshot_id if MAIN_BRANCH in new.refs else None
+    ):
         raise UnsupportedError("the current snapshot must be the head of main")
 
 

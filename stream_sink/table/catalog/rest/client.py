@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -312,7 +313,9 @@ def server_message(body: Any) -> tuple[str, str]:
             return str(err.get("type", "")), str(err.get("message", ""))
         if isinstance(err, str):
             return err, str(body.get("error_description", ""))
-    return "", str(body or "")[:500]
+    text = str(body or "")
+    title = re.search(r"<title>(.*?)</title>", text, re.S | re.I)  # an HTML error page
+    return "", (title.group(1).strip() if title else text)[:500]
 
 
 def raise_for(
@@ -351,4 +354,6 @@ def _int(props: Mapping[str, str], key: str, default: int, catalog: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise InvalidOptionError(f"catalog {catalog!r}: property {key}={raw!r} is not an integer") from None
+        raise InvalidOptionError(
+            f"catalog {catalog!r}: property {key}={raw!r} is not an integer"
+        ) from None

@@ -80,9 +80,8 @@ class SigV4Auth(AuthBase):
         from botocore.auth import SigV4Auth as BotoSigV4
         from botocore.awsrequest import AWSRequest
 
-        body = request.body or b""
-        if isinstance(body, str):
-            body = body.encode("utf-8")
+        raw = request.body or b""
+        body = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)  # type: ignore[arg-type]
         headers = {k: v for k, v in request.headers.items() if k.lower() != "connection"}
         if "Authorization" in headers:
             headers["Original-Authorization"] = headers.pop("Authorization")
