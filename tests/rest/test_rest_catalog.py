@@ -163,3 +163,27 @@ def test_oauth_client_credentials(seaweed: Any) -> None:
         **seaweed.s3_props,
     )
     catalog.list_namespaces()
+
+
+def test_maintenance_compacts_expires_and_removes_orphans_through_the_catalog(
+    rest_catalog: Any, seaweed: Any
+) -> None:
+    import time
+
+    from stream_sink.io import FileIO
+
+    table = rest_catalog.create_table(f"{rest_catalog.test_namespace}.kept", SCHEMA)
+    for start in (0, 3, 6):
+        table.append(rows(3, start))
+    orphan = f"{table.location}/data/orphan-00000.parquet"
+    FileIO.for_location(orphan, seaweed.s3_props).write_bytes(orphan, b"not referenced")
+    m = table.maintenance
+    rewritten = m.rewrite_data_files(min_input_files=2)
+    assert rewritten.rewritten_data_files == 3
+    expired = m.expire_snapshots(older_than_ms=int(time.time() * 1000) + 1, retain_last=1)
+    assert expired.expired_snapshots == 3 and expired.deleted_files > 3
+    removed = m.remove_orphan_files(older_than_ms=int(time.time() * 1000) + 60_000)
+    assert orphan in removed.orphans and removed.deleted >= 1
+    final = rest_catalog.load_table(table.identifier)
+    assert len(final.snapshots()) == 1
+    assert sorted(final.scan().to_arrow()["id"].to_pylist()) == list(range(9))

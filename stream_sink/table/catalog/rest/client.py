@@ -152,7 +152,7 @@ class RestClient:
         return session
 
     def _authenticate(self, session: Any, props: Mapping[str, str]) -> None:
-        from stream_sink.table.catalog.rest.sigv4 import SIGV4_ENABLED, SigV4Auth
+        from stream_sink.io.sigv4 import SIGV4_ENABLED, SigV4Auth
 
         credential, token = props.get(CREDENTIAL), props.get(TOKEN)
         sigv4 = props.get(SIGV4_ENABLED, "false").strip().lower() == "true"

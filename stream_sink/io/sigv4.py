@@ -1,4 +1,5 @@
-"""AWS Signature V4 for REST catalog requests (Glue, S3 Tables, SeaweedFS).
+"""AWS Signature V4 for HTTP requests to AWS-style services: the REST catalog (Glue, S3
+Tables, SeaweedFS) signs with it; it lives in io/ with the rest of the AWS plumbing.
 
 Written here rather than taken from pyiceberg: pyiceberg 0.12 sends
 ``x-amz-content-sha256`` only on requests without a body, and servers that verify the
