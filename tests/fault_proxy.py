@@ -10,6 +10,8 @@ unless a fault is armed for commits (POST to ``.../tables/<name>``):
 - ``lose(n)``: close the connection on the next n commits without forwarding them.
 ``down()``/``up()`` make every request fail with a dropped connection, as a stopped server;
 ``refuse(n)`` does that to the next n requests of any kind (none reaches the server).
+``advertise_idempotency()`` adds ``idempotency-key-lifetime`` to the server's ``/v1/config``
+answer; ``commit_headers`` records each commit's headers.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class FaultProxy:
         self.losses = 0
         self.commits_seen = 0
         self.commit_bodies: list[dict[str, object]] = []
+        self.commit_headers: list[dict[str, str]] = []
+        self.idempotency = False
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -55,6 +59,8 @@ class FaultProxy:
                     return
                 commit = self.command == "POST" and bool(_COMMIT.search(self.path.split("?")[0]))
                 fault = proxy._take(commit, body)
+                if commit:
+                    proxy.commit_headers.append(dict(self.headers))
                 if fault == "lose":
                     self.close_connection = True
                     self.connection.close()
@@ -74,6 +80,10 @@ class FaultProxy:
                 status, headers, data = proxy._forward(
                     self.command, self.path, dict(self.headers), body
                 )
+                if proxy.idempotency and self.path.startswith("/v1/config") and status == 200:
+                    doc = json.loads(data)
+                    doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
+                    data = json.dumps(doc).encode()
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.close()
@@ -168,6 +178,9 @@ class FaultProxy:
     def conflict(self, n: int) -> None:
         with self.lock:
             self.conflicts += n
+
+    def advertise_idempotency(self) -> None:
+        self.idempotency = True
 
     def lose(self, n: int = 1) -> None:
         with self.lock:

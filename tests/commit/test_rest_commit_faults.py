@@ -134,3 +134,32 @@ def test_sink_409_storm_past_the_retries_keeps_the_batch_staged_for_the_restart(
     assert ids(table) == [1, 2]
     assert h.watermark() == 1
     referenced_files_exist(table)
+
+
+def test_with_an_idempotency_key_a_dropped_commit_is_resent_with_the_same_key(
+    seaweed: Any, rest_catalog: Any
+) -> None:
+    """The server advertises idempotency-key-lifetime (here: the proxy adds it, SeaweedFS
+    does not): a commit whose answer was lost is sent again with the same key. SeaweedFS
+    does not honour keys and refuses the copy (409); the catalog looks before treating
+    that as a lost race, and finds its commit."""
+    proxy = FaultProxy(seaweed.catalog_uri)
+    try:
+        proxy.advertise_idempotency()
+        props = {
+            **seaweed.rest_props("warehouse"),
+            "uri": proxy.uri,
+            "rest.retry-max-wait-ms": "50",
+        }
+        catalog = load_catalog("idem", type="rest", **props)
+        assert catalog.client.idempotency
+        table = catalog.create_table(f"{rest_catalog.test_namespace}.idem", SCHEMA)
+        proxy.drop(1)
+        table.append(rows(range(3)))
+        keys = [h.get("Idempotency-Key") for h in proxy.commit_headers]
+        assert len(keys) == 2 and keys[0] and keys[0] == keys[1]
+        assert len(table.refresh().snapshots()) == 1
+        assert ids(table) == [0, 1, 2]
+        referenced_files_exist(table)
+    finally:
+        proxy.close()

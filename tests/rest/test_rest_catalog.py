@@ -16,6 +16,7 @@ from stream_sink.exceptions import (
     NoSuchNamespaceError,
     NoSuchTableError,
     TableAlreadyExistsError,
+    UnsupportedError,
 )
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
@@ -186,4 +187,6 @@ def test_maintenance_compacts_expires_and_removes_orphans_through_the_catalog(
     assert orphan in removed.orphans and removed.deleted >= 1
     final = rest_catalog.load_table(table.identifier)
     assert len(final.snapshots()) == 1
+    with pytest.raises(UnsupportedError, match="no maintenance lock"):
+        m.lock()  # refused, instead of a lock file where the table bucket takes none
     assert sorted(final.scan().to_arrow()["id"].to_pylist()) == list(range(9))

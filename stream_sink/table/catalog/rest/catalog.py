@@ -410,6 +410,10 @@ class RestCatalog(Catalog[TableT]):
                 headers=headers,
             )
         except CatalogRequestError as e:
+            if e.status == 409 and headers:
+                # sent more than once under an Idempotency-Key: a server that does not
+                # honour the key may refuse our own applied commit; look before retrying
+                return self._resolve_conflict(ident, changes, e)
             if e.status == 409:
                 raise CommitFailedError(
                     f"cannot commit to table {dotted(ident)}: a requirement failed on the server "
@@ -438,8 +442,25 @@ class RestCatalog(Catalog[TableT]):
             return self._resolve(ident, changes, str(e))
         return self._adopt(resp.body, ident)
 
+    def _resolve_conflict(
+        self, ident: Identifier, changes: TableChanges, error: CatalogRequestError
+    ) -> tuple[str, TableMetadata]:
+        """A 409 after a commit that may have been sent twice: landed, or lost the race.
+        Not in the table: the requirement failed because another writer moved it, so no
+        copy of this request can land any more (a table never moves back)."""
+        said = f"409 {error.error_type}: {error.server_message}"
+        lost = CommitFailedError(
+            f"cannot commit to table {dotted(ident)}: a requirement failed on the server "
+            f"({said}); refresh and retry"
+        )
+        return self._resolve(ident, changes, said, not_landed=lost)
+
     def _resolve(
-        self, ident: Identifier, changes: TableChanges, cause: str
+        self,
+        ident: Identifier,
+        changes: TableChanges,
+        cause: str,
+        not_landed: CommitFailedError | None = None,
     ) -> tuple[str, TableMetadata]:
         """After an unknown outcome: read the table back and decide whether the commit landed."""
         try:
@@ -458,6 +479,8 @@ class RestCatalog(Catalog[TableT]):
                 cause,
             )
             return location, meta
+        if not_landed is not None:
+            raise not_landed
         raise CommitStateUnknownError(
             f"commit to table {dotted(ident)} may or may not have landed ({cause}); the table "
             f"does not show it yet. Nothing was deleted; reload the table before retrying"
