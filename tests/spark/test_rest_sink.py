@@ -26,7 +26,8 @@ from stream_sink.spark import IcebergSink
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), ("seq", pa.int64())])
 
 
-def duckdb_rest_rows(seaweed: Any, table: str) -> list[tuple[Any, ...]]:
+def duckdb_rest_rows(seaweed: Any, table: str, columns: str = "id, v") -> list[tuple[Any, ...]]:
+    """Rows of ``table`` read by DuckDB attaching SeaweedFS's REST catalog (OAuth2 token)."""
     con = duckdb_connection()
     con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
     endpoint = seaweed.s3_endpoint.removeprefix("http://")
@@ -44,7 +45,7 @@ def duckdb_rest_rows(seaweed: Any, table: str) -> list[tuple[Any, ...]]:
         "SECRET rest)"
     )
     ns, name = table.split(".")
-    return con.execute(f'SELECT id, v FROM lake."{ns}".{name} ORDER BY id').fetchall()
+    return con.execute(f'SELECT {columns} FROM lake."{ns}".{name} ORDER BY id').fetchall()
 
 
 def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
