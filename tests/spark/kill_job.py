@@ -101,7 +101,9 @@ def main(root: Path, route: str, master: str) -> None:
         table=f"{ns}.events",
         checkpoint_location=f"{chk}/chk-append",
         spark_checkpoint_location=spark_checkpoint(root, chk, "append"),
-        write_route="spark",  # Spark's own Parquet writer writes the appended files
+        # Spark's own Parquet writer writes the appended files (local tables only: on
+        # s3:// it needs hadoop-aws, so object-store runs take the arrow route)
+        write_route="auto" if "://" in chk else "spark",
         **common,
     )
     run(spark, append, root / "append-in", APPEND_SCHEMA)

@@ -49,7 +49,7 @@ from stream_sink.table.catalog.base import (
     to_namespace,
 )
 from stream_sink.table.catalog.rest.changes import TableChanges, table_changes
-from stream_sink.table.catalog.rest.client import RestClient, redacted
+from stream_sink.table.catalog.rest.client import RestClient
 from stream_sink.table.metadata import TableMetadata, parse_metadata
 from stream_sink.table.partitioning import PartitionSpec, build_partition_spec
 from stream_sink.table.schema import Schema
@@ -80,10 +80,6 @@ class RestCatalog(Catalog[TableT]):
 
     def __repr__(self) -> str:
         return f"RestCatalog({self.name!r}, {self.client.uri!r})"
-
-    def describe(self) -> dict[str, str]:
-        """The catalog's properties as they may be shown (secrets masked)."""
-        return redacted(self.properties)
 
     def close(self) -> None:
         self.client.close()

@@ -80,10 +80,6 @@ def is_secret(key: str) -> bool:
     )
 
 
-def redacted(props: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("****" if is_secret(k) else v) for k, v in props.items()}
-
-
 @dataclass(frozen=True)
 class Response:
     status: int
