@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import statistics
 import struct
 import sys
@@ -35,7 +36,7 @@ from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from seaweed_server import SeaweedServer  # noqa: E402
+from seaweed_server import SeaweedServer
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 WINDOW = 50
@@ -87,6 +88,8 @@ def main() -> None:
     parser.add_argument("--expire-every", type=int, default=50)
     parser.add_argument("--retain", type=int, default=20)
     args = parser.parse_args()
+    # a SIGTERM (a timeout) ends the run through the finally below, which stops the server
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="bench-rest-") as tmp:
         server = SeaweedServer.start(tmp, buckets=("lake",), table_buckets=("warehouse",))
         try:

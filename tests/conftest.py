@@ -168,9 +168,20 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture
 def rest_catalog(seaweed: Any) -> Iterator[Any]:
-    catalog = load_catalog("rest", type="rest", **seaweed.rest_props(TABLE_BUCKET))
+    import time
+
+    from stream_sink.exceptions import CatalogError
+
     namespace = f"ns{uuid.uuid4().hex[:10]}"
-    catalog.create_namespace(namespace)
+    for attempt in range(20):  # a server that just started may refuse its first requests
+        try:
+            catalog = load_catalog("rest", type="rest", **seaweed.rest_props(TABLE_BUCKET))
+            catalog.create_namespace(namespace)
+            break
+        except CatalogError:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     catalog.test_namespace = namespace
     yield catalog
     catalog.close()

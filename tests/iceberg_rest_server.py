@@ -13,6 +13,8 @@ interface (Jetty's default); the tests only talk to it on loopback.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import os
 import shutil
@@ -97,6 +99,7 @@ class IcebergRestServer:
                 start_new_session=True,
             )
         server = IcebergRestServer(proc, f"http://127.0.0.1:{port}", str(warehouse), log_path)
+        atexit.register(server.stop)
         try:
             server._wait_ready(timeout_s)
         except BaseException:
@@ -122,11 +125,12 @@ class IcebergRestServer:
             time.sleep(0.3)
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        if self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """End the server's process group (also run at interpreter exit)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout_s)

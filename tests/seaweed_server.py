@@ -19,6 +19,8 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import os
 import secrets
 import shutil
@@ -162,6 +164,7 @@ class SeaweedServer:
         server = SeaweedServer(
             proc, f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{iceberg}", key, secret, log_path
         )
+        atexit.register(server.stop)
         try:
             server._wait_ready(timeout_s, table_buckets)
         except BaseException:
@@ -185,13 +188,14 @@ class SeaweedServer:
             time.sleep(0.3)
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        if self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """End the server's process group (also run at interpreter exit)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout_s)
 
 
