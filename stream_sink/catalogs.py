@@ -10,7 +10,7 @@ from stream_sink.table.catalog import Catalog, HadoopCatalog, TableFactory
 if TYPE_CHECKING:
     from stream_sink.tables import IcebergTable
 
-CATALOG_TYPES = ("hadoop", "sql")
+CATALOG_TYPES = ("hadoop", "sql", "rest")
 
 
 def load_catalog(
@@ -31,6 +31,10 @@ def load_catalog(
     FileIO supports, including ``s3://``). Other keyword options become catalog
     properties; pass dotted names as ``**{"s3.endpoint": ...}``
     (``s3.*``, ``jdbc.user``, ``jdbc.password``, ``sqlite.busy-timeout-ms``).
+    ``type="rest"``: an Iceberg REST catalog server at ``uri`` (``warehouse`` is sent to
+    its ``/v1/config``); properties as pyiceberg names them (``credential``, ``token``,
+    ``scope``, ``oauth2-server-uri``, ``rest.sigv4-enabled``, ``rest.signing-region``,
+    ``rest.signing-name``, ``header.*``, ``s3.*``); needs ``pip install 'stream_sink[rest]'``.
     """
     props = {str(k): str(v) for k, v in properties.items()}
     if table_factory is None:
@@ -53,6 +57,14 @@ def load_catalog(
         from stream_sink.table.catalog.sql import SqlCatalog
 
         return SqlCatalog(name, uri, warehouse, props, table_factory)
+    if kind == "rest":
+        if not uri:
+            raise InvalidOptionError(
+                f"catalog {name!r}: type='rest' needs uri= (the server's base URL, http(s)://...)"
+            )
+        from stream_sink.table.catalog.rest import RestCatalog
+
+        return RestCatalog(name, uri, warehouse, props, table_factory)
     raise InvalidOptionError(
         f"catalog {name!r}: unknown type {type!r} (expected one of {', '.join(CATALOG_TYPES)})"
     )

@@ -159,6 +159,36 @@ class ConcurrentTransactionError(CommitConflictError):
     """A winning commit advanced a transaction id (``txn`` appId) this commit read."""
 
 
+# --- catalog servers -----------------------------------------------------------
+
+
+class CatalogError(StreamSinkError):
+    """A catalog server answered a request with an error (the message quotes it)."""
+
+
+class CatalogAuthError(CatalogError, PermissionError):
+    """The catalog refused our credentials (401/403): the message names the catalog and
+    the properties that carry them, never their values."""
+
+
+class CatalogRequestError(CatalogError):
+    """The catalog refused a request (4xx/5xx); ``status`` and the server's error type and
+    message are kept for callers that act on them."""
+
+    def __init__(
+        self, message: str, *, status: int, error_type: str = "", server_message: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.server_message = server_message
+
+
+class CatalogUnavailableError(CatalogError):
+    """The catalog server could not be reached (connection refused, dropped, timed out)
+    after bounded retries."""
+
+
 # --- storage -----------------------------------------------------------------
 
 

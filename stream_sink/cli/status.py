@@ -9,8 +9,7 @@ import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from stream_sink.catalogs import load_catalog
-from stream_sink.cli.table_commands import add_catalog_options, require_catalog_location
+from stream_sink.cli.table_commands import add_catalog_options, open_catalog
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
 from stream_sink.table.catalog import Catalog
@@ -76,13 +75,7 @@ def _catalog(args: argparse.Namespace) -> Catalog | None:
         recorded = recorded_table(args.checkpoint_location, args.sink_id)
         if recorded is not None and recorded.catalog_settings:
             return None
-    warehouse = args.warehouse or "warehouse"
-    require_catalog_location(args.catalog_uri, warehouse)
-    if args.catalog_uri:
-        return load_catalog(
-            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
-        )
-    return load_catalog(args.catalog_name, type="hadoop", warehouse=warehouse)
+    return open_catalog(args)
 
 
 def render(s: SinkStatus) -> str:

@@ -1,7 +1,8 @@
 """``stream-sink table list|show|snapshots|files|recover`` and ``stream-sink read``.
 
 Every command opens the catalog named by ``--warehouse`` (Hadoop, the default
-``warehouse``) or ``--catalog-uri`` (SQL), or, when TABLE is a path holding a Delta table,
+``warehouse``), ``--catalog-uri`` (SQL, or REST with ``--catalog-type rest`` and
+``--catalog-property KEY=VALUE``), or, when TABLE is a path holding a Delta table,
 that table (:mod:`.delta_commands`), or an Iceberg table's directory, that table
 (:mod:`.table_paths`, read-only commands); it prints a table people can read, or
 with ``--format jsonl`` one JSON object per line for scripts.
@@ -31,7 +32,7 @@ from stream_sink.commit.watermark import (
     iter_ancestry,
     recorded_watermark,
 )
-from stream_sink.exceptions import NotFoundError
+from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.table.catalog import Catalog
@@ -50,8 +51,23 @@ def add_catalog_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--catalog-uri",
         default=None,
-        help="SQL catalog database URI (sqlite:///catalog.db, postgresql://...) "
+        help="SQL catalog database URI (sqlite:///catalog.db, postgresql://...) or, with "
+        "--catalog-type rest, the REST catalog's base URL "
         "(default: none, a Hadoop catalog under --warehouse)",
+    )
+    p.add_argument(
+        "--catalog-type",
+        choices=("hadoop", "sql", "rest"),
+        default=None,
+        help="the catalog kind (default: sql with --catalog-uri, else hadoop)",
+    )
+    p.add_argument(
+        "--catalog-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a catalog property, repeatable (s3.endpoint=..., credential=..., "
+        "rest.sigv4-enabled=true, header.X-Name=...)",
     )
     p.add_argument(
         "--catalog-name",
@@ -129,12 +145,37 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
 
 def open_catalog(args: argparse.Namespace) -> Catalog:
     """The catalog the options name; it must exist (reading never creates one)."""
-    require_catalog_location(args.catalog_uri, args.warehouse or "warehouse")
-    if args.catalog_uri:
+    kind = getattr(args, "catalog_type", None) or ("sql" if args.catalog_uri else "hadoop")
+    props: dict[str, Any] = dict(catalog_properties(getattr(args, "catalog_property", None) or []))
+    if kind == "rest":
+        if not args.catalog_uri:
+            raise InvalidOptionError("--catalog-type rest needs --catalog-uri (the server's URL)")
         return load_catalog(
-            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse
+            args.catalog_name, type="rest", uri=args.catalog_uri, warehouse=args.warehouse, **props
         )
-    return load_catalog(args.catalog_name, type="hadoop", warehouse=args.warehouse or "warehouse")
+    require_catalog_location(args.catalog_uri, args.warehouse or "warehouse")
+    if kind == "sql":
+        if not args.catalog_uri:
+            raise InvalidOptionError("--catalog-type sql needs --catalog-uri (a database URI)")
+        return load_catalog(
+            args.catalog_name, type="sql", uri=args.catalog_uri, warehouse=args.warehouse, **props
+        )
+    return load_catalog(
+        args.catalog_name, type="hadoop", warehouse=args.warehouse or "warehouse", **props
+    )
+
+
+def catalog_properties(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` from ``--catalog-property``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(
+                f"--catalog-property {pair.split('=', 1)[0]!r}: expected KEY=VALUE"
+            )
+        out[key.strip()] = value
+    return out
 
 
 def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:

@@ -10,6 +10,12 @@ Invariants:
   committed the same batches (Iceberg #14425).
 - Files are only deleted when the table provably does not reference them: the ancestry
   walk must reach a snapshot of this (job, operator) older than the batches, or the root.
+- An unknown commit outcome (a catalog server's 5xx, a dropped connection) is settled by
+  committing again, with bounded backoff (``commit.retry.*``): the retry refreshes the
+  table and runs the watermark check first, so a commit that did land is found by its
+  watermark and never made twice; a retry that would land on a table which moved is
+  refused by the catalog's compare-and-swap (the ref requirement of a REST commit).
+  When retries run out the error is raised with the batches still staged.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from stream_sink.exceptions import CommitFailedError, CommitValidationError
+from stream_sink.exceptions import CommitFailedError, CommitStateUnknownError, CommitValidationError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.manifest import (
@@ -91,7 +97,7 @@ def commit_group(
     producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
     started = time.perf_counter()
     try:
-        producer.commit()
+        _commit_settling_unknown(table, producer, group)
     except CommitValidationError:
         if not seen:
             raise
@@ -111,6 +117,38 @@ def commit_group(
     metrics.committed(duration_ms, files)
     _log_commit(table, group, who, files, duration_ms)
     return None
+
+
+def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: CommitGroup) -> None:
+    """``producer.commit()``, retried while its outcome is unknown (see the invariants)."""
+    policy = RetryPolicy.from_properties(table.properties)
+    attempt = 0
+    while True:
+        try:
+            producer.commit()
+            return
+        except CommitStateUnknownError as e:
+            attempt += 1
+            if attempt > policy.num_retries:
+                raise CommitStateUnknownError(
+                    f"table {table.name}: the outcome of committing batches {group.lowest}.."
+                    f"{group.stamp} stayed unknown after {attempt} attempts: {e}. Nothing is "
+                    "lost or deleted: the batches stay staged, and the sink's restart finds "
+                    "them in the table by their watermark or commits them once"
+                ) from e
+            wait_ms = policy.wait_ms(attempt)
+            log.warning(
+                "table %s: commit of batches %d..%d: outcome unknown (%s); checking the "
+                "table and retrying in %.0f ms (%d of %d)",
+                table.name,
+                group.lowest,
+                group.stamp,
+                e,
+                wait_ms,
+                attempt,
+                policy.num_retries,
+            )
+            time.sleep(wait_ms / 1000)
 
 
 def _log_commit(

@@ -28,7 +28,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any
 
-from stream_sink.exceptions import StreamSinkError
+from stream_sink.exceptions import StreamSinkError, UnsupportedError
 from stream_sink.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,13 @@ class MaintenanceLock(ABC):
         owner = owner or new_owner(purpose)
         if isinstance(table.catalog, SqlCatalog):
             return SqlMaintenanceLock(table, owner, lease_ms)
+        if table.io.scheme != "file":
+            raise UnsupportedError(
+                f"table {table.name}: no maintenance lock for a table at {table.location} in "
+                f"catalog {table.catalog.name!r}: the lock is a row in a SQL catalog or a file "
+                "beside a local table; a REST catalog's table has neither yet. Run maintenance "
+                "from one place only (table.maintenance.* without the lock)"
+            )
         return FileMaintenanceLock(table, owner, lease_ms)
 
     @abstractmethod

@@ -109,7 +109,8 @@ def sink_status(
     in ``catalog``, by default the table the sink recorded in the catalog it recorded
     (:func:`recorded_table`, :func:`open_recorded_catalog`)."""
     root = resolve_location(checkpoint_location)
-    io = FileIO.for_location(root)
+    # the catalog's storage properties (s3.endpoint, keys) serve its checkpoints too
+    io = catalog.io_for(root) if catalog is not None else FileIO.for_location(root)
     spark_dir = f"{root}/{SPARK_CHECKPOINT_DIR}"
     if not io.exists(root):
         raise NotFoundError(

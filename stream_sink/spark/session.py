@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+SECRET_KEYS = "(?i)secret|password|token|access[.]key|credential"
+"""Option and property names whose values Spark redacts wherever it shows them."""
+
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -29,6 +32,10 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
+    # Spark's defaults plus ``credential`` (a REST catalog's OAuth2 client secret, passed
+    # as the ``catalog.credential`` option): masked in the UI, plans and event logs
+    "spark.redaction.regex": SECRET_KEYS,
+    "spark.sql.redaction.options.regex": f"(?i)url|{SECRET_KEYS.removeprefix('(?i)')}",
 }
 """Applied by :func:`local_session` unless the caller's ``conf`` sets the key."""
 

@@ -68,7 +68,11 @@ def s3_env(s3_props: dict[str, str]) -> dict[str, str]:
 def test_page_code_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     blocks = [b for b in runnable(page) if b.skip_reason is None]
     env = sandbox_env()
-    if any("s3://" in b.code for b in blocks):  # such blocks talk to the test S3 server
+    if any("ICEBERG_REST_URI" in b.code for b in blocks):  # SeaweedFS: S3 and REST catalog
+        seaweed = request.getfixturevalue("seaweed")
+        env.update(s3_env(seaweed.s3_props))
+        env["ICEBERG_REST_URI"] = seaweed.catalog_uri
+    elif any("s3://" in b.code for b in blocks):  # such blocks talk to the test S3 server
         env.update(s3_env(request.getfixturevalue("s3_props")))
     spec = tmp_path / "blocks.json"
     spec.write_text(

@@ -4,13 +4,19 @@
 (JSON files, one per micro-batch) into tables of the Hadoop catalog under
 ROOT/warehouse, checkpoints under ROOT/chk-*, state under ROOT/state. ROUTE is
 ``foreach`` (``IcebergSink.foreach_batch``, the default) or ``source``
-(``format("stream_sink")``); MASTER a Spark master URL (default ``local[2]``). It prints
+(``format("stream_sink")``); MASTER a Spark master URL (default ``local[2]``). On the
+``foreach`` route ``STREAM_SINK_KILL_CATALOG`` (JSON ``load_catalog`` keyword arguments),
+``STREAM_SINK_KILL_NAMESPACE`` and ``STREAM_SINK_KILL_CHECKPOINTS`` (a location prefix,
+e.g. ``s3://ckpt/run``) move the tables to another catalog and the sink's checkpoints
+elsewhere (the REST kill test). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,6 +69,12 @@ def run_source(
     query.awaitTermination()
 
 
+def spark_checkpoint(root: Path, chk: str, name: str) -> str | None:
+    """Spark's own checkpoint stays local when the sink's are on an object store (Spark
+    writes ``s3a://`` only with hadoop-aws on its classpath)."""
+    return str(root / f"spark-{name}") if "://" in chk else None
+
+
 def main(root: Path, route: str, master: str) -> None:
     spark = local_session("stream-sink-kill-test", master=master)
     if route == "source":
@@ -79,20 +91,28 @@ def main(root: Path, route: str, master: str) -> None:
         )
         print("done", flush=True)
         return
-    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
+    hadoop = {"type": "hadoop", "warehouse": str(root / "warehouse")}
+    catalog_args = json.loads(os.environ.get("STREAM_SINK_KILL_CATALOG") or "null") or hadoop
+    catalog = ss.load_catalog("kill", **catalog_args)
+    ns = os.environ.get("STREAM_SINK_KILL_NAMESPACE", "db")
+    chk = os.environ.get("STREAM_SINK_KILL_CHECKPOINTS", str(root))
     common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
     append = IcebergSink(
-        table="db.events",
-        checkpoint_location=str(root / "chk-append"),
-        write_route="spark",  # Spark's own Parquet writer writes the appended files
+        table=f"{ns}.events",
+        checkpoint_location=f"{chk}/chk-append",
+        spark_checkpoint_location=spark_checkpoint(root, chk, "append"),
+        # Spark's own Parquet writer writes the appended files (local tables only: on
+        # s3:// it needs hadoop-aws, so object-store runs take the arrow route)
+        write_route="auto" if "://" in chk else "spark",
         **common,
     )
     run(spark, append, root / "append-in", APPEND_SCHEMA)
     upsert = IcebergSink(
-        table="db.latest",
+        table=f"{ns}.latest",
         mode="upsert",
         order_by="seq",
-        checkpoint_location=str(root / "chk-upsert"),
+        checkpoint_location=f"{chk}/chk-upsert",
+        spark_checkpoint_location=spark_checkpoint(root, chk, "upsert"),
         **common,
     )
     run(spark, upsert, root / "upsert-in", UPSERT_SCHEMA)

@@ -141,7 +141,7 @@ def test_no_temp_files_survive_a_lost_race(hadoop: HadoopCatalog, tmp_path: Path
 
 
 def test_refusals(hadoop: HadoopCatalog, tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="SQL catalog"):
+    with pytest.raises(InvalidOptionError, match=r"SQL catalog.*or a REST catalog"):
         stream_sink.load_catalog("x", type="hadoop", warehouse="s3://bucket/wh")
     with pytest.raises(InvalidOptionError, match="<warehouse>/<namespace>/<table>"):
         hadoop.create_table("db.t", SCHEMA, location=str(tmp_path / "elsewhere"))

@@ -304,7 +304,8 @@ def _local_warehouse(warehouse: str) -> str:
         raise InvalidOptionError(
             f"the Hadoop catalog cannot use warehouse {warehouse!r}: it commits by exclusive "
             "rename, which object stores and HDFS here do not offer; use the SQL catalog "
-            "(type='sql', uri='sqlite:///...' or 'postgresql://...') for this warehouse"
+            "(type='sql', uri='sqlite:///...' or 'postgresql://...') or a REST catalog "
+            "(type='rest', uri='https://...') for this warehouse"
         )
     return _normalize(warehouse)
 

@@ -1,0 +1,355 @@
+"""The HTTP side of the REST catalog: configuration, authentication, requests, errors.
+
+Reused from pyiceberg (the ``rest`` extra): its OAuth2 auth managers (client-credentials
+token fetch from ``oauth2-server-uri`` or ``<uri>/v1/oauth/tokens``, a fixed ``token``)
+and the adapter that puts their header on a ``requests`` session, so a pyiceberg
+configuration (``credential``, ``token``, ``scope``, ``audience``, ``resource``,
+``oauth2-server-uri``) behaves the same. Written here: the request loop (bounded retries
+of reads, token refresh on 401/419, no blind retry of commits), SigV4 (see ``sigv4``),
+the error mapping onto stream_sink's exceptions, and the ``/v1/config`` merge.
+
+Invariants:
+- Properties after ``/v1/config``: the server's defaults, overridden by the client's,
+  overridden by the server's overrides (the spec's order). ``uri`` may be overridden.
+- Reads (GET, HEAD) and requests that change nothing on failure are retried on dropped
+  connections, timeouts and 429/502/503/504 with bounded exponential backoff
+  (``rest.max-retries``, ``rest.retry-max-wait-ms``). A commit (POST to a table) is sent
+  again only with the same ``Idempotency-Key``, which is sent only when the server
+  advertises ``idempotency-key-lifetime``; otherwise a failure is reported as unknown
+  and the caller resolves it by reading the table back.
+- No message, log line or repr carries a secret: credentials, tokens and signing keys
+  are never formatted; server messages are quoted as the server sent them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from stream_sink.exceptions import (
+    CatalogAuthError,
+    CatalogRequestError,
+    CatalogUnavailableError,
+    InvalidOptionError,
+)
+
+log = logging.getLogger(__name__)
+
+URI = "uri"
+WAREHOUSE = "warehouse"
+PREFIX = "prefix"
+CREDENTIAL = "credential"
+TOKEN = "token"
+SCOPE = "scope"
+OAUTH2_SERVER_URI = "oauth2-server-uri"
+HEADER_PREFIX = "header."
+ACCESS_DELEGATION = "X-Iceberg-Access-Delegation"
+IDEMPOTENCY_LIFETIME = "idempotency-key-lifetime"
+MAX_RETRIES = "rest.max-retries"
+RETRY_MAX_WAIT_MS = "rest.retry-max-wait-ms"
+REQUEST_TIMEOUT_MS = "rest.request-timeout-ms"
+NAMESPACE_SEPARATOR = "namespace-separator"
+
+SECRET_PROPERTIES = (
+    CREDENTIAL,
+    TOKEN,
+    "client.secret-access-key",
+    "client.session-token",
+    "s3.secret-access-key",
+    "s3.session-token",
+    "jdbc.password",
+)
+_TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
+_READS = frozenset({"GET", "HEAD"})
+
+
+def is_secret(key: str) -> bool:
+    """Properties whose values never appear in output (also ``header.Authorization``)."""
+    low = key.lower()
+    return (
+        key in SECRET_PROPERTIES
+        or low.endswith(("secret", "password", "token", "secret-access-key"))
+        or low == "header.authorization"
+    )
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: Any
+    headers: Mapping[str, str]
+
+
+class RestClient:
+    """One catalog's HTTP session against one REST server."""
+
+    def __init__(self, catalog: str, properties: Mapping[str, str]) -> None:
+        try:
+            import requests
+        except ImportError as e:
+            raise InvalidOptionError(
+                f"catalog {catalog!r}: type='rest' needs requests: pip install 'stream_sink[rest]'"
+            ) from e
+        self._requests = requests
+        self.catalog = catalog
+        props = dict(properties)
+        if not props.get(URI):
+            raise InvalidOptionError(f"catalog {catalog!r}: type='rest' needs uri=http(s)://...")
+        self.properties = props
+        self._max_retries = _int(props, MAX_RETRIES, 5, catalog)
+        self._max_wait_ms = _int(props, RETRY_MAX_WAIT_MS, 8000, catalog)
+        self._timeout = _int(props, REQUEST_TIMEOUT_MS, 60_000, catalog) / 1000
+        self.session = self._session(props, auth=False)
+        self._auth_manager: Any = None
+        self.properties = self._fetch_config(props)
+        self.session = self._session(self.properties, auth=True)
+
+    # --- configuration ---------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self.properties[URI].rstrip("/")
+
+    @property
+    def prefix(self) -> str:
+        return self.properties.get(PREFIX, "").strip("/")
+
+    @property
+    def idempotency(self) -> bool:
+        return bool(self.properties.get(IDEMPOTENCY_LIFETIME))
+
+    def _fetch_config(self, props: dict[str, str]) -> dict[str, str]:
+        params = {WAREHOUSE: props[WAREHOUSE]} if props.get(WAREHOUSE) else {}
+        self.session = self._session(props, auth=True)
+        resp = self.request("GET", "config", params=params, prefixed=False, what="read its config")
+        body = resp.body if isinstance(resp.body, dict) else {}
+        merged = {str(k): str(v) for k, v in (body.get("defaults") or {}).items()}
+        merged.update(props)
+        merged.update({str(k): str(v) for k, v in (body.get("overrides") or {}).items()})
+        return merged
+
+    def _session(self, props: Mapping[str, str], *, auth: bool) -> Any:
+        session = self._requests.Session()
+        session.headers["Content-Type"] = "application/json"
+        session.headers["User-Agent"] = "stream_sink"
+        session.headers[ACCESS_DELEGATION] = "vended-credentials"
+        for key, value in props.items():
+            if key.startswith(HEADER_PREFIX):
+                session.headers[key[len(HEADER_PREFIX) :]] = value
+        if auth:
+            self._authenticate(session, props)
+        return session
+
+    def _authenticate(self, session: Any, props: Mapping[str, str]) -> None:
+        from stream_sink.io.sigv4 import SIGV4_ENABLED, SigV4Auth
+
+        credential, token = props.get(CREDENTIAL), props.get(TOKEN)
+        sigv4 = props.get(SIGV4_ENABLED, "false").strip().lower() == "true"
+        if credential or token:
+            manager = self._oauth_manager(session, props)
+            session.auth = _Chain([manager, SigV4Auth(self.catalog, props)] if sigv4 else [manager])
+        elif sigv4:
+            session.auth = SigV4Auth(self.catalog, props)
+
+    def _oauth_manager(self, session: Any, props: Mapping[str, str]) -> Any:
+        try:
+            from pyiceberg.catalog.rest.auth import AuthManagerAdapter, LegacyOAuth2AuthManager
+        except ImportError as e:
+            raise InvalidOptionError(
+                f"catalog {self.catalog!r}: {CREDENTIAL}/{TOKEN} need pyiceberg's auth managers: "
+                "pip install 'stream_sink[rest]'"
+            ) from e
+        params = {SCOPE: props.get(SCOPE, "catalog")}
+        params.update({k: props[k] for k in ("audience", "resource") if props.get(k)})
+        auth_url = props.get(OAUTH2_SERVER_URI) or f"{props[URI].rstrip('/')}/v1/oauth/tokens"
+        token_session = self._requests.Session()
+        try:
+            manager = LegacyOAuth2AuthManager(
+                session=token_session,
+                auth_url=auth_url,
+                credential=props.get(CREDENTIAL),
+                initial_token=props.get(TOKEN),
+                optional_oauth_params=params,
+            )
+        except Exception as e:  # pyiceberg's OAuthError or a connection error
+            raise CatalogAuthError(
+                f"catalog {self.catalog!r}: the OAuth2 server at {auth_url} refused the client "
+                f"credentials in property {CREDENTIAL!r} ({type(e).__name__}: "
+                f"{_scrub(str(e), props)}); check the property (client_id:client_secret) and "
+                f"{SCOPE!r}"
+            ) from None
+        self._auth_manager = manager
+        return AuthManagerAdapter(manager)
+
+    # --- requests ------------------------------------------------------------------------
+
+    def url(self, path: str, *, prefixed: bool = True) -> str:
+        parts = [self.uri, "v1"]
+        if prefixed and self.prefix:
+            parts.append(self.prefix)
+        return "/".join([*parts, path])
+
+    def namespace_path(self, namespace: tuple[str, ...]) -> str:
+        sep = self.properties.get(NAMESPACE_SEPARATOR, "%1F")
+        return sep.join(quote(p, safe="") for p in namespace)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        prefixed: bool = True,
+        what: str,
+        retry: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """Send one request; 2xx returns, anything else raises (see :func:`raise_for`).
+        ``retry`` (default: reads only) retries transport failures and 429/502/503/504."""
+        retryable = method in _READS if retry is None else retry
+        url = self.url(path, prefixed=prefixed)
+        refreshed = False
+        attempt = 0
+        while True:
+            try:
+                raw = self.session.request(
+                    method,
+                    url,
+                    json=body,
+                    params=params,
+                    headers=dict(headers or {}),
+                    timeout=self._timeout,
+                )
+            except self._requests.RequestException as e:
+                if retryable and attempt < self._max_retries:
+                    attempt += 1
+                    self._backoff(attempt, what, type(e).__name__)
+                    continue
+                raise CatalogUnavailableError(
+                    f"catalog {self.catalog!r}: could not {what}: {method} {url} failed "
+                    f"({type(e).__name__}) after {attempt + 1} attempts"
+                ) from None
+            if raw.status_code in (401, 419) and self._auth_manager is not None and not refreshed:
+                refreshed = True
+                self._refresh_token()
+                continue
+            if raw.status_code in _TRANSIENT_STATUS and retryable and attempt < self._max_retries:
+                attempt += 1
+                self._backoff(attempt, what, str(raw.status_code))
+                continue
+            return self._response(raw, method, url, what)
+
+    def _refresh_token(self) -> None:
+        refresh = getattr(self._auth_manager, "_refresh_token", None)
+        if refresh is not None:
+            try:
+                refresh()
+            except Exception as e:
+                raise CatalogAuthError(
+                    f"catalog {self.catalog!r}: refreshing the OAuth2 token failed "
+                    f"({type(e).__name__}); check property {CREDENTIAL!r}"
+                ) from None
+
+    def _backoff(self, attempt: int, what: str, cause: str) -> None:
+        wait = min(100 * 2 ** (attempt - 1), self._max_wait_ms) * (0.5 + random.random() / 2)
+        log.warning(
+            "catalog %r: %s: %s; retry %d of %d in %.0f ms",
+            self.catalog,
+            what,
+            cause,
+            attempt,
+            self._max_retries,
+            wait,
+        )
+        time.sleep(wait / 1000)
+
+    def _response(self, raw: Any, method: str, url: str, what: str) -> Response:
+        try:
+            body = raw.json() if raw.content else None
+        except ValueError:
+            body = raw.text
+        resp = Response(raw.status_code, body, dict(raw.headers))
+        if 200 <= raw.status_code < 300:
+            return resp
+        raise raise_for(self.catalog, resp, method, url, what, self.properties)
+
+    def idempotency_headers(self) -> dict[str, str]:
+        """A fresh key for one logical mutation (reused on its retries)."""
+        return {"Idempotency-Key": str(uuid.uuid4())} if self.idempotency else {}
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class _Chain:
+    """Apply several ``requests`` auth handlers in order (bearer token, then SigV4)."""
+
+    def __init__(self, handlers: list[Any]) -> None:
+        self._handlers = handlers
+
+    def __call__(self, request: Any) -> Any:
+        for h in self._handlers:
+            request = h(request)
+        return request
+
+
+def server_message(body: Any) -> tuple[str, str]:
+    """(type, message) of an ``ErrorModel`` response, or of whatever the server sent."""
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):
+            return str(err.get("type", "")), str(err.get("message", ""))
+        if isinstance(err, str):
+            return err, str(body.get("error_description", ""))
+    text = str(body or "")
+    title = re.search(r"<title>(.*?)</title>", text, re.S | re.I)  # an HTML error page
+    return "", (title.group(1).strip() if title else text)[:500]
+
+
+def raise_for(
+    catalog: str, resp: Response, method: str, url: str, what: str, props: Mapping[str, str]
+) -> Exception:
+    """The exception a non-2xx answer becomes (the caller may map 404/409 further)."""
+    kind, message = server_message(resp.body)
+    message = _scrub(message, props)
+    said = f"{resp.status} {kind}: {message}".rstrip(": ")
+    if resp.status in (401, 403):
+        return CatalogAuthError(
+            f"catalog {catalog!r} refused our credentials to {what} ({said}). Check the "
+            f"catalog properties {CREDENTIAL!r}/{TOKEN!r} (OAuth2), or for SigV4 "
+            "'rest.sigv4-enabled', 'rest.signing-name', 'rest.signing-region' and "
+            "'client.access-key-id'/'client.secret-access-key'"
+        )
+    return CatalogRequestError(
+        f"catalog {catalog!r}: could not {what}: {method} {url} answered {said}",
+        status=resp.status,
+        error_type=kind,
+        server_message=message,
+    )
+
+
+def _scrub(text: str, props: Mapping[str, str]) -> str:
+    for key, value in props.items():
+        if value and len(value) >= 4 and is_secret(key):
+            text = text.replace(value, "****")
+    return text
+
+
+def _int(props: Mapping[str, str], key: str, default: int, catalog: str) -> int:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidOptionError(
+            f"catalog {catalog!r}: property {key}={raw!r} is not an integer"
+        ) from None

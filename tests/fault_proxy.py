@@ -1,0 +1,201 @@
+"""A fault-injecting HTTP proxy on loopback in front of a real REST catalog server.
+
+Requests pass through unchanged (the Host header too, so SigV4 signatures stay valid)
+unless a fault is armed for commits (POST to ``.../tables/<name>``):
+- ``fail_after_apply(n, status)``: forward the next n commits, then answer ``status``
+  instead of the server's reply (the server applied them; the client cannot know);
+- ``conflict(n)``: answer 409 to the next n commits without forwarding them;
+- ``drop(n)``: close the connection without an answer on the next n commits, after
+  forwarding them;
+- ``lose(n)``: close the connection on the next n commits without forwarding them.
+``down()``/``up()`` make every request fail with a dropped connection, as a stopped server;
+``refuse(n)`` does that to the next n requests of any kind (none reaches the server).
+``advertise_idempotency()`` adds ``idempotency-key-lifetime`` to the server's ``/v1/config``
+answer; ``commit_headers`` records each commit's headers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+_COMMIT = re.compile(r"/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
+
+
+class FaultProxy:
+    def __init__(self, target: str) -> None:
+        parts = urlsplit(target)
+        self.target_host = parts.hostname or "127.0.0.1"
+        self.target_port = parts.port or 80
+        self.lock = threading.Lock()
+        self.after_apply: list[int] = []
+        self.conflicts = 0
+        self.drops = 0
+        self.is_down = False
+        self.refusals = 0
+        self.losses = 0
+        self.commits_seen = 0
+        self.commit_bodies: list[dict[str, object]] = []
+        self.commit_headers: list[dict[str, str]] = []
+        self.idempotency = False
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if proxy._refused():
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                commit = self.command == "POST" and bool(_COMMIT.search(self.path.split("?")[0]))
+                fault = proxy._take(commit, body)
+                if commit:
+                    proxy.commit_headers.append(dict(self.headers))
+                if fault == "lose":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fault == "conflict":
+                    self._reply(
+                        409,
+                        {
+                            "error": {
+                                "message": "injected conflict",
+                                "type": "CommitFailedException",
+                                "code": 409,
+                            }
+                        },
+                    )
+                    return
+                status, headers, data = proxy._forward(
+                    self.command, self.path, dict(self.headers), body
+                )
+                if proxy.idempotency and self.path.startswith("/v1/config") and status == 200:
+                    doc = json.loads(data)
+                    doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
+                    data = json.dumps(doc).encode()
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if isinstance(fault, int):
+                    self._reply(
+                        fault,
+                        {
+                            "error": {
+                                "message": "injected failure",
+                                "type": "ServiceFailureException",
+                                "code": fault,
+                            }
+                        },
+                    )
+                    return
+                self.send_response(status)
+                for k, v in headers:
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _reply(self, status: int, body: dict[str, object]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = do_HEAD = do_PUT = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _refused(self) -> bool:
+        with self.lock:
+            if self.refusals:
+                self.refusals -= 1
+                return True
+        return self.is_down
+
+    def refuse(self, n: int) -> None:
+        with self.lock:
+            self.refusals += n
+
+    def _take(self, commit: bool, body: bytes) -> str | int | None:
+        if not commit:
+            return None
+        with self.lock:
+            self.commits_seen += 1
+            self.commit_bodies.append(json.loads(body or b"{}"))
+            if self.losses:
+                self.losses -= 1
+                return "lose"
+            if self.conflicts:
+                self.conflicts -= 1
+                return "conflict"
+            if self.after_apply:
+                return self.after_apply.pop(0)
+            if self.drops:
+                self.drops -= 1
+                return "drop"
+        return None
+
+    def _forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(self.target_host, self.target_port, timeout=60)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            for k, v in headers.items():
+                conn.putheader(k, v)
+            conn.endheaders(body or None)
+            resp = conn.getresponse()
+            return resp.status, resp.getheaders(), resp.read()
+        finally:
+            conn.close()
+
+    def fail_after_apply(self, n: int = 1, status: int = 500) -> None:
+        with self.lock:
+            self.after_apply.extend([status] * n)
+
+    def conflict(self, n: int) -> None:
+        with self.lock:
+            self.conflicts += n
+
+    def advertise_idempotency(self) -> None:
+        self.idempotency = True
+
+    def lose(self, n: int = 1) -> None:
+        with self.lock:
+            self.losses += n
+
+    def drop(self, n: int = 1) -> None:
+        with self.lock:
+            self.drops += n
+
+    def down(self) -> None:
+        self.is_down = True
+
+    def up(self) -> None:
+        self.is_down = False
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

