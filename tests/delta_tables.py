@@ -23,7 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyroaring
 
+from stream_sink.delta import DeltaTable
 from stream_sink.delta.deletion_vectors import z85_encode
+from stream_sink.delta.merge import copy_on_write
 
 DV_MAGIC = 1681511377
 
@@ -287,3 +289,27 @@ def delta_rs_table_with_dvs_and_mapping(loc: str) -> None:
     (dv,) = dv_file(loc, [[2, 5]])
     remove = {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}
     commit(loc, 3, {"remove": remove}, {"add": dict(add, deletionVector=dv)})
+
+
+def upsert_into(table: DeltaTable, rows: pa.Table) -> int:
+    """One copy-on-write MERGE of ``rows`` by ``id`` (the writer the upsert sink uses);
+    the version it committed."""
+    batch = copy_on_write(table.snapshot, table.io, rows, ["id"], "upsert")
+    txn = table.new_transaction().add_all(batch.adds).add_all(batch.removes)
+    txn.read_files(r.path for r in batch.removes)
+    return txn.commit("MERGE")
+
+
+def append_and_upsert_into(loc: str) -> None:
+    """Ours writing into the table :func:`delta_rs_table_with_dvs_and_mapping` made: an
+    append of ids 200-201, then an upsert of ids 2 (deleted by its vector), 3 and 4 (in
+    the first file), 150 (in the second) and 300 (new)."""
+    table = DeltaTable.load(loc)
+    table.append(pa.table({"id": pa.array([200, 201], pa.int64()), "value": ["n", "n"]}))
+    upsert = pa.table(
+        {
+            "id": pa.array([2, 3, 4, 150, 300], pa.int64()),
+            "value": ["u2", "u3", "u4", "u150", "u300"],
+        }
+    )
+    upsert_into(table, upsert)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from delta_readers import by_key, delta_rs_query_rows, duckdb_delta_rows
 from delta_tables import delta_rs_table_with_dvs_and_mapping
+from delta_tables import upsert_into as _upsert
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.merge import copy_on_write
@@ -24,13 +25,6 @@ def _all_readers(loc: str) -> list[dict]:
     assert by_key(delta_rs_query_rows(loc), "id") == ours
     assert by_key(duckdb_delta_rows(loc), "id") == ours
     return ours
-
-
-def _upsert(table: DeltaTable, rows: pa.Table) -> int:
-    batch = copy_on_write(table.snapshot, table.io, rows, ["id"], "upsert")
-    txn = table.new_transaction().add_all(batch.adds).add_all(batch.removes)
-    txn.read_files(r.path for r in batch.removes)
-    return txn.commit("MERGE")
 
 
 def test_append_and_upsert_into_a_table_with_deletion_vectors_and_column_mapping(tmp_path):

@@ -1,10 +1,11 @@
 """Apache Iceberg Java changes the partition spec of tables that change streams write
 (issue 26): ``ADD PARTITION FIELD bucket(4, id)`` and ``ADD COLUMN extra`` while the
 stream is down, ``REPLACE PARTITION FIELD bucket(4, id) WITH bucket(8, id)`` while a
-batch written under bucket(4) is in flight, then our own ``update_spec``. Every
-snapshot is read by Java and our reader, the current one by DuckDB where it can read
-it, and the end by pyiceberg and DuckDB after conversion. Upsert and changelog tables
-share the three JVM starts.
+batch written under bucket(4) is in flight, then our own ``update_spec``, then Java's
+``REPLACE PARTITION FIELD … WITH truncate(1000, id)`` while the stream is down again.
+Every snapshot is read by Java and our reader, the current one by DuckDB where it can
+read it, and the end by pyiceberg and DuckDB after conversion. Upsert and changelog
+tables share the four JVM starts.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import stream_sink as ss
 from stream_sink.table.transforms import Bucket
 from stream_sink.tables import IcebergTable
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(1800)]  # three JVM starts
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(1800)]  # four JVM starts
 
 MODES = ("upsert", "changelog", "partitioned")
 """``partitioned``: an upsert stream into a table created with bucket(4, id), which gets
@@ -91,6 +92,14 @@ def test_change_streams_stay_exact_while_java_changes_the_spec(
         if m != "partitioned":  # DuckDB 1.5.5 fails on that one until conversion
             assert pairs(duckdb_rows(t.metadata_location)) == pairs(streams[m].rows())
     steps(2)
+    java_sql(  # the stream is down again
+        warehouse,
+        [
+            f"ALTER TABLE hc.db.{m} REPLACE PARTITION FIELD id_bucket_16 WITH truncate(1000, id)"
+            for m in MODES
+        ],
+    )
+    steps(2)  # restarted
 
     locations = [
         f"{tables[m].refresh().metadata_location}@{snap}"
