@@ -175,7 +175,8 @@ class _Converter:
     def _open_writer(self, f: DataFile) -> RollingFileWriter:
         files = self._factories.get(f.spec_id)
         if files is None:  # one per spec: its counter keeps every file name unique
-            spec = self._table.metadata.spec_by_id(f.spec_id)
+            meta = self._table.metadata  # paths need source types (identity, truncate)
+            spec = meta.spec_by_id(f.spec_id).bind(meta.schema)
             files = OutputFileFactory(self._table.data_location, spec, 0, 0, 0, self._operation)
             self._factories[f.spec_id] = files
         writer = RollingFileWriter(

@@ -177,3 +177,24 @@ def _added_deletes(t: IcebergTable) -> list[Any]:
             if e.status == ManifestEntryStatus.ADDED
         ]
     return out
+
+
+def test_conversion_writes_position_deletes_for_files_of_an_older_truncate_spec(
+    catalog: Catalog,
+) -> None:
+    """A data file under an older spec whose paths need the source type (truncate, as
+    Java's ``REPLACE PARTITION FIELD … WITH truncate(…)`` makes): converting the
+    equality deletes that reach it writes its position deletes under that spec."""
+    t = catalog.create_table(
+        "db.truncated", SCHEMA, [("truncate", "id", 10, "id_trunc")], identifier_fields=["id"]
+    )
+    t.append(pa.table({"id": pa.array([1, 2, 11], pa.int64()), "v": ["a", "b", "c"]}))
+    with t.update_spec() as u:
+        u.remove_field("id_trunc").add_field("id", Bucket(4), "id_bucket")
+    t.refresh().upsert(pa.table({"id": pa.array([2, 11], pa.int64()), "v": ["B", "C"]}))
+    t.refresh().maintenance.convert_equality_deletes()
+    after = t.refresh()
+    want = [(1, "a"), (2, "B"), (11, "C")]
+    assert pairs(after.scan().to_arrow().to_pylist()) == want
+    assert pairs(pyiceberg_rows(after.metadata_location)) == want
+    assert not [d for d in _added_deletes(after) if d.content == DataFileContent.EQUALITY_DELETES]
