@@ -86,18 +86,26 @@ class RoutedMaintenance:
 
     @property
     def metrics(self) -> MaintenanceMetricsSnapshot:
-        """The sum over the tables (last duration and error: of the latest that has one)."""
+        """The sum over the tables of what is counted; the worst table's failure streak
+        (failing when any table is); the last success: the latest of any table's; the last
+        duration and error: of the last table (by name) that has one."""
         total = MaintenanceMetricsSnapshot()
+        latest = ("last_duration_ms", "last_error")
         counted = [
             f.name
             for f in dataclasses.fields(MaintenanceMetricsSnapshot)
-            if f.name not in ("last_duration_ms", "last_error")
+            if f.type in (int, "int") and f.name != "consecutive_failures"
         ]
         for m in self.metrics_by_table.values():
             total = dataclasses.replace(
                 total,
                 **{k: getattr(total, k) + getattr(m, k) for k in counted},
-                last_duration_ms=m.last_duration_ms or total.last_duration_ms,
-                last_error=m.last_error or total.last_error,
+                **{k: getattr(m, k) or getattr(total, k) for k in latest},
+                consecutive_failures=max(total.consecutive_failures, m.consecutive_failures),
+                failing=total.failing or m.failing,
+                last_success_ms=max(
+                    (t for t in (total.last_success_ms, m.last_success_ms) if t is not None),
+                    default=None,
+                ),
             )
         return total

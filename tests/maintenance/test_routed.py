@@ -80,6 +80,10 @@ def test_one_run_per_micro_batch_each_table_in_turn(tables: dict[str, CdcTable])
         assert routed.metrics_by_table[n].runs == 1
         assert live_counts(cdc.table)["eq"] == (1 if n == "db.a" else 0)
     assert routed.metrics.runs == 3 and routed.metrics.failures == 0
+    assert routed.metrics.consecutive_failures == 0 and not routed.metrics.failing
+    assert routed.metrics.last_success_ms == max(
+        m.last_success_ms or 0 for m in routed.metrics_by_table.values()
+    )
 
 
 def test_no_table_starts_while_another_tables_run_is_under_way(
