@@ -30,6 +30,7 @@ from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_spill import KeySpill, rewrite_spilled
 from stream_sink.delta.log import open_io
 from stream_sink.delta.merge import rewrite_touched
 from stream_sink.delta.paths import absolute_location
@@ -163,19 +164,32 @@ class DeltaSink:
             raise
 
     def commit_written(
-        self, batch_id: int, written: DeltaBatch, touched: pa.Table | None = None
+        self,
+        batch_id: int,
+        written: DeltaBatch,
+        touched: pa.Table | Sequence[KeySpill] | None = None,
+        spill_io: FileIO | None = None,
     ) -> int:
         """Record micro-batch ``batch_id`` whose files were written elsewhere (by
         ``format("stream_sink")``'s executors) and commit it: durable (exactly once) on
-        return. ``touched``: in CDC modes, the keys the batch changed; their rows are
-        removed from the table's live files here (the copy-on-write half of the MERGE),
-        against the table as the previous batch left it. Returns the watermark after."""
+        return. ``touched``: in CDC modes, the keys the batch changed (a table, or the
+        tasks' spills read through ``spill_io``); their rows are removed from the table's
+        live files here (the copy-on-write half of the MERGE), against the table as the
+        previous batch left it; spilled keys are held only up to ``driver_key_limit``,
+        else streamed (:mod:`stream_sink.delta.key_spill`). Returns the watermark after."""
         try:
             runtime = self._open(None)
             committer = runtime.committer
-            if touched is not None and touched.num_rows and not committer.holds(batch_id):
+            if touched is not None and len(touched) and not committer.holds(batch_id):
                 snapshot = runtime.table.refresh().snapshot
-                rewritten = rewrite_touched(snapshot, runtime.table.io, touched, self.keys)
+                io = runtime.table.io
+                rewritten = (
+                    rewrite_touched(snapshot, io, touched, self.keys)
+                    if isinstance(touched, pa.Table)
+                    else rewrite_spilled(
+                        snapshot, io, spill_io or io, touched, self.keys, self.driver_key_limit
+                    )
+                )
                 written = DeltaBatch.merge([rewritten, written])
             failpoint(AFTER_DATA_FILES)
             if committer.process(batch_id, written):
