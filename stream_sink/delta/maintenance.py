@@ -24,7 +24,7 @@ next due version tries again. Nothing here ever fails the stream.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stream_sink.exceptions import InvalidOptionError
 
@@ -64,7 +64,6 @@ class DeltaMaintenanceMetrics:
     vacuumed_files: int = 0
     backlog_runs: int = 0
     last_error: str | None = None
-    errors: list[str] = field(default_factory=list)
 
 
 def due(version: int, options: DeltaMaintenanceOptions, backlog: bool) -> bool:

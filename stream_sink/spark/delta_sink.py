@@ -32,6 +32,9 @@ from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.key_spill import KeySpill, rewrite_spilled
 from stream_sink.delta.log import open_io
+from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
+from stream_sink.delta.maintenance import due as maintenance_due
+from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.delta.merge import rewrite_touched
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
@@ -89,6 +92,10 @@ class DeltaSink:
     ``driver_key_limit``: CDC batches with at most this many distinct keys find the files
     to rewrite on the driver; larger ones keep their keys on the executors (semi- and
     anti-joins there, see :mod:`.delta_touched`), so no batch is too large for the driver.
+
+    ``maintenance``: bounded compaction of small files and vacuum of files removed longer
+    ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits
+    (:mod:`stream_sink.delta.maintenance`); ``maintenance_metrics`` counts the runs.
     """
 
     def __init__(
@@ -107,6 +114,7 @@ class DeltaSink:
         storage_options: Mapping[str, str] | None = None,
         spark_checkpoint_location: str | None = None,
         driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
+        maintenance: DeltaMaintenanceOptions | None = None,
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -127,6 +135,9 @@ class DeltaSink:
         if driver_key_limit < 0:
             raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
+        self.maintenance = maintenance
+        self.maintenance_metrics = DeltaMaintenanceMetrics()
+        self._maintenance_backlog = False
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
@@ -159,6 +170,7 @@ class DeltaSink:
                 committer.snapshot_state(batch_id)
                 committer.complete_checkpoint(batch_id)
                 committer.notify_checkpoint_complete(batch_id)
+                self._maintain(runtime.table)
         except BaseException:
             self.close()
             raise
@@ -196,6 +208,7 @@ class DeltaSink:
                 committer.snapshot_state(batch_id)
                 committer.complete_checkpoint(batch_id)
                 committer.notify_checkpoint_complete(batch_id)
+                self._maintain(runtime.table)
             return committer.watermark
         except BaseException:
             self.close()
@@ -219,6 +232,14 @@ class DeltaSink:
                 runtime.table.io.delete(absolute_location(self.path, path))
             except Exception as e:  # an orphan is harmless
                 log.warning("DeltaSink %s: could not delete %s: %s", self.sink_id, path, e)
+
+    def _maintain(self, table: DeltaTable) -> None:
+        """A bounded maintenance run when the version just committed makes one due."""
+        options = self.maintenance
+        if options is not None and maintenance_due(
+            table.refresh().version, options, self._maintenance_backlog
+        ):
+            self._maintenance_backlog = run_maintenance(table, options, self.maintenance_metrics)
 
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
