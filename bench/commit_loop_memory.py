@@ -7,9 +7,9 @@ real upsert batch (50 rows onto 2,000 keys, equality and position deletes) with 
 delta writers, passes it through the ``FilesCommitter`` (RocksDB state, synced) into a
 Hadoop-catalog ``bucket(4, id)`` table, then calls the in-sink maintenance
 (``commit_count=10``, ``max_snapshot_age_ms=60_000``, ``retain_last=5``, in its
-background thread) as the sink does. ``tracemalloc`` snapshots after the first tenth of
-the commits and at the end: prints RSS and traced memory at each tenth, and the lines
-whose allocations grew most between the two snapshots.
+background thread) as the sink does. ``tracemalloc`` snapshots after the first
+twentieth of the commits and at the end: prints RSS and traced memory at each
+twentieth, and the lines whose allocations grew most between the two snapshots.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
         maintenance = SinkMaintenance(lambda: catalog.load_table("db.t"), options, "sink:t")
         maintenance.protect(committer.uncommitted_paths)
         rng = random.Random(1)
-        tracemalloc.start(12)
+        tracemalloc.start(1)
         first = None
         started = time.perf_counter()
         for b in range(a.commits):
@@ -89,7 +89,7 @@ def main() -> None:
             committer.complete_checkpoint(b)
             committer.notify_checkpoint_complete(b)
             maintenance.after_commit(table.metadata)
-            if (b + 1) % max(a.commits // 10, 1) == 0:
+            if (b + 1) % max(a.commits // 20, 1) == 0:
                 traced, _ = tracemalloc.get_traced_memory()
                 m = maintenance.metrics
                 print(
@@ -105,7 +105,7 @@ def main() -> None:
         last = tracemalloc.take_snapshot()
         committer.close()
         assert first is not None
-        print(f"\nlargest growth, commit {a.commits // 10} -> {a.commits}:")
+        print(f"\nlargest growth, commit {a.commits // 20} -> {a.commits}:")
         for stat in last.compare_to(first, "lineno")[: a.top]:
             print(f"  {stat}")
     finally:
