@@ -236,10 +236,17 @@ class DeltaSink:
     def _maintain(self, table: DeltaTable) -> None:
         """A bounded maintenance run when the version just committed makes one due."""
         options = self.maintenance
-        if options is not None and maintenance_due(
-            table.refresh().version, options, self._maintenance_backlog
-        ):
-            self._maintenance_backlog = run_maintenance(table, options, self.maintenance_metrics)
+        if options is None:
+            return
+        try:  # the batch is committed: maintenance never fails it
+            if maintenance_due(table.refresh().version, options, self._maintenance_backlog):
+                self._maintenance_backlog = run_maintenance(
+                    table, options, self.maintenance_metrics
+                )
+        except Exception as e:
+            self.maintenance_metrics.failures += 1
+            self.maintenance_metrics.last_error = f"{type(e).__name__}: {e}"
+            log.warning("DeltaSink %s: maintenance failed: %s", self.sink_id, e)
 
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
