@@ -8,8 +8,9 @@ delta writers, passes it through the ``FilesCommitter`` (RocksDB state, synced) 
 Hadoop-catalog ``bucket(4, id)`` table, then calls the in-sink maintenance
 (``commit_count=10``, ``max_snapshot_age_ms=60_000``, ``retain_last=5``, in its
 background thread) as the sink does. ``tracemalloc`` snapshots after the first
-twentieth of the commits and at the end: prints RSS and traced memory at each
-twentieth, and the lines whose allocations grew most between the two snapshots.
+twentieth of the commits and at the end: prints RSS, traced (Python) memory and
+Arrow's allocated bytes at each twentieth, and the lines whose allocations grew most
+between the two snapshots.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def main() -> None:
                 print(
                     f"{b + 1:6d} commits  {time.perf_counter() - started:6.0f} s  "
                     f"rss {rss_mb():6.1f} MB  traced {traced / 2**20:6.1f} MB  "
+                    f"arrow {pa.total_allocated_bytes() / 2**20:6.1f} MB  "
                     f"maintenance {m.runs} runs {m.failures} failed",
                     flush=True,
                 )
