@@ -167,6 +167,7 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.interop
+@pytest.mark.timeout(1800)  # a stream, then a JVM for Delta Lake
 def test_delta_sink_maintenance_compacts_and_vacuums_between_commits(
     spark: Any, tmp_path: Path
 ) -> None:
