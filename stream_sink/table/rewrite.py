@@ -29,6 +29,9 @@ Invariants:
   apply to anything: position deletes naming only removed data files, and every
   delete file whose data sequence number is below that of every live data file
   (Java drops those too).
+- v3: a deletion vector added for a data file whose live vector is not among the
+  deletes removed fails the commit (ConcurrentDeletionVectorError): one vector per
+  data file.
 - Files keep their partition spec id: data of older specs is written to manifests
   of that spec.
 - A refused or failed commit deletes the manifests and manifest list it wrote.
@@ -41,7 +44,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from stream_sink.exceptions import CommitValidationError, ValidationError
+from stream_sink.exceptions import (
+    CommitValidationError,
+    ConcurrentDeletionVectorError,
+    ValidationError,
+)
 from stream_sink.failpoints import AFTER_REWRITE_COMMIT, BEFORE_REWRITE_SWAP, failpoint
 from stream_sink.table.delete_index import DeleteIndex, single_path
 from stream_sink.table.manifest import (
@@ -151,11 +158,18 @@ class RewriteFiles(SnapshotProducer):
         min_data_seq = _min_live_sequence(data, added, self._data_seq, base.next_sequence_number)
 
         found_deletes: set[tuple[str, int | None]] = set()
+        vector_targets = {f.referenced_data_file for f in self._deletes_add if f.is_deletion_vector}
 
         def remove_delete(f: DataFile, seq: int | None) -> bool:
             if delete_key(f) in self._deletes_remove:
                 found_deletes.add(delete_key(f))
                 return True
+            if f.is_deletion_vector and f.referenced_data_file in vector_targets:
+                raise ConcurrentDeletionVectorError(
+                    f"rewrite of {self._table.name} refused: data file "
+                    f"{f.referenced_data_file} got a deletion vector ({f.file_path}) this "
+                    "rewrite did not merge; re-plan from the current snapshot"
+                )
             return self._dangling(f, seq, min_data_seq)
 
         deletes = [

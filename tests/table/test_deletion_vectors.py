@@ -90,14 +90,14 @@ def test_a_cardinality_that_disagrees_with_the_entry_is_refused(tmp_path: Path) 
     from dataclasses import replace
 
     (f,) = write(tmp_path, {"/d/a.parquet": [1, 2]})
-    with pytest.raises(CorruptDeleteFileError, match="holds 2 positions.*says 3"):
+    with pytest.raises(CorruptDeleteFileError, match=r"holds 2 positions.*says 3"):
         read_deletion_vector(FileIO.for_location(str(tmp_path)), replace(f, record_count=3))
 
 
 def test_puffin_footers_with_damage_are_refused_naming_the_file() -> None:
     data, _ = puffin_bytes([])
     assert parse_footer(data, "ok.puffin") == []
-    with pytest.raises(CorruptDeleteFileError, match="bad.puffin has no Puffin magic"):
+    with pytest.raises(CorruptDeleteFileError, match=r"bad\.puffin has no Puffin magic"):
         parse_footer(b"XXXX" + data[4:], "bad.puffin")
     with pytest.raises(CorruptDeleteFileError, match="says 3"):
         parse_footer(data, "short.puffin", file_size=3)
