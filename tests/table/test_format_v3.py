@@ -136,3 +136,24 @@ def test_future_versions_stay_unsupported_and_v3_needs_next_row_id() -> None:
     meta = parse_metadata(json.dumps({**doc, "next-row-id": 7}))
     assert meta.format_version == 3 and meta.next_row_id == 7
     assert json.loads(meta.to_json())["next-row-id"] == 7
+
+
+def lineage(t: IcebergTable) -> dict[int, tuple[int, int]]:
+    cols = ["id", "_row_id", "_last_updated_sequence_number"]
+    got = t.refresh().scan(columns=cols).to_arrow().to_pylist()
+    return {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in got}
+
+
+def test_reads_project_row_lineage_and_compaction_keeps_it(hadoop_catalog: Catalog) -> None:
+    t = hadoop_catalog.create_table("db.t", ARROW, identifier_fields=["id"], format_version=3)
+    t.append(rows(3))  # ids 0..2, sequence number 1
+    t.append(rows(2, 3))  # ids 3..4, sequence number 2
+    t.upsert(pa.table({"id": [1], "v": ["new"]}, ARROW))  # an update gets a new row id
+    before = lineage(t)
+    assert before[0] == (0, 1) and before[2] == (2, 1) and before[3] == (3, 2)
+    assert before[1] == (5, 3)  # the updated row: new id, last updated by snapshot 3
+    t.maintenance.rewrite_data_files(min_input_files=1)
+    assert len(data_files(t)) == 1
+    assert lineage(t) == before  # rewritten rows keep their ids and sequence numbers
+    with pytest.raises(ValidationError, match="row lineage"):
+        hadoop_catalog.create_table("db.v2", ARROW).scan(columns=["id", "_row_id"])
