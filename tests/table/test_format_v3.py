@@ -157,3 +157,22 @@ def test_reads_project_row_lineage_and_compaction_keeps_it(hadoop_catalog: Catal
     assert lineage(t) == before  # rewritten rows keep their ids and sequence numbers
     with pytest.raises(ValidationError, match="row lineage"):
         hadoop_catalog.create_table("db.v2", ARROW).scan(columns=["id", "_row_id"])
+
+
+def test_a_column_added_with_a_default_on_v3(hadoop_catalog: Catalog) -> None:
+    t = hadoop_catalog.create_table("db.t", ARROW, format_version=3)
+    t.append(rows(2))
+    with t.update_schema() as u:
+        u.add_column("region", "string", default="eu")
+        u.add_column("qty", "int", required=True, default=1)  # required: fine with a default
+    t.append(pa.table({"id": [9], "v": ["x"]}, ARROW))  # lacks both: write-defaults stored
+    got = sorted(t.refresh().scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["region"], r["qty"]) for r in got] == [(0, "eu", 1), (1, "eu", 1),
+                                                                (9, "eu", 1)]  # fmt: skip
+    field = t.schema().find_field("region")
+    assert (field.initial_default, field.write_default) == ('"eu"', '"eu"')
+    v2 = hadoop_catalog.create_table("db.v2", ARROW)
+    with pytest.raises(ValidationError, match="format version 3"), v2.update_schema() as u:
+        u.add_column("region", "string", default="eu")
+    with pytest.raises(ValidationError, match="not a int"), t.update_schema() as u:
+        u.add_column("bad", "int", default="seven")
