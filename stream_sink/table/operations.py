@@ -616,6 +616,27 @@ class RowDelta(SnapshotProducer):
             if f.is_deletion_vector and f.referenced_data_file not in mine
         }
 
+    def _check_vector_targets(
+        self, base: TableMetadata, parents: list[ManifestFile], targets: set[str]
+    ) -> None:
+        """Every data file a new vector names must be live in the parent (else the
+        vector points at nothing: a data file removed meanwhile, or a wrong path)."""
+        if not targets:
+            return
+        live = {
+            e.data_file.file_path
+            for m in parents
+            if m.content == ManifestContent.DATA
+            for e in self._entries(m, base)
+            if e.is_live and e.data_file.file_path in targets
+        }
+        gone = sorted(targets - live)
+        if gone:
+            raise ConcurrentDeleteReadError(
+                f"table {self._table.name}: deletion vectors point at data files that are "
+                f"not in the table (removed by a concurrent commit, or a wrong path): {gone[:5]}"
+            )
+
     def _replace_vectors(
         self,
         base: TableMetadata,
@@ -641,6 +662,7 @@ class RowDelta(SnapshotProducer):
                 )
             return False
 
+        self._check_vector_targets(base, parents, targets)
         kept = [
             m
             if m.content == ManifestContent.DATA

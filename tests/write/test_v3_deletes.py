@@ -12,7 +12,11 @@ import pyarrow as pa
 import pytest
 from readers import duckdb_rows
 
-from stream_sink.exceptions import ConcurrentDeletionVectorError, ValidationError
+from stream_sink.exceptions import (
+    ConcurrentDeleteReadError,
+    ConcurrentDeletionVectorError,
+    ValidationError,
+)
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.deletion_vectors import (
     VectorFor,
@@ -128,3 +132,17 @@ def test_position_delete_files_are_refused_on_v3_and_vectors_on_v2(hadoop_catalo
         v2.new_row_delta().add_deletes(pos).commit()
     v2.new_row_delta().add_deletes(dv).commit()  # now v3: the vector is fine
     assert ours(v2) == []
+
+
+def test_a_vector_for_a_data_file_not_in_the_table_is_refused(hadoop_catalog: Catalog) -> None:
+    t = hadoop_catalog.create_table("db.t", ARROW, format_version=3)
+    t.append(data((1, "a")))
+    (dv,) = write_deletion_vectors(
+        t.io,
+        f"{t.location}/data/x.puffin",
+        [VectorFor(f"{t.location}/data/nope.parquet", 0, (), np.array([0]))],
+    )
+    before = t.current_snapshot()
+    with pytest.raises(ConcurrentDeleteReadError, match=r"nope\.parquet"):
+        t.new_row_delta().add_deletes(dv).commit()
+    assert t.refresh().current_snapshot() == before and ours(t) == [(1, "a")]
