@@ -176,3 +176,23 @@ def test_a_column_added_with_a_default_on_v3(hadoop_catalog: Catalog) -> None:
         u.add_column("region", "string", default="eu")
     with pytest.raises(ValidationError, match="not a int"), t.update_schema() as u:
         u.add_column("bad", "int", default="seven")
+
+
+def test_a_rest_commit_expresses_the_upgrade_and_v3_snapshot_fields(
+    hadoop_catalog: Catalog,
+) -> None:
+    from stream_sink.table.catalog.rest.changes import table_changes
+
+    t = hadoop_catalog.create_table("db.t", ARROW)
+    base = t.metadata
+    upgraded = base.with_format_version(3)
+    assert {"action": "upgrade-format-version", "format-version": 3} in table_changes(
+        base, upgraded
+    ).updates
+    t.upgrade_format_version(3)
+    before = t.metadata
+    t.append(rows(2))
+    (added,) = [
+        u for u in table_changes(before, t.metadata).updates if u["action"] == "add-snapshot"
+    ]
+    assert added["snapshot"]["first-row-id"] == 0 and added["snapshot"]["added-rows"] == 2
