@@ -1,4 +1,4 @@
-"""The cluster configuration's storage path on an S3-compatible server (moto): warehouse
+"""The cluster configuration's storage path on an S3 server (SeaweedFS): warehouse
 and sink checkpoints on ``s3://``, a SQL catalog (SQLite here, PostgreSQL in
 docker-compose), data files written by Spark executors straight to S3.
 
