@@ -29,12 +29,14 @@ import string
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "docker" / "cdc"
@@ -313,6 +315,9 @@ class Connect:
     topic_prefix: str = "cdc"
     schemas: bool = True
     name: str = "pg"
+    flush_ms: int = 1000
+    """How often Connect stores the connector's source offsets (a restart replays from
+    the last stored one)."""
     port: int = field(default_factory=free_port)
     jvm: JavaProcess | None = None
 
@@ -329,6 +334,7 @@ class Connect:
                     "KAFKA_BOOTSTRAP": self.kafka.bootstrap,
                     "CONNECT_SCHEMAS_ENABLE": str(self.schemas).lower(),
                     "CONNECT_DATA": self.directory,
+                    "CONNECT_OFFSET_FLUSH_MS": self.flush_ms,
                     "CONNECT_BIND": "127.0.0.1",
                     "CONNECT_PORT": self.port,
                 },
@@ -448,21 +454,74 @@ def running_stack(directory: Path | None = None, **options: object) -> Iterator[
         stack.stop()
 
 
+def _load(name: str, path: Path) -> Any:
+    """A module of the tests by path (``tests/spark/cluster.py`` is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_env(path: Path, values: Mapping[str, object]) -> None:
+    """``KEY=VALUE`` lines, replaced atomically (readers never see half a file)."""
+    part = path.with_suffix(".part")
+    part.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    part.replace(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--table", default="public.source")
     parser.add_argument("--no-schemas", action="store_true")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also SeaweedFS (S3 and its Iceberg REST catalog) and a Spark master with two "
+        "workers; create the demo's source table (docker/cdc/source.sql) when missing",
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    with running_stack(args.dir, schemas=not args.no_schemas, tables=args.table) as stack:
+    stop = threading.Event()  # a handler, not a blocked mask: children inherit masks
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with contextlib.ExitStack() as parts:
+        stack = parts.enter_context(
+            running_stack(args.dir, schemas=not args.no_schemas, tables=args.table)
+        )
+        values: dict[str, object] = {}
+        if args.cluster:
+            with stack.postgres.connect() as conn:
+                conn.execute((CONFIG / "source.sql").read_text())
+            seaweed = _load("seaweed_server", REPO / "tests" / "seaweed_server.py")
+            weed = seaweed.SeaweedServer.start(
+                args.dir / "seaweed", buckets=("ckpt",), table_buckets=("warehouse",)
+            )
+            parts.callback(weed.stop)
+            cluster = _load("spark_cluster", REPO / "tests" / "spark" / "cluster.py")
+            master = parts.enter_context(cluster.standalone_cluster(args.dir / "spark"))
+            values.update(
+                SPARK_MASTER=master,
+                CATALOG_JSON=json.dumps({"type": "rest", **weed.rest_props("warehouse")}),
+                S3_ENDPOINT=weed.s3_endpoint,
+            )
         connect = stack.start_connect()
-        print(f"POSTGRES_URL={stack.postgres.url}")
-        print(f"KAFKA_BOOTSTRAP={stack.kafka.bootstrap}")
-        print(f"CONNECT_URL=http://127.0.0.1:{connect.port}")
-        print(f"TOPIC={connect.topic(args.table)}", flush=True)
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        values.update(
+            POSTGRES_URL=stack.postgres.url,
+            KAFKA_BOOTSTRAP=stack.kafka.bootstrap,
+            CONNECT_URL=f"http://127.0.0.1:{connect.port}",
+            TOPIC=connect.topic(args.table),
+            PID=os.getpid(),
+        )
+        write_env(args.dir / "env", values)
+        for k, v in values.items():
+            print(f"{k}={v}", flush=True)
+        while not stop.wait(1):
+            pass
+        (args.dir / "env").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from debezium_pipeline import SINK_OPTIONS, kafka_stream, source_rows, sql, star
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # real JVMs: minutes on a busy machine
 
 PREFIX = "ev"
 BIG = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 400))"
