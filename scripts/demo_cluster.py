@@ -56,6 +56,7 @@ def main(directory: Path) -> int:
         return Job(root, env["KAFKA_BOOTSTRAP"], topic, "iceberg", jars, None, job_env)
 
     print(f"demo-cluster: streaming {topic} into {namespace}.mirror on {env['SPARK_MASTER']}")
+    workload.run(20)  # the topic has events before the query subscribes to it
     job = start()
     try:
         job.wait_batches(1, timeout=600)

@@ -275,6 +275,23 @@ class Kafka:
                         self.bootstrap, "--list")  # fmt: skip
         return [t for t in out.split() if t]
 
+    def create_topic(self, topic: str, partitions: int = 1) -> None:
+        """Create ``topic`` unless it exists (Debezium creates a table's topic only with
+        its first event; a Spark query subscribed to a missing topic fails)."""
+        self.tool(
+            "org.apache.kafka.tools.TopicCommand",
+            "--bootstrap-server",
+            self.bootstrap,
+            "--create",
+            "--if-not-exists",
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            "1",
+        )
+
     def produce(self, topic: str, records: list[tuple[str, str]]) -> None:
         """Append each (key, value) as one message to ``topic`` (neither may hold a tab)."""
         self.tool(
@@ -461,6 +478,7 @@ def _load(name: str, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -508,6 +526,7 @@ def main() -> None:
                 CATALOG_JSON=json.dumps({"type": "rest", **weed.rest_props("warehouse")}),
                 S3_ENDPOINT=weed.s3_endpoint,
             )
+        stack.kafka.create_topic(f"cdc.{args.table}")
         connect = stack.start_connect()
         values.update(
             POSTGRES_URL=stack.postgres.url,
