@@ -416,6 +416,9 @@ class Connect:
         assert self.jvm is not None
         raise StackError(f"connector not running after {timeout}s ({last}):\n{tail(self.jvm.log)}")
 
+    def log_text(self) -> str:
+        return (self.directory / "connect.log").read_text(errors="replace")
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.jvm is not None:
             self.jvm.stop(sig)
