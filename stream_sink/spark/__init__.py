@@ -15,7 +15,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stream_sink.spark.cdc import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
+    from stream_sink.spark.cdc import (
+        ORDER_COLUMN,
+        ROW_KIND_COLUMN,
+        debezium_row_schema,
+        from_debezium,
+    )
     from stream_sink.spark.delta_sink import DeltaSink
     from stream_sink.spark.preflight import check_executors
     from stream_sink.spark.read import read_table
@@ -27,6 +32,7 @@ _EXPORTS = {
     "ORDER_COLUMN": "cdc",
     "ROW_KIND_COLUMN": "cdc",
     "from_debezium": "cdc",
+    "debezium_row_schema": "cdc",
     "read_table": "read",
     "check_executors": "preflight",
     "register": "route",
@@ -40,6 +46,7 @@ __all__ = [
     "ROW_KIND_COLUMN",
     "DeltaSink",
     "IcebergSink",
+    "debezium_row_schema",
     "from_debezium",
     "local_session",
     "read_table",
