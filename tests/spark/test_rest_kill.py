@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from streams import write_batches
-from test_kill import APPEND_ROWS, KEYS, kill_mid_stream, start
+from kill_harness import assert_committed_once, iceberg_marks, kill_rng
+from test_kill import APPEND_ROWS, kill_job, write_input
 from test_rest_sink import duckdb_rest_rows
 
 FILES = 5
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.timeout(1500)
@@ -36,39 +34,17 @@ def test_sigkill_and_restart_exactly_once_on_a_rest_catalog(
         pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
         identifier_fields=["id"],
     )
-    write_batches(
-        tmp_path / "append-in",
-        [
-            [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
-            for f in range(FILES)
-        ],
-    )
-    rng = random.Random(5)
-    latest: dict[int, str] = {}
-    upserts, seq = [], 0
-    for _ in range(FILES):
-        rows = []
-        for _ in range(10):
-            seq += 1
-            key = rng.randrange(KEYS)
-            latest[key] = f"v{seq}"
-            rows.append({"id": key, "data": f"v{seq}", "seq": seq})
-        upserts.append(rows)
-    write_batches(tmp_path / "upsert-in", upserts)
+    latest = write_input(tmp_path, FILES, seed=5)
     env = dict(os.environ)
     env["STREAM_SINK_KILL_CATALOG"] = json.dumps(
         {"type": "rest", **seaweed.rest_props("warehouse")}
     )
     env["STREAM_SINK_KILL_NAMESPACE"] = ns
     env["STREAM_SINK_KILL_CHECKPOINTS"] = f"s3://ckpt/kill-{ns}"
-
-    proc = start(tmp_path, failpoint="after-staged-write@2", env=env)
-    proc.communicate(timeout=1200)
-    assert proc.returncode == -signal.SIGKILL
-    kill_mid_stream(start(tmp_path, env=env), rng)
-    final = start(tmp_path, env=env)
-    out, _ = final.communicate(timeout=1200)
-    assert final.returncode == 0 and "done" in out
+    job = kill_job(tmp_path, env=env)
+    job.killed_at("after-staged-write@2")
+    job.killed_mid_stream(kill_rng(5))
+    job.run_to_end()
 
     events = rest_catalog.load_table(f"{ns}.events")
     upsert = rest_catalog.load_table(f"{ns}.latest")
@@ -80,7 +56,4 @@ def test_sigkill_and_restart_exactly_once_on_a_rest_catalog(
     duck = duckdb_rest_rows(seaweed, f"{ns}.latest", "id, data")
     assert sorted(duck) == sorted(latest.items())
     for table in (events, upsert):
-        marks = [
-            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
-        ]
-        assert marks == sorted(set(marks))  # no batch committed twice
+        assert_committed_once(iceberg_marks(table))
