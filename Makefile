@@ -1,12 +1,16 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# `make demo` installs only what the demo needs; `make test` adds the test tools.
-.PHONY: demo test lint bench
+# `make demo` installs only what the demo needs; `make test` adds the test tools and runs
+# the whole suite (what CI runs); `make test-fast` the tests not marked slow.
+.PHONY: demo test test-fast lint bench
 
 demo:
 	bash scripts/run.sh demo
 
 test:
 	bash scripts/run.sh test
+
+test-fast:
+	bash scripts/run.sh test-fast
 
 lint:
 	bash scripts/setup.sh test && .venv/bin/ruff check stream_sink tests bench && .venv/bin/ruff format --check stream_sink tests bench && .venv/bin/mypy
