@@ -1,4 +1,5 @@
-"""Every ```python and ```bash block of README.md and docs/ runs as written.
+"""Every ```python and ```bash block of README.md, CONTRIBUTING.md and docs/ runs as
+written.
 
 Each page runs in its own child process and sandbox directory (see ``run_blocks.py``),
 with the environment a reader following the quickstart has: this interpreter's
