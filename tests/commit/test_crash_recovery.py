@@ -26,6 +26,8 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FAILPOINTS
 from stream_sink.table.table import Table
 
+pytestmark = pytest.mark.slow  # drivers killed at every failpoint
+
 DRIVER = str(Path(__file__).with_name("crash_driver.py"))
 TIMEOUT_S = 120
 

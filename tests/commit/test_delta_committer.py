@@ -66,6 +66,7 @@ def _rows(rows: list[dict]) -> list[tuple[int, str]]:
     return sorted((r["id"], r["data"]) for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", [f"{fp}@{hit}" for fp, hit in SCENARIOS])
 def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     outcomes: dict[str, tuple], scenario: str
@@ -98,6 +99,7 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
     assert on_disk <= known, on_disk - known
 
 
+@pytest.mark.slow
 def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_once(
     tmp_path: Path,
 ) -> None:

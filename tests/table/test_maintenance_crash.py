@@ -18,6 +18,8 @@ from stream_sink.failpoints import MAINTENANCE_FAILPOINTS
 from stream_sink.table.manifest import read_manifest, read_manifest_list
 from stream_sink.tables import IcebergTable
 
+pytestmark = pytest.mark.slow  # maintenance processes killed
+
 DRIVER = Path(__file__).resolve().parent / "maintenance_driver.py"
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
 EXPECTED = [(1, "a"), (2, "u"), (3, "u"), (4, "c")]
