@@ -20,6 +20,7 @@ random kill schedule.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -29,8 +30,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from streams import write_batches
 
 __all__ = [
     "KillJob",
@@ -43,6 +42,22 @@ __all__ = [
 ]
 
 Rows = list[dict[str, Any]]
+
+
+def write_batches(
+    directory: Path, batches: Sequence[Sequence[dict[str, Any]]], first: int = 0
+) -> None:
+    """Write ``batches[i]`` as ``batch-<first+i>.json`` (JSON lines), in order, with
+    increasing modification times: Spark's file source takes them in that order, one
+    file per micro-batch with ``maxFilesPerTrigger=1``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = time.time() - 10_000
+    for i, rows in enumerate(batches, start=first):
+        path = directory / f"batch-{i:05d}.json"
+        tmp = directory / f".batch-{i:05d}.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(tmp, (base + i, base + i))
+        tmp.rename(path)
 
 
 def append_batches(files: int, rows: int, **columns: Any) -> list[Rows]:
@@ -118,6 +133,11 @@ class KillJob:
             if self.log is not None:
                 stderr.close()
 
+    def run(self, failpoint: str | None = None) -> tuple[int, str]:
+        """One run to its end, armed with ``failpoint`` when given: its exit status
+        (``-signal.SIGKILL`` when killed) and output (with the log's tail)."""
+        return self._finish(self.start(failpoint))
+
     def _finish(self, proc: subprocess.Popen[str]) -> tuple[int, str]:
         out, _ = proc.communicate(timeout=self.timeout)
         return proc.returncode, out + self._log_tail()
@@ -129,14 +149,14 @@ class KillJob:
 
     def killed_at(self, failpoint: str) -> str:
         """Run until the driver kills itself at ``failpoint``; its output."""
-        code, out = self._finish(self.start(failpoint))
+        code, out = self.run(failpoint)
         assert code == -signal.SIGKILL, f"not killed at {failpoint} (exit {code}):\n{out}"
         return out
 
     def failed_at(self, failpoint: str) -> str:
         """Run until ``failpoint`` kills a process the driver waits on (a Python worker
         of the Data Source route): the query fails and the job ends before ``done``."""
-        code, out = self._finish(self.start(failpoint))
+        code, out = self.run(failpoint)
         assert code != 0 and "done" not in out, f"ran past {failpoint} (exit {code}):\n{out}"
         return out
 
@@ -158,7 +178,7 @@ class KillJob:
 
     def run_to_end(self) -> str:
         """Run without a failpoint until the input is consumed; its output."""
-        code, out = self._finish(self.start())
+        code, out = self.run()
         assert code == 0 and "done" in out, f"the last run failed (exit {code}):\n{out}"
         return out
 
