@@ -136,9 +136,11 @@ class KillJob:
     def run(self, failpoint: str | None = None) -> tuple[int, str]:
         """One run to its end, armed with ``failpoint`` when given: its exit status
         (``-signal.SIGKILL`` when killed) and output (with the log's tail)."""
-        return self._finish(self.start(failpoint))
+        return self.finish(self.start(failpoint))
 
-    def _finish(self, proc: subprocess.Popen[str]) -> tuple[int, str]:
+    def finish(self, proc: subprocess.Popen[str]) -> tuple[int, str]:
+        """Wait for a run ``start`` began (several can run at once): its exit status and
+        output (with the log's tail)."""
         out, _ = proc.communicate(timeout=self.timeout)
         return proc.returncode, out + self._log_tail()
 
