@@ -70,6 +70,7 @@ class _PeerServer:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.lock = threading.Lock()  # one command at a time
         self.log: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
         self.proc = subprocess.Popen(
             ["bash", str(PEER), "serve", kind],
@@ -82,6 +83,10 @@ class _PeerServer:
     def call(self, args: list[str]) -> tuple[int, str, str]:
         """(exit status, stdout, stderr) of ``peer ARGS…``; a server that died or took
         longer than the timeout is stopped and the call fails."""
+        with self.lock:
+            return self._call(args)
+
+    def _call(self, args: list[str]) -> tuple[int, str, str]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write(json.dumps(args) + "\n")
