@@ -141,13 +141,16 @@ class KillJob:
     def finish(self, proc: subprocess.Popen[str]) -> tuple[int, str]:
         """Wait for a run ``start`` began (several can run at once): its exit status and
         output (with the log's tail)."""
-        out, _ = proc.communicate(timeout=self.timeout)
+        try:
+            out, _ = proc.communicate(timeout=self.timeout)
+        except BaseException:  # a timeout (ours or pytest's): no job left running
+            _stop(proc)
+            raise
         return proc.returncode, out + self._log_tail()
 
     def _log_tail(self) -> str:
-        if self.log is None or not self.log.exists():
-            return ""
-        return "\n--- job log\n" + self.log.read_text()[-3000:]
+        text = self.log.read_text() if self.log is not None and self.log.exists() else ""
+        return "\n--- job log\n" + text[-3000:] if text else ""
 
     def killed_at(self, failpoint: str) -> str:
         """Run until the driver kills itself at ``failpoint``; its output."""
@@ -169,20 +172,28 @@ class KillJob:
         delay (unless it has finished by then)."""
         proc = self.start(**start)
         assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("batch"):
-                break
-        time.sleep(rng.uniform(*delay))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=300)
-        proc.stdout.close()
+        try:
+            for line in proc.stdout:
+                if line.startswith("batch"):
+                    break
+            time.sleep(rng.uniform(*delay))
+        finally:
+            _stop(proc)
 
     def run_to_end(self) -> str:
         """Run without a failpoint until the input is consumed; its output."""
         code, out = self.run()
         assert code == 0 and "done" in out, f"the last run failed (exit {code}):\n{out}"
         return out
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the job unless it has ended, and reap it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=300)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def iceberg_marks(table: Any) -> list[int]:
