@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -27,7 +28,11 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from stream_sink.exceptions import CommitStateUnknownError, CommitValidationError
+from stream_sink.exceptions import (
+    CommitStateUnknownError,
+    CommitValidationError,
+    InvalidOptionError,
+)
 from stream_sink.maintenance.inventory import inventory
 from stream_sink.maintenance.results import ConvertEqualityDeletesResult
 from stream_sink.read.deletes import DeleteReader
@@ -50,18 +55,27 @@ Progress = Callable[[int, int], None]
 
 
 def convert_equality_deletes(
-    table: Table, progress: Progress | None = None
+    table: Table, progress: Progress | None = None, max_files: int | None = None
 ) -> ConvertEqualityDeletesResult:
+    """Convert the live equality delete files, at most ``max_files`` of them (the oldest
+    first: lowest data sequence number; None: all). Converting some of them is exact:
+    each equality delete file deletes on its own, so the ones left keep applying as
+    before, and the position deletes written name only the rows the chosen ones delete."""
+    if max_files is not None and max_files < 1:
+        raise InvalidOptionError(f"max_files must be >= 1, got {max_files}")
     started = time.perf_counter()
     table.refresh()
     snapshot = table.current_snapshot()
-    eq_deletes = [f.data_file for f in inventory(table, snapshot).equality_deletes]
+    live = sorted(inventory(table, snapshot).equality_deletes, key=lambda f: f.sequence_number)
+    chosen = live if max_files is None else live[:max_files]
+    eq_deletes = [f.data_file for f in chosen]
     if snapshot is None or not eq_deletes:
         return ConvertEqualityDeletesResult(None, 0, 0, 0, 0, 0)
+    paths = {f.file_path for f in eq_deletes}
     tasks = [
-        t
+        _only(t, paths)
         for t in TableScan(table, snapshot_id=snapshot.snapshot_id).plan_files()
-        if any(d.content == DataFileContent.EQUALITY_DELETES for d in t.delete_files)
+        if any(d.file_path in paths for d in t.delete_files)
     ]
     converter = _Converter(table, table.schema())
     try:
@@ -83,7 +97,18 @@ def convert_equality_deletes(
         added_position_deletes=sum(f.record_count for f in converter.written),
         data_files_scanned=len(tasks),
         duration_ms=(time.perf_counter() - started) * 1000,
+        remaining_equality_delete_files=len(live) - len(chosen),
     )
+
+
+def _only(task: FileScanTask, equality_paths: set[str]) -> FileScanTask:
+    """``task`` with its position deletes and only the equality deletes being converted."""
+    kept = [
+        d
+        for d in task.delete_files
+        if d.content != DataFileContent.EQUALITY_DELETES or d.file_path in equality_paths
+    ]
+    return dataclasses.replace(task, delete_files=kept)
 
 
 def _commit(

@@ -30,7 +30,11 @@ from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_spill import KeySpill, rewrite_spilled
 from stream_sink.delta.log import open_io
+from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
+from stream_sink.delta.maintenance import due as maintenance_due
+from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.delta.merge import rewrite_touched
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
@@ -88,6 +92,10 @@ class DeltaSink:
     ``driver_key_limit``: CDC batches with at most this many distinct keys find the files
     to rewrite on the driver; larger ones keep their keys on the executors (semi- and
     anti-joins there, see :mod:`.delta_touched`), so no batch is too large for the driver.
+
+    ``maintenance``: bounded compaction of small files and vacuum of files removed longer
+    ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits
+    (:mod:`stream_sink.delta.maintenance`); ``maintenance_metrics`` counts the runs.
     """
 
     def __init__(
@@ -106,6 +114,7 @@ class DeltaSink:
         storage_options: Mapping[str, str] | None = None,
         spark_checkpoint_location: str | None = None,
         driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
+        maintenance: DeltaMaintenanceOptions | None = None,
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -126,6 +135,9 @@ class DeltaSink:
         if driver_key_limit < 0:
             raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
+        self.maintenance = maintenance
+        self.maintenance_metrics = DeltaMaintenanceMetrics()
+        self._maintenance_backlog = False
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
@@ -158,30 +170,45 @@ class DeltaSink:
                 committer.snapshot_state(batch_id)
                 committer.complete_checkpoint(batch_id)
                 committer.notify_checkpoint_complete(batch_id)
+                self._maintain(runtime.table)
         except BaseException:
             self.close()
             raise
 
     def commit_written(
-        self, batch_id: int, written: DeltaBatch, touched: pa.Table | None = None
+        self,
+        batch_id: int,
+        written: DeltaBatch,
+        touched: pa.Table | Sequence[KeySpill] | None = None,
+        spill_io: FileIO | None = None,
     ) -> int:
         """Record micro-batch ``batch_id`` whose files were written elsewhere (by
         ``format("stream_sink")``'s executors) and commit it: durable (exactly once) on
-        return. ``touched``: in CDC modes, the keys the batch changed; their rows are
-        removed from the table's live files here (the copy-on-write half of the MERGE),
-        against the table as the previous batch left it. Returns the watermark after."""
+        return. ``touched``: in CDC modes, the keys the batch changed (a table, or the
+        tasks' spills read through ``spill_io``); their rows are removed from the table's
+        live files here (the copy-on-write half of the MERGE), against the table as the
+        previous batch left it; spilled keys are held only up to ``driver_key_limit``,
+        else streamed (:mod:`stream_sink.delta.key_spill`). Returns the watermark after."""
         try:
             runtime = self._open(None)
             committer = runtime.committer
-            if touched is not None and touched.num_rows and not committer.holds(batch_id):
+            if touched is not None and len(touched) and not committer.holds(batch_id):
                 snapshot = runtime.table.refresh().snapshot
-                rewritten = rewrite_touched(snapshot, runtime.table.io, touched, self.keys)
+                io = runtime.table.io
+                rewritten = (
+                    rewrite_touched(snapshot, io, touched, self.keys)
+                    if isinstance(touched, pa.Table)
+                    else rewrite_spilled(
+                        snapshot, io, spill_io or io, touched, self.keys, self.driver_key_limit
+                    )
+                )
                 written = DeltaBatch.merge([rewritten, written])
             failpoint(AFTER_DATA_FILES)
             if committer.process(batch_id, written):
                 committer.snapshot_state(batch_id)
                 committer.complete_checkpoint(batch_id)
                 committer.notify_checkpoint_complete(batch_id)
+                self._maintain(runtime.table)
             return committer.watermark
         except BaseException:
             self.close()
@@ -205,6 +232,21 @@ class DeltaSink:
                 runtime.table.io.delete(absolute_location(self.path, path))
             except Exception as e:  # an orphan is harmless
                 log.warning("DeltaSink %s: could not delete %s: %s", self.sink_id, path, e)
+
+    def _maintain(self, table: DeltaTable) -> None:
+        """A bounded maintenance run when the version just committed makes one due."""
+        options = self.maintenance
+        if options is None:
+            return
+        try:  # the batch is committed: maintenance never fails it
+            if maintenance_due(table.refresh().version, options, self._maintenance_backlog):
+                self._maintenance_backlog = run_maintenance(
+                    table, options, self.maintenance_metrics
+                )
+        except Exception as e:
+            self.maintenance_metrics.failures += 1
+            self.maintenance_metrics.last_error = f"{type(e).__name__}: {e}"
+            log.warning("DeltaSink %s: maintenance failed: %s", self.sink_id, e)
 
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None

@@ -10,7 +10,10 @@ per micro-batch: a copy-on-write MERGE must see the previous batch.
 In the CDC modes the commit also does the copy-on-write half of the MERGE: it removes
 the keys the tasks touched from the table's live files, reading and rewriting those
 files here, on the driver (Spark's commit step has no executors), against the table
-as the previous batch left it. A stream that touches many large files per batch is
+as the previous batch left it. The tasks spill their keys to files and return their
+paths (:mod:`stream_sink.delta.key_spill`): the commit holds the keys only when they
+are at most ``driver_key_limit``, else it streams them file by file, so no batch is
+too large for the driver's memory. A stream that touches many large files per batch is
 better served by ``DeltaSink.foreach_batch``, which rewrites them on the executors.
 
 Invariants: every check runs in ``prepare_delta_write``, before any file is written; a
@@ -31,14 +34,16 @@ import pyarrow as pa
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_spill import SPILL_FOLDER, KeySpill, remove_spills, shared_keys
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
+from stream_sink.io.fileio import FileIO
 from stream_sink.spark.control_columns import control_columns
 from stream_sink.spark.delta_sink import DeltaSink
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
 from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
-from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
-from stream_sink.spark.source_write import TaskOutput, check_keys_disjoint, runs_as_overwrite
+from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, spills_of
+from stream_sink.spark.source_write import TaskOutput, refuse_shared_keys, runs_as_overwrite
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -88,6 +93,8 @@ def prepare_delta_write(
         key_columns=options.equality_fields,
         row_kind_column=options.row_kind_column,
         order_columns=options.order_by,
+        spill_location=f"{options.checkpoint_location or table.location + '/_stream_sink'}"
+        f"/{SPILL_FOLDER}",
     )
     return DeltaPreparedWrite(options, task)
 
@@ -129,16 +136,27 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
 
 def _written(
     prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], what: str
-) -> tuple[DeltaBatch, pa.Table | None]:
-    """The tasks' files as one batch, and (CDC modes) every key they touched."""
+) -> tuple[DeltaBatch, list[KeySpill]]:
+    """The tasks' files as one batch, and (CDC modes) the spills of the keys they
+    touched, checked to be disjoint (see :func:`_discard_spills` on a refusal)."""
     present = [o for o in outputs if o is not None]
-    keys = prepared.task.key_columns
-    if keys:
-        check_keys_disjoint(present, prepared.options.path, keys, what)
     written = merge_batches([o.result for o in present])
-    parts = [from_ipc(o.touched) for o in present if o.touched]
-    touched = pa.concat_tables(parts, promote_options="permissive") if parts else None
-    return written, touched
+    spills = [spills_of(o.touched) for o in present if o.touched]
+    keys = prepared.task.key_columns
+    if keys and len(spills) > 1:
+        shared = shared_keys(_spill_io(prepared), spills)
+        refuse_shared_keys(shared, prepared.options.path, keys, what)
+    return written, spills
+
+
+def _spill_io(prepared: DeltaPreparedWrite) -> FileIO:
+    return FileIO.for_location(prepared.task.spill_location, prepared.options.storage)
+
+
+def _discard_spills(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    spills = [spills_of(o.touched) for o in outputs if o is not None and o.touched]
+    if spills:
+        remove_spills(_spill_io(prepared), spills)
 
 
 def _sink(prepared: DeltaPreparedWrite) -> DeltaSink:
@@ -150,12 +168,13 @@ def commit_stream(
 ) -> None:
     """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
     started = time.perf_counter()
-    written, touched = _written(prepared, outputs, f"batch {batch_id}")
+    written, spills = _written(prepared, outputs, f"batch {batch_id}")
     sink = _sink(prepared)
     try:
-        watermark = sink.commit_written(batch_id, written, touched)
+        watermark = sink.commit_written(batch_id, written, spills, _spill_io(prepared))
     finally:
         sink.close()
+    _discard_spills(prepared, outputs)
     log.info(
         "Delta sink %s: committed batch %d (%d files added, watermark %d) in %.0f ms",
         sink.sink_id,
@@ -176,6 +195,7 @@ def abort_stream(
         sink.discard_written(batch_id, written)
     finally:
         sink.close()
+    _discard_spills(prepared, outputs)
 
 
 def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
@@ -184,6 +204,7 @@ def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | No
     from stream_sink.commit.delta_target import replace_partitions
 
     written, _ = _written(prepared, outputs, "batch write")
+    _discard_spills(prepared, outputs)
     table = DeltaTable.load(prepared.options.path, storage_options=prepared.options.storage)
     txn = table.new_transaction().add_all(written.adds)
     if prepared.options.mode == "overwrite":
