@@ -85,6 +85,9 @@ def session(conf: dict[str, str]) -> Any:
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         # a short-lived JVM over small tables: the quick JIT tier starts sooner
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # on a busy machine a late heartbeat must not lose the (local) executor
+        .config("spark.executor.heartbeatInterval", "60s")
+        .config("spark.network.timeout", "600s")
     )
     for k, v in conf.items():
         b = b.config(k, v)

@@ -104,7 +104,11 @@ class _PeerServer:
             self.stop()
             return 1, "", f"the peer server gave no answer (timeout {TIMEOUT_S} s):\n{tail}"
         got = json.loads(answer[0])
-        err = got["stderr"] + (f"\n--- peer server log\n{self._log_tail()}" if got["rc"] else "")
+        if got["rc"] == 0:
+            return 0, got["stdout"], got["stderr"]
+        # a failed command may leave the JVM unusable: the next call starts a fresh one
+        err = f"--- peer server log\n{self._log_tail()}\n--- the command's own\n{got['stderr']}"
+        self.stop()
         return got["rc"], got["stdout"], err
 
     def alive(self) -> bool:
