@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# `make demo` installs only what the demo needs; `make test` adds the test tools.
-.PHONY: demo demo-cluster test lint bench
+# `make demo` installs only what the demo needs; `make test` adds the test tools and runs
+# the whole suite (what CI runs); `make test-fast` the tests not marked slow.
+.PHONY: demo demo-cluster test test-fast lint bench
 
 demo:
 	bash scripts/run.sh demo
@@ -10,6 +11,9 @@ demo-cluster:
 
 test:
 	bash scripts/run.sh test
+
+test-fast:
+	bash scripts/run.sh test-fast
 
 lint:
 	bash scripts/setup.sh test && .venv/bin/ruff check stream_sink tests bench && .venv/bin/ruff format --check stream_sink tests bench && .venv/bin/mypy

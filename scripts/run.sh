@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# scripts/run.sh demo|test [args…]: set up (idempotent), then run the demo or the tests.
+# scripts/run.sh demo|test|test-fast [args…]: set up (idempotent), then run the demo, the
+# tests (test: the whole suite, what CI runs) or the fast tests (test-fast: those not
+# marked slow, i.e. no Spark, JVM, servers or kills; minutes). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-test}"
 case "$what" in
   demo|test) scripts/setup.sh "$what" ;;
+  test-fast) scripts/setup.sh test ;;
 esac
 JAVA_HOME="$(scripts/java-home.sh)"
 export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
@@ -17,7 +20,7 @@ case "$what" in
     status=0
     .venv/bin/stream-sink demo "$@" || status=$?
     exit "$status" ;;
-  test)
+  test|test-fast)
     if [ -z "${STREAM_SINK_TEST_POSTGRES_URL:-}" ] && [ -x .ci/postgres.sh ]; then
       # a throwaway server for this run only: stopped and removed however the run ends
       pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/stream-sink-pg.XXXXXX")"
@@ -25,11 +28,15 @@ case "$what" in
       STREAM_SINK_TEST_POSTGRES_URL="$(.ci/postgres.sh "$pg_dir")" && export STREAM_SINK_TEST_POSTGRES_URL
     fi
     status=0
+    if [ "$what" = test-fast ]; then
+      .venv/bin/python -m pytest -m "not slow" "$@" || status=$?
+      exit "$status"
+    fi
     # one line per test file, with the time so far (tests/conftest.py) and the share done
     .venv/bin/python -m pytest "$@" || status=$?
     if [ "$#" -eq 0 ]; then  # the whole suite: also the Spark tests on pyspark 3.5
       .ci/scripts/spark35.sh || status=$?
     fi
     exit "$status" ;;
-  *) echo "usage: scripts/run.sh demo|test [args…]" >&2; exit 2 ;;
+  *) echo "usage: scripts/run.sh demo|test|test-fast [args…]" >&2; exit 2 ;;
 esac

@@ -12,6 +12,9 @@ installed on this machine.
 ``spark``: one local[2] SparkSession for the whole test run, with Spark's Kafka source
 on its class path when Maven could resolve it (``spark.jars``); every test that uses it
 is marked ``spark``.
+Every test that starts Spark, a JVM or a server (the fixtures and
+markers below in ``SLOW_FIXTURES`` and ``SLOW_MARKERS``) is marked ``slow``; mark other
+tests that take more than ~5 s yourself: ``make test-fast`` leaves them out.
 
 ``s3_props``: catalog/FileIO properties of an S3 server running for the whole session,
 with the buckets ``lake`` and ``ckpt``: SeaweedFS (below) when installed, moto otherwise;
@@ -108,10 +111,31 @@ def hadoop_catalog(tmp_path: Path) -> Catalog:
     return cat
 
 
+SLOW_FIXTURES = frozenset({"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props"})
+"""Fixtures that start Spark or a server: a test using one is ``slow``."""
+SLOW_MARKERS = ("spark", "interop")
+"""Markers of tests that start Spark or a JVM: such a test is ``slow``."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``spark`` on every test that uses the session's Spark; ``slow`` on every test that
+    starts Spark, a JVM or a server (``make test-fast`` runs ``-m "not slow"``)."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
+        if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _peer_servers() -> Iterator[None]:
+    """The Java peers' JVMs (``tests/peers/readers.py``) are shared by the whole run and
+    stopped at its end."""
+    yield
+    from peers.readers import stop_servers
+
+    stop_servers()
 
 
 def spark_kafka_jars() -> str | None:

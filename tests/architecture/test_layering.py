@@ -1,5 +1,5 @@
-"""The layering rules, checked on the code's own imports (no Spark). The README's "Layout"
-section lists the same floors.
+"""The layering rules, checked on the code's own imports (no Spark). CONTRIBUTING.md's
+"Layout" section lists the same floors.
 
 Every ``import`` and ``from … import`` under ``stream_sink/`` is parsed (including those
 inside functions and under ``TYPE_CHECKING``) and must point to the same floor or

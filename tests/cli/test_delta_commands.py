@@ -47,6 +47,7 @@ def test_table_commands_and_read_accept_a_delta_table_path(
     assert code == 0 and "(no rows)" in out
 
 
+@pytest.mark.slow
 def test_read_accepts_a_delta_table_on_s3_configured_by_the_aws_environment(
     s3_props: dict[str, str],
 ) -> None:

@@ -56,6 +56,7 @@ def test_bad_sizes_leave_an_earlier_demo_untouched(tmp_path: Path) -> None:
     assert catalog.table_exists(TABLE) and (tmp_path / "chk").is_dir()
 
 
+@pytest.mark.slow
 def test_the_entry_script_refuses_bad_sizes_in_one_line() -> None:
     """What a newcomer types: ``scripts/run.sh demo`` (``make demo``) with a bad size."""
     proc = subprocess.run(
@@ -80,6 +81,7 @@ for batch in range(100_000):  # commits as fast as it can until it is killed
 """
 
 
+@pytest.mark.slow
 def test_the_kill_report_names_what_the_table_held_when_the_job_died(tmp_path: Path) -> None:
     """The job keeps committing between the moment the demo decides to kill it and the
     moment the signal lands: the report names the table's watermark after the kill."""

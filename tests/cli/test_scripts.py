@@ -64,6 +64,7 @@ def _servers_of(directory: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_make_test_stops_the_postgresql_server_it_started() -> None:
     """``scripts/run.sh test`` (what ``make test`` runs) starts a throwaway PostgreSQL

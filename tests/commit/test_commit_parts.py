@@ -44,6 +44,7 @@ def test_failpoint_specs_parse_and_refuse_unknown_names() -> None:
     assert len(FAILPOINTS) == len(set(FAILPOINTS)) == 9
 
 
+@pytest.mark.slow
 def test_failpoint_kills_with_sigkill_on_the_nth_hit() -> None:
     code = (
         "from stream_sink.commit import failpoint\n"

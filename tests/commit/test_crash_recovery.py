@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,10 +19,13 @@ from pathlib import Path
 import pytest
 from changelog import BATCHES, expected_rows
 from harness import SCHEMA, live_files, staging_manifests, table_rows, watermark
+from kill_harness import KillJob
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FAILPOINTS
 from stream_sink.table.table import Table
+
+pytestmark = pytest.mark.slow  # drivers killed at every failpoint
 
 DRIVER = str(Path(__file__).with_name("crash_driver.py"))
 TIMEOUT_S = 120
@@ -50,22 +51,8 @@ SCENARIOS = [Scenario(fp, 2, "rocksdb", 2) for fp in FAILPOINTS] + [
 @dataclass(frozen=True)
 class Outcome:
     root: Path
-    first: subprocess.CompletedProcess[str]
-    second: subprocess.CompletedProcess[str]
-
-
-def _run(root: Path, scenario: Scenario, failpoint: str | None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.run(
-        [sys.executable, DRIVER, str(root), scenario.backend, str(scenario.interval)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    first: tuple[int, str]  # exit status and output of the run armed with the failpoint
+    second: tuple[int, str]  # of the restart
 
 
 def _scenario(base: Path, scenario: Scenario) -> Outcome:
@@ -73,9 +60,10 @@ def _scenario(base: Path, scenario: Scenario) -> Outcome:
     catalog = load_catalog("c", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
     catalog.create_table("db.cdc", schema=SCHEMA, identifier_fields=["id"])
-    first = _run(root, scenario, f"{scenario.failpoint}@{scenario.hit}")
-    second = _run(root, scenario, None)
-    return Outcome(root, first, second)
+    args = [str(root), scenario.backend, str(scenario.interval)]
+    job = KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=TIMEOUT_S)
+    first = job.run(f"{scenario.failpoint}@{scenario.hit}")
+    return Outcome(root, first, job.run())
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +83,11 @@ def test_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     outcomes: dict[str, Outcome], scenario: Scenario
 ) -> None:
     out = outcomes[scenario.name]
-    assert out.first.returncode == -signal.SIGKILL, (
-        f"the driver was not killed at {scenario.failpoint}: rc={out.first.returncode}\n"
-        f"{out.first.stderr[-3000:]}"
+    assert out.first[0] == -signal.SIGKILL, (
+        f"the driver was not killed at {scenario.failpoint}: rc={out.first[0]}\n"
+        f"{out.first[1][-3000:]}"
     )
-    assert out.second.returncode == 0, out.second.stderr[-3000:]
+    assert out.second[0] == 0, out.second[1][-3000:]
     table = _table(out.root)
     assert table_rows(table) == expected_rows()
     paths = [f.file_path for f in live_files(table)]

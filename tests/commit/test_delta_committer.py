@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pytest
 from changelog import BATCHES, expected_rows
 from delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_versions
+from kill_harness import KillJob
 
 from stream_sink.commit import FAILPOINTS, FilesCommitter, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget, app_id
@@ -32,26 +31,18 @@ APP = app_id("query-1", "cdc")
 SCENARIOS = [(fp, 2) for fp in FAILPOINTS if fp != "between-batch-commits"]
 
 
-def _run(root: Path, failpoint: str | None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.run(
-        [sys.executable, DRIVER, str(root), "memory"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _job(root: Path, shape: str = "memory") -> KillJob:
+    """``delta_crash_driver.py`` on ``root``; its stderr in ``root/driver.log``."""
+    return KillJob(Path(DRIVER), [str(root), shape], log=root / "driver.log", timeout=120)
 
 
 def _scenario(base: Path, failpoint: str, hit: int) -> tuple[Path, int, int, str]:
     root = base / f"{failpoint}@{hit}"
     DeltaTable.create(str(root / "lake"), SCHEMA)
-    first = _run(root, f"{failpoint}@{hit}")
-    second = _run(root, None)
-    return root, first.returncode, second.returncode, first.stderr[-2000:] + second.stderr[-2000:]
+    job = _job(root)
+    first, first_out = job.run(f"{failpoint}@{hit}")
+    second, second_out = job.run()
+    return root, first, second, first_out[-2000:] + second_out[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +57,7 @@ def _rows(rows: list[dict]) -> list[tuple[int, str]]:
     return sorted((r["id"], r["data"]) for r in rows)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", [f"{fp}@{hit}" for fp, hit in SCENARIOS])
 def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     outcomes: dict[str, tuple], scenario: str
@@ -98,6 +90,7 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
     assert on_disk <= known, on_disk - known
 
 
+@pytest.mark.slow
 def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_once(
     tmp_path: Path,
 ) -> None:
@@ -107,19 +100,11 @@ def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_on
     table = DeltaTable.create(loc, SCHEMA)
     for key, data in ((1, "a"), (2, "b")):  # one file per key: the batches touch disjoint files
         table.append(pa.table({"id": [key], "data": [data]}, schema=SCHEMA))
-    env = {k: v for k, v in os.environ.items() if k != "STREAM_SINK_FAILPOINT"}
-    cmd = [sys.executable, DRIVER, str(tmp_path), "pair"]
-    first = subprocess.run(
-        cmd,
-        env={**env, "STREAM_SINK_FAILPOINT": "between-batch-commits"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    job = _job(tmp_path, "pair")
+    job.killed_at("between-batch-commits")
     assert DeltaTable.load(loc).snapshot.txn_version(APP) == 0  # the first MERGE landed
-    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 0, second.stderr[-2000:]
+    code, out = job.run()
+    assert code == 0, out[-2000:]
     table = DeltaTable.load(loc)
     assert [table.snapshot_at(v).txn_version(APP) for v in (3, 4)] == [0, 1]
     assert table.version == 4

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from delta_readers import delta_rs_rows
 
 from stream_sink.delta import DeltaTable
@@ -39,6 +40,7 @@ def age(path: Path, seconds: float) -> None:
     os.utime(path, (t, t))
 
 
+@pytest.mark.slow
 def test_temporary_left_by_a_killed_commit_is_removed_by_a_later_commit(tmp_path: Path) -> None:
     location = str(tmp_path / "t")
     table = DeltaTable.create(location, pa.schema([("id", pa.int64())]))

@@ -1,4 +1,5 @@
-"""The fenced code blocks of the README and ``docs/``, and how the tests run them.
+"""The fenced code blocks of the README, CONTRIBUTING.md and ``docs/``, and how the tests
+run them.
 
 A page's ```python and ```bash blocks run in order, in one fresh sandbox directory
 and one Python namespace, so each page's snippets must work *together*, as a reader
@@ -39,8 +40,8 @@ class Block:
 
 
 def pages() -> list[Path]:
-    """README.md and every page under docs/."""
-    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    """README.md, CONTRIBUTING.md and every page under docs/."""
+    return [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def blocks_of(page: Path) -> list[Block]:

@@ -1,4 +1,5 @@
-"""Every ```python and ```bash block of README.md and docs/ runs as written.
+"""Every ```python and ```bash block of README.md, CONTRIBUTING.md and docs/ runs as
+written.
 
 Each page runs in its own child process and sandbox directory (see ``run_blocks.py``),
 with the environment a reader following the quickstart has: this interpreter's
@@ -28,7 +29,8 @@ def _page_params() -> list[object]:
         if not blocks:
             continue
         spark = any(h in b.code for b in blocks for h in SPARK_HINTS)
-        marks = [pytest.mark.spark] if spark else []
+        # a fresh Python process per page (seconds), Spark on most pages (minutes)
+        marks = [pytest.mark.slow, *([pytest.mark.spark] if spark else [])]
         params.append(pytest.param(page, id=str(page.relative_to(REPO)), marks=marks))
     return params
 

@@ -26,6 +26,8 @@ from stream_sink.table.manifest import read_manifest
 from stream_sink.table.manifest_list import read_manifest_list
 from stream_sink.table.table import Table
 
+pytestmark = pytest.mark.slow  # racing processes
+
 CATALOG_KINDS = ["hadoop", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 WORKERS = 2
 APPENDS = 10

@@ -13,13 +13,9 @@ read for the module):
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +26,8 @@ from readers import duckdb_rows, pyiceberg_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "maintenance"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+from kill_harness import KillJob, kill_rng, write_batches
 from maint_support import live_counts, make_cdc_table, ours, rows_of
-from streams import write_batches
 
 import stream_sink as ss
 from stream_sink.catalogs import load_catalog
@@ -108,28 +104,8 @@ def _prepare_stream(root: Path) -> dict[int, str]:
     return latest
 
 
-def _start(root: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    log = open(root / "job.log", "a")  # noqa: SIM115 (the child writes it)
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(root)],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=env,
-    )
-
-
-def _kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("batch"):
-            break
-    time.sleep(rng.uniform(1.0, 6.0))
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=300)
+def _job(root: Path) -> KillJob:
+    return KillJob(JOB, [str(root)], log=root / "job.log", timeout=900)
 
 
 class _MaintainLoop:
@@ -191,9 +167,9 @@ def test_maintenance_beside_streams_and_engines(
 
     latest = _prepare_stream(tmp_path)
     wh = str(tmp_path / "wh")
-    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "7")))
+    rng, job = kill_rng(7), _job(tmp_path)
     with _MaintainLoop(wh) as loop:
-        _kill_mid_stream(_start(tmp_path), rng)
+        job.killed_mid_stream(rng, delay=(1.0, 6.0))
         with loop.paused():
             java_sql(
                 wh,
@@ -202,10 +178,8 @@ def test_maintenance_beside_streams_and_engines(
                     "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)"
                 ],
             )
-        _kill_mid_stream(_start(tmp_path), rng)
-        final = _start(tmp_path)
-        out, _ = final.communicate(timeout=900)
-    assert final.returncode == 0 and "done" in out, (tmp_path / "job.log").read_text()[-3000:]
+        job.killed_mid_stream(rng, delay=(1.0, 6.0))
+        job.run_to_end()
     assert loop.codes and 0 in loop.codes
 
     catalog = ss.load_catalog("kill", type="hadoop", warehouse=wh)

@@ -17,7 +17,7 @@ One Java SQL call and one Java read for the whole module.
 from __future__ import annotations
 
 import os
-import subprocess
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from kill_harness import KillJob
 from readers import duckdb_rows
 
 from stream_sink.catalogs import load_catalog
@@ -119,18 +120,12 @@ def run_scenario(catalog: Catalog, kind: str, use_seq: bool) -> Scenario:
     )
 
 
-def run_driver(root: Path, failpoint: str | None) -> subprocess.CompletedProcess[str]:
+def run_driver(root: Path, failpoint: str | None) -> tuple[int, str]:
+    """The append driver on ``root``, armed with ``failpoint``: exit status and output."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.run(
-        [sys.executable, str(DRIVER), str(root), "db.stream", str(STREAM_BATCHES)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = [str(root), "db.stream", str(STREAM_BATCHES)]
+    job = KillJob(DRIVER, args, env=env, log=root / "driver.log", timeout=300)
+    return job.run(failpoint)
 
 
 @dataclass
@@ -138,7 +133,7 @@ class World:
     scenarios: list[Scenario]
     java: dict[str, Rows]
     stream: IcebergTable
-    stream_first_run: subprocess.CompletedProcess[str]
+    stream_first_run: tuple[int, str]  # killed at a failpoint: exit status, output
     stream_snapshots_after_java: int
     ours_expired: IcebergTable
     ours_expired_result: Any
@@ -178,8 +173,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, java_sql: Any, java_read: An
     )
     stream = catalog.load_table("db.stream")
     after_java = len(stream.snapshots())
-    second = run_driver(root, None)
-    assert second.returncode == 0, second.stderr[-3000:]
+    code, out = run_driver(root, None)
+    assert code == 0, out[-3000:]
 
     tables = {s.location: s.location for s in scenarios}
     extra = [ours_exp.refresh(), java_exp.refresh(), stream.refresh()]
@@ -209,7 +204,8 @@ def test_compaction_vs_writer_scenarios(world: World, kind: str, use_seq: bool) 
 
 
 def test_stream_killed_after_commit_survives_java_compaction_and_expiry(world: World) -> None:
-    assert world.stream_first_run.returncode == -9, world.stream_first_run.stderr[-2000:]
+    code, out = world.stream_first_run
+    assert code == -signal.SIGKILL, out[-2000:]
     assert world.stream_snapshots_after_java == 1  # no snapshot the sink stamped is left
     expected = sorted((i, f"b{i // 10}") for i in range(10 * STREAM_BATCHES))
     loc = world.stream.metadata_location

@@ -1,11 +1,17 @@
 """Apache Iceberg's and Delta Lake's own implementations on Spark, driven from the command
 line: run through the ``peer`` launcher beside this file, which installs the pyspark and the
 jars of a peer set and passes the jars in ``$STREAM_SINK_PEER_JARS``. See that launcher for
-usage. Imports nothing but pyspark, so it runs in the set's own venv."""
+usage. Imports nothing but pyspark, so it runs in the set's own venv.
+
+``peer.py serve iceberg|delta`` keeps one JVM for many commands (``readers.py`` uses it
+so that a test run starts each peer's JVM once): see ``serve``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import re
 import sys
@@ -53,8 +59,19 @@ def newest_metadata(location: str) -> str:
     return os.path.join(meta, best[1])
 
 
+_SERVED: Any = None
+"""``serve``: the one session whose JVM every request shares (None: one session per run)."""
+
+
 def session(conf: dict[str, str]) -> Any:
-    """One local Spark session with the set's jars, UTC and microsecond timestamps."""
+    """One local Spark session with the set's jars, UTC and microsecond timestamps. Under
+    ``serve`` a fresh session (its own SQL settings and catalogs) on the served JVM."""
+    if _SERVED is not None:
+        s = _SERVED.newSession()
+        for k, v in conf.items():
+            if k != "spark.sql.extensions":  # static: the served session has them
+                s.conf.set(k, v)
+        return s
     from pyspark.sql import SparkSession
 
     b = (
@@ -68,6 +85,9 @@ def session(conf: dict[str, str]) -> Any:
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         # a short-lived JVM over small tables: the quick JIT tier starts sooner
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # on a busy machine a late heartbeat must not lose the (local) executor
+        .config("spark.executor.heartbeatInterval", "60s")
+        .config("spark.network.timeout", "600s")
     )
     for k, v in conf.items():
         b = b.config(k, v)
@@ -191,8 +211,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main() -> int:
-    a = parser().parse_args()
+def run(argv: list[str]) -> int:
+    """One command line (without ``serve``): its exit status."""
+    a = parser().parse_args(argv)
     several = a.location if a.cmd == "read" else getattr(a, "table", None)
     if several and len(several) > 1 and not a.out:
         print("peer: several tables need --out", file=sys.stderr)
@@ -209,6 +230,37 @@ def main() -> int:
         print(f"peer: {type(e).__name__}: {str(e)[:4000]}", file=sys.stderr)
         return 1
     return 0
+
+
+def serve(kind: str) -> int:
+    """One JVM for many commands: each line of stdin is a JSON list of arguments (a
+    command line without ``serve``); each answer is one JSON line on stdout,
+    ``{"rc": …, "stdout": …, "stderr": …}``. Ends at the end of stdin."""
+    global _SERVED
+    # answers on a descriptor of their own; whatever else writes to fd 1 (the JVM's
+    # System.out, pyspark) goes to stderr and cannot corrupt them
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    _SERVED = session(DELTA_CONF if kind == "delta" else ICEBERG_CONF)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = run(json.loads(line))
+            except SystemExit as e:  # argparse's usage errors
+                rc = e.code if isinstance(e.code, int) else 2
+        answers.write(json.dumps({"rc": rc, "stdout": out.getvalue(), "stderr": err.getvalue()}))
+        answers.write("\n")
+        answers.flush()
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["serve"]:
+        return serve(sys.argv[2] if len(sys.argv) > 2 else "iceberg")
+    return run(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,23 +1,29 @@
 """The ``peer`` launcher beside this file, called from tests: Apache Iceberg's and Delta
 Lake's own implementations on Spark as independent readers (and writers) of our tables.
 
-Each call starts a JVM and Spark (20-60 s), so a test module collects every table it
-writes and reads them all in one call, and puts all its SQL in one call. Results travel
-as Parquet, so they keep Spark's types (uuid as text, fixed as binary, zoned timestamps
-in UTC).
+Starting a JVM and Spark takes 20-60 s, so the calls of a whole test run share one JVM
+per peer (``peer serve``: started at the first call, stopped by ``stop_servers`` at the
+end of the run; ``STREAM_SINK_PEER_SERVE=0`` starts one per call instead). Still, a test
+module collects every table it writes and reads them all in one call, and puts all its
+SQL in one call. Results travel as Parquet, so they keep Spark's types (uuid as text,
+fixed as binary, zoned timestamps in UTC).
 
 ``$STREAM_SINK_JAVA_ICEBERG`` names another launcher with the same ``read``/``sql``
 interface to use for Iceberg instead."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,22 +40,115 @@ def java_available() -> bool:
 
 
 def run_peer(args: Sequence[str], launcher: Path = PEER, env: dict[str, str] | None = None) -> str:
-    """``launcher args...``; its stdout, or an AssertionError with its stderr."""
-    proc = subprocess.run(
-        ["bash", str(launcher), *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        env=env,
-    )
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"{launcher.name} {' '.join(args[:2])} failed ({proc.returncode}):\n"
-            f"{proc.stderr[-4000:]}\n"
-            f"stdout (a '# rows=' line per table read before the failure):\n"
-            f"{proc.stdout[-2000:]}"
+    """``launcher args...``; its stdout, or an AssertionError with its stderr. Through
+    the run's peer server when the launcher is ours and no ``env`` picks another set
+    (see ``_PeerServer``)."""
+    serve = os.environ.get("STREAM_SINK_PEER_SERVE", "1") != "0"
+    if launcher == PEER and env is None and serve:
+        kind = "delta" if args[:1] == ["delta"] else "iceberg"
+        code, out, err = _server(kind).call(list(args))
+    else:
+        proc = subprocess.run(
+            ["bash", str(launcher), *args],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
         )
-    return proc.stdout
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    if code != 0:
+        raise AssertionError(
+            f"{launcher.name} {' '.join(args[:2])} failed ({code}):\n"
+            f"{err[-4000:]}\n"
+            f"stdout (a '# rows=' line per table read before the failure):\n"
+            f"{out[-2000:]}"
+        )
+    return out
+
+
+class _PeerServer:
+    """``peer serve KIND``: one JVM answering one command line at a time (a JSON list of
+    arguments per line in, a JSON answer per line out); its own log is a temporary file,
+    shown when a call fails."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.lock = threading.Lock()  # one command at a time
+        self.log: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop)
+        self.proc = subprocess.Popen(
+            ["bash", str(PEER), "serve", kind],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+
+    def call(self, args: list[str]) -> tuple[int, str, str]:
+        """(exit status, stdout, stderr) of ``peer ARGS…``; a server that died or took
+        longer than the timeout is stopped and the call fails."""
+        with self.lock:
+            return self._call(args)
+
+    def _call(self, args: list[str]) -> tuple[int, str, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(args) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.stop()
+            return 1, "", f"the peer server died:\n{self._log_tail()}"
+        answer: list[str] = []
+        reader = threading.Thread(target=lambda: answer.append(self.proc.stdout.readline()))
+        reader.daemon = True
+        reader.start()
+        reader.join(TIMEOUT_S)
+        if not answer or not answer[0]:
+            tail = self._log_tail()
+            self.stop()
+            return 1, "", f"the peer server gave no answer (timeout {TIMEOUT_S} s):\n{tail}"
+        got = json.loads(answer[0])
+        if got["rc"] == 0:
+            return 0, got["stdout"], got["stderr"]
+        # a failed command may leave the JVM unusable: the next call starts a fresh one
+        err = f"--- peer server log\n{self._log_tail()}\n--- the command's own\n{got['stderr']}"
+        self.stop()
+        return got["rc"], got["stdout"], err
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _log_tail(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-4000:]
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):  # end of input: the server stops and exits
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=60)
+        self.log.close()
+
+
+_SERVERS: dict[str, _PeerServer] = {}
+
+
+def _server(kind: str) -> _PeerServer:
+    server = _SERVERS.get(kind)
+    if server is None or not server.alive():
+        if server is not None:
+            server.stop()
+        server = _SERVERS[kind] = _PeerServer(kind)
+    return server
+
+
+def stop_servers() -> None:
+    """Stop the run's peer servers (tests/conftest.py does at the end of the run)."""
+    while _SERVERS:
+        _SERVERS.popitem()[1].stop()
 
 
 def read_parquet_dir(directory: Path) -> pa.Table:

@@ -4,8 +4,6 @@ their own JVMs and Python workers): the ``format("stream_sink")`` kill test and 
 
 from __future__ import annotations
 
-import os
-import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,11 +11,12 @@ from pathlib import Path
 
 import pytest
 from cluster import cluster_env, standalone_cluster
-from test_kill import SOURCE_FILES, check_exactly_once, kill_mid_stream, prepare, start
+from kill_harness import kill_rng
+from test_kill import SOURCE_FILES, check_exactly_once, kill_job, prepare
 
 from stream_sink.spark.route import supports_data_source
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +31,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 def test_data_source_route_killed_on_the_cluster(cluster: tuple[str, Path], tmp_path: Path) -> None:
     url, root = cluster
     latest = prepare(tmp_path, SOURCE_FILES)
-    env = cluster_env(root)
-    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "17")))
-    kill_mid_stream(start(tmp_path, route="source", master=url, env=env), rng)
-    final = start(tmp_path, route="source", master=url, env=env)
-    out, _ = final.communicate(timeout=900)
-    assert final.returncode == 0 and "done" in out
+    job = kill_job(tmp_path, route="source", master=url, env=cluster_env(root))
+    job.killed_mid_stream(kill_rng(17))
+    job.run_to_end()
     check_exactly_once(tmp_path, latest, java=True, files=SOURCE_FILES)
 
 

@@ -6,16 +6,18 @@ same as the batches its ``txn`` watermark names."""
 from __future__ import annotations
 
 import os
-import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_versions
-from streams import write_batches
+from kill_harness import (
+    KillJob,
+    append_batches,
+    assert_committed_once,
+    kill_rng,
+    upsert_batches,
+    write_batches,
+)
 
 from stream_sink.commit.delta_target import app_id
 from stream_sink.delta import DeltaTable
@@ -24,52 +26,15 @@ from stream_sink.spark.route import supports_data_source
 
 JOB = Path(__file__).with_name("delta_kill_job.py")
 FILES, APPEND_ROWS, KEYS = 5, 30, 10
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def prepare(root: Path, files: int = FILES) -> tuple[list[list[dict]], list[list[dict]]]:
-    appends = [
-        [{"id": f * APPEND_ROWS + i, "data": f"f{f}", "p": f"p{i % 3}"} for i in range(APPEND_ROWS)]
-        for f in range(files)
-    ]
+    appends = append_batches(files, APPEND_ROWS, p=lambda i: f"p{i % 3}")
     write_batches(root / "append-in", appends)
-    rng = random.Random(5)
-    upserts, seq = [], 0
-    for _ in range(files):
-        rows = []
-        for _ in range(8):
-            seq += 1
-            rows.append({"id": rng.randrange(KEYS), "data": f"v{seq}", "seq": seq})
-        upserts.append(rows)
+    upserts, _ = upsert_batches(files, per_file=8, keys=KEYS, seed=5)
     write_batches(root / "upsert-in", upserts)
     return appends, upserts
-
-
-def start(
-    root: Path, failpoint: str | None = None, route: str = "foreach"
-) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(root), route],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-
-
-def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("batch"):
-            break
-    time.sleep(rng.uniform(0.0, 4.0))
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=120)
 
 
 def latest_after(upserts: list[list[dict]], upto: int) -> list[tuple[int, str]]:
@@ -87,14 +52,10 @@ def job_of(table: DeltaTable) -> str:
 
 def test_delta_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path) -> None:
     appends, upserts = prepare(tmp_path)
-    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "13")))
-    proc = start(tmp_path, failpoint="after-metadata-file-write@3")
-    proc.communicate(timeout=600)
-    assert proc.returncode == -signal.SIGKILL
-    kill_mid_stream(start(tmp_path), rng)
-    final = start(tmp_path)
-    out, _ = final.communicate(timeout=600)
-    assert final.returncode == 0 and "done" in out
+    job = KillJob(JOB, [str(tmp_path)], timeout=600)
+    job.killed_at("after-metadata-file-write@3")
+    job.killed_mid_stream(kill_rng(13))
+    job.run_to_end()
 
     check_exactly_once(tmp_path, appends, upserts, FILES, "spark")
 
@@ -118,7 +79,7 @@ def check_exactly_once(
         app = job_of(table)
         versions = list(range(1, table.version + 1))
         marks = [table.snapshot_at(v).txn_version(app) for v in versions]
-        assert marks == sorted(set(marks)), f"a batch was committed twice: {marks}"
+        assert_committed_once(marks, os.path.basename(table.location))
         assert marks[-1] == files - 1
         duck = duckdb_delta_versions(table.location, versions)
         for v, mark, rows in zip(versions, marks, duck, strict=True):
@@ -147,12 +108,9 @@ def test_delta_data_source_route_killed_and_restarted_exactly_once(tmp_path: Pat
     then a run to the end from the same checkpoint location. (Random kills of the driver
     are in the foreachBatch test above and in ``stream-sink drill --target delta``.)"""
     appends, upserts = prepare(tmp_path, SOURCE_FILES)
-    proc = start(tmp_path, failpoint="after-metadata-file-write@1", route="source")
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode != 0 and "done" not in out
+    job = KillJob(JOB, [str(tmp_path), "source"], timeout=600)
+    job.failed_at("after-metadata-file-write@1")
     log_dir = tmp_path / "lake" / "events" / "_delta_log"
     assert [p.name for p in log_dir.glob(".*.tmp")]  # the killed commit's temporary
-    final = start(tmp_path, route="source")
-    out, _ = final.communicate(timeout=600)
-    assert final.returncode == 0 and "done" in out
+    job.run_to_end()
     check_exactly_once(tmp_path, appends, upserts, SOURCE_FILES, "")

@@ -8,23 +8,20 @@ and Java reports the schema history."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from kill_harness import KillJob, assert_committed_once, iceberg_marks, write_batches
 from many_tables import KEYS, TABLES, events
 from readers import duckdb_rows, pyiceberg_rows
-from streams import write_batches
 
 import stream_sink as ss
 
 JOB = Path(__file__).with_name("evolve_kill_job.py")
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]  # five JVM starts
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]  # five JVM starts
 EVO_TABLE = pa.schema(
     [
         pa.field("id", pa.int64(), False),
@@ -61,30 +58,23 @@ def prepare(root: Path) -> dict[str, dict[Any, Any]]:
     return model
 
 
-def start(root: Path, failpoint: str | None = None) -> tuple[int, str]:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+def evolve_job(root: Path) -> KillJob:
+    """``evolve_kill_job.py`` on ``root`` (it imports ``kill_job`` and ``many_tables``)."""
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(JOB.parent), env.get("PYTHONPATH", "")])
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    proc = subprocess.run(
-        [sys.executable, str(JOB), str(root)], capture_output=True, text=True, env=env, timeout=600
-    )
-    return proc.returncode, proc.stdout + proc.stderr[-3000:]
+    return KillJob(JOB, [str(root)], env=env, timeout=600)
 
 
 def test_kills_during_schema_changes_and_between_tables(tmp_path: Path) -> None:
     from interop.conftest import java_available, sql_with_java
 
     model = prepare(tmp_path)
+    job = evolve_job(tmp_path)
     # 1st change: 'must' made optional (batch 0) passes; 2nd: 'note' added (batch 1) kills
-    code, out = start(tmp_path, "after-schema-change@2")
-    assert code == -signal.SIGKILL, out
+    job.killed_at("after-schema-change@2")
     # evo batches 1, 2 ('n' widened) and 3 commit, then the first table of routed batch 0
-    code, out = start(tmp_path, "after-table-commit@4")
-    assert code == -signal.SIGKILL, out
-    code, out = start(tmp_path)
-    assert code == 0 and "done" in out, out
+    job.killed_at("after-table-commit@4")
+    job.run_to_end()
 
     catalog = ss.load_catalog("evo", type="hadoop", warehouse=str(tmp_path / "wh"))
     evo = catalog.load_table("db.evo")
@@ -102,10 +92,7 @@ def test_kills_during_schema_changes_and_between_tables(tmp_path: Path) -> None:
     for name, table in routed.items():
         got = {r[KEYS[name]]: r for r in table.scan().to_arrow().to_pylist()}
         assert got == model[name], name
-        marks = [
-            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
-        ]
-        assert marks == sorted(set(marks)), name  # no batch committed twice
+        assert_committed_once(iceberg_marks(table), name)
         duck = {r[KEYS[name]]: r for r in duckdb_rows(table.metadata_location)}
         assert duck == model[name], name
 

@@ -4,26 +4,39 @@ tables hold every row exactly once (append) and every key's last value (upsert).
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import subprocess
-import sys
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from kill_harness import (
+    KillJob,
+    append_batches,
+    assert_committed_once,
+    iceberg_marks,
+    kill_rng,
+    upsert_batches,
+    write_batches,
+)
 from readers import duckdb_rows
-from streams import write_batches
 
 import stream_sink as ss
 from stream_sink.spark.route import supports_data_source
 
 JOB = Path(__file__).with_name("kill_job.py")
-FILES, APPEND_ROWS, KEYS = 8, 40, 12
-pytestmark = pytest.mark.spark
+# 12 micro-batches in all: the kill at the third staged write and the random one land
+# mid-stream
+FILES, APPEND_ROWS, KEYS = 6, 40, 12
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def write_input(root: Path, files: int, seed: int = 3) -> dict[int, str]:
+    """The kill job's two inputs (append, then upsert); every key's last value."""
+    write_batches(root / "append-in", append_batches(files, APPEND_ROWS))
+    upserts, latest = upsert_batches(files, per_file=10, keys=KEYS, seed=seed)
+    write_batches(root / "upsert-in", upserts)
+    return latest
 
 
 def prepare(
@@ -44,72 +57,27 @@ def prepare(
         schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
         identifier_fields=["id"],
     )
-    write_batches(
-        root / "append-in",
-        [
-            [{"id": f * APPEND_ROWS + i, "data": f"f{f}"} for i in range(APPEND_ROWS)]
-            for f in range(files)
-        ],
-    )
-    rng = random.Random(3)
-    latest: dict[int, str] = {}
-    upserts, seq = [], 0
-    for _ in range(files):
-        rows = []
-        for _ in range(10):
-            seq += 1
-            key = rng.randrange(KEYS)
-            latest[key] = f"v{seq}"
-            rows.append({"id": key, "data": f"v{seq}", "seq": seq})
-        upserts.append(rows)
-    write_batches(root / "upsert-in", upserts)
-    return latest
+    return write_input(root, files)
 
 
-def start(
+def kill_job(
     root: Path,
-    failpoint: str | None = None,
     route: str = "foreach",
     master: str = "local[2]",
-    env: dict[str, str] | None = None,
-) -> subprocess.Popen[str]:
-    env = dict(env or os.environ, PYSPARK_PYTHON=sys.executable)
-    env.pop("STREAM_SINK_FAILPOINT", None)
-    if failpoint:
-        env["STREAM_SINK_FAILPOINT"] = failpoint
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(root), route, master],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-
-
-def kill_mid_stream(proc: subprocess.Popen[str], rng: random.Random) -> None:
-    """Wait for the first micro-batch line, then SIGKILL after a random delay."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("batch"):
-            break
-    time.sleep(rng.uniform(0.0, 4.0))
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=120)
+    env: Mapping[str, str] | None = None,
+) -> KillJob:
+    """``kill_job.py`` on ``root``: ``foreach`` (IcebergSink.foreach_batch) or ``source``
+    (``format("stream_sink")``), on ``master``."""
+    return KillJob(JOB, [str(root), route, master], env=env)
 
 
 def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path) -> None:
     latest = prepare(tmp_path)
-    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "11")))
-    # a kill inside the commit protocol, then kills at random moments
-    proc = start(tmp_path, failpoint="after-staged-write@3")
-    proc.communicate(timeout=1200)
-    assert proc.returncode == -signal.SIGKILL
-    kill_mid_stream(start(tmp_path), rng)
-    final = start(tmp_path)
-    out, _ = final.communicate(timeout=1200)
-    assert final.returncode == 0 and "done" in out
-
+    job = kill_job(tmp_path)
+    # a kill inside the commit protocol, then a kill at a random moment
+    job.killed_at("after-staged-write@3")
+    job.killed_mid_stream(kill_rng(11))
+    job.run_to_end()
     check_exactly_once(tmp_path, latest, spark_files=True)
 
 
@@ -147,10 +115,7 @@ def check_exactly_once(
         )
         assert sorted(java_rows) == sorted(latest.items())
     for table in (events, upserts):
-        marks = [
-            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
-        ]
-        assert marks == sorted(set(marks))  # no batch committed twice
+        assert_committed_once(iceberg_marks(table))
         assert len({s.summary["stream-sink.job-id"] for s in table.snapshots()}) == 1
 
 
@@ -164,12 +129,8 @@ def test_data_source_route_killed_and_restarted_exactly_once(tmp_path: Path) -> 
     """A commit worker killed inside the protocol (the query fails and aborts the batch),
     then the driver killed mid-stream, then a run to the end."""
     latest = prepare(tmp_path, SOURCE_FILES)
-    rng = random.Random(int(os.environ.get("STREAM_SINK_KILL_SEED", "13")))
-    proc = start(tmp_path, failpoint="after-staged-write@1", route="source")
-    out, _ = proc.communicate(timeout=1200)
-    assert proc.returncode != 0 and "done" not in out
-    kill_mid_stream(start(tmp_path, route="source"), rng)
-    final = start(tmp_path, route="source")
-    out, _ = final.communicate(timeout=1200)
-    assert final.returncode == 0 and "done" in out
+    job = kill_job(tmp_path, route="source")
+    job.failed_at("after-staged-write@1")
+    job.killed_mid_stream(kill_rng(13))
+    job.run_to_end()
     check_exactly_once(tmp_path, latest, java=True, files=SOURCE_FILES)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kill import APPEND_ROWS, kill_mid_stream, prepare, start
+from kill_harness import assert_committed_once, iceberg_marks, kill_rng
+from test_kill import APPEND_ROWS, kill_job, prepare
 from test_rest_sink import duckdb_rest_rows
 
 from stream_sink.catalogs import load_catalog
@@ -77,7 +76,6 @@ def test_sigkill_and_restart_exactly_once_on_a_rest_catalog(
 ) -> None:
     ns, catalog = kill_catalog.namespace, kill_catalog.catalog
     latest = prepare(tmp_path, FILES, catalog, ns)
-    rng = random.Random(5)
     env = dict(os.environ)
     env["STREAM_SINK_KILL_CATALOG"] = json.dumps(kill_catalog.props)
     env["STREAM_SINK_KILL_NAMESPACE"] = ns
@@ -85,13 +83,10 @@ def test_sigkill_and_restart_exactly_once_on_a_rest_catalog(
     env["STREAM_SINK_KILL_S3A"] = json.dumps(seaweed.s3_props)
     env["STREAM_SINK_KILL_SPARK_CHECKPOINTS"] = f"s3a://ckpt/kill-{ns}"
 
-    proc = start(tmp_path, failpoint="after-staged-write@2", env=env)
-    proc.communicate(timeout=1200)
-    assert proc.returncode == -signal.SIGKILL
-    kill_mid_stream(start(tmp_path, env=env), rng)
-    final = start(tmp_path, env=env)
-    out, _ = final.communicate(timeout=1200)
-    assert final.returncode == 0 and "done" in out
+    job = kill_job(tmp_path, env=env)
+    job.killed_at("after-staged-write@2")
+    job.killed_mid_stream(kill_rng(5))
+    job.run_to_end()
 
     store = seaweed_store(seaweed)
     assert store.exists(f"s3://ckpt/kill-{ns}/spark-append/offsets/0")  # Spark's, on s3a
@@ -104,10 +99,7 @@ def test_sigkill_and_restart_exactly_once_on_a_rest_catalog(
     got = upsert.scan().to_arrow().to_pylist()
     assert sorted((r["id"], r["data"]) for r in got) == sorted(latest.items())
     for table in (events, upsert):
-        marks = [
-            int(s.summary["stream-sink.max-committed-checkpoint-id"]) for s in table.snapshots()
-        ]
-        assert marks == sorted(set(marks))  # no batch committed twice
+        assert_committed_once(iceberg_marks(table))
 
     # pyiceberg's REST catalog (it reads no equality deletes: the append table, and the
     # upsert table's current snapshot)

@@ -7,11 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from peers.readers import JAVA_ICEBERG
+from peers.readers import JAVA_ICEBERG, run_peer
 
 import stream_sink
 from stream_sink.exceptions import (
@@ -183,9 +182,8 @@ def test_java_hadoop_catalog_and_we_share_tables(tmp_path: Path) -> None:
     ours.create_table("db.ours", SCHEMA)
     set_property(ours, "db.ours", "from-python", "yes")
 
-    proc = subprocess.run(
+    out = run_peer(
         [
-            str(JAVA_ICEBERG),
             "sql",
             "--warehouse",
             str(warehouse),
@@ -194,14 +192,11 @@ def test_java_hadoop_catalog_and_we_share_tables(tmp_path: Path) -> None:
             "ALTER TABLE hc.db.ours SET TBLPROPERTIES ('from-java' = 'yes')",
             "SHOW TBLPROPERTIES hc.db.ours",
         ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        JAVA_ICEBERG,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     java_sees = {
         row["key"]: row["value"]
-        for row in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))
+        for row in (json.loads(line) for line in out.splitlines() if line.startswith("{"))
     }
     assert java_sees["from-python"] == "yes"
 

@@ -22,6 +22,8 @@ from stream_sink.exceptions import CommitFailedError
 from stream_sink.table.schema import Schema
 from stream_sink.table.types import LongType, NestedField
 
+pytestmark = pytest.mark.slow  # racing processes
+
 CATALOG_KINDS = ["hadoop", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 COMMITS_PER_WORKER = 12
 WORKERS = 2

@@ -4,19 +4,21 @@ row, whose snapshots all find their files; running the operation again completes
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from compaction import commit_compaction, plan_compaction
+from kill_harness import KillJob
 from readers import duckdb_rows
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.failpoints import MAINTENANCE_FAILPOINTS
 from stream_sink.table.manifest import read_manifest, read_manifest_list
 from stream_sink.tables import IcebergTable
+
+pytestmark = pytest.mark.slow  # maintenance processes killed
 
 DRIVER = Path(__file__).resolve().parent / "maintenance_driver.py"
 ARROW = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
@@ -46,19 +48,11 @@ def make_table(warehouse: Path, compacted: bool) -> IcebergTable:
     return t
 
 
-def start(warehouse: Path, op: str, failpoint: str) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(sys.path),
-        "STREAM_SINK_FAILPOINT": failpoint,
-    }
-    return subprocess.Popen(
-        [sys.executable, str(DRIVER), str(warehouse), op],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def driver(warehouse: Path, op: str) -> KillJob:
+    """``maintenance_driver.py`` running ``op`` on ``warehouse``'s table."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    log = warehouse.parent / "driver.log"
+    return KillJob(DRIVER, [str(warehouse), op], env=env, log=log, timeout=300)
 
 
 def rerun(t: IcebergTable, op: str) -> None:
@@ -86,15 +80,16 @@ def check_readable(t: IcebergTable) -> None:
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[IcebergTable, int, str]]:
     """Every scenario's table after its driver was killed (the drivers run concurrently):
     failpoint -> (table, return code, stderr)."""
-    tables, procs = {}, {}
+    tables, jobs, procs = {}, {}, {}
     for op, point in POINTS:
         warehouse = tmp_path_factory.mktemp(point) / "wh"
         tables[point] = make_table(warehouse, compacted=op == "expire")
-        procs[point] = start(warehouse, op, point)
+        jobs[point] = driver(warehouse, op)
+        procs[point] = jobs[point].start(point)
     out = {}
     for point, proc in procs.items():
-        _, err = proc.communicate(timeout=300)
-        out[point] = (tables[point], proc.returncode, err)
+        code, output = jobs[point].finish(proc)
+        out[point] = (tables[point], code, output)
     return out
 
 

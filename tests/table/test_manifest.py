@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import uuid
 from dataclasses import replace
 from datetime import date
@@ -17,7 +16,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from peers.readers import JAVA_ICEBERG
+from peers.readers import JAVA_ICEBERG, read_with_java
 from pyiceberg import manifest as pym
 from pyiceberg import types as pyt
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -908,15 +907,8 @@ def test_pyiceberg_scans_a_table_made_of_our_manifests(tmp_path: Path) -> None:
 @pytest.mark.skipif(not JAVA_ICEBERG.exists(), reason="java-iceberg launcher not present")
 def test_java_reads_a_table_made_of_our_manifests(tmp_path: Path) -> None:
     location, first = _table_of_our_manifests(tmp_path / "t")
-    proc = subprocess.run(
-        [str(JAVA_ICEBERG), "read", location, f"{location}@{first}", "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    current = pq.read_table(tmp_path / "o" / "0").to_pylist()
-    before = pq.read_table(tmp_path / "o" / "1").to_pylist()
+    current_t, before_t = read_with_java([location, f"{location}@{first}"])
+    current, before = current_t.to_pylist(), before_t.to_pylist()
     assert sorted(r["id"] for r in current) == [1, 3]
     assert sorted(r["id"] for r in before) == [1, 2, 3, 4]
 

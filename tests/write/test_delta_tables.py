@@ -6,15 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import random
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from peers.readers import JAVA_ICEBERG
+from peers.readers import JAVA_ICEBERG, read_with_java
 from readers import duckdb_connection
 
 from stream_sink.catalogs import load_catalog
@@ -133,15 +131,9 @@ def test_java_reads_the_model(
     tables: dict[str, tuple[str, list[Row], set]], tmp_path: Path
 ) -> None:
     names = list(tables)
-    proc = subprocess.run(
-        [str(JAVA_ICEBERG), "read", *(tables[n][0] for n in names), "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for i, name in enumerate(names):
-        rows = pq.read_table(tmp_path / str(i)).select(["id", "ts", "data"]).to_pylist()
+    java = read_with_java([tables[n][0] for n in names])
+    for name, table in zip(names, java, strict=True):
+        rows = table.select(["id", "ts", "data"]).to_pylist()
         got = sorted((r["id"], _naive(r["ts"]), r["data"]) for r in rows)
         assert got == tables[name][1], name
 
