@@ -27,7 +27,7 @@ import pyarrow as pa
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.commit.driver import CommitDriver
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
@@ -64,9 +64,21 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Runtime:
+    """What the sink holds open between micro-batches of one query: the table and the
+    commit driver (a checkpoint per batch: a MERGE must see the previous batch)."""
+
     job_id: str
     table: DeltaTable
-    committer: FilesCommitter
+    driver: CommitDriver
+    name: str
+
+    def record(self, batch_id: int, written: DeltaBatch) -> int:
+        """Record and commit ``batch_id``; the watermark after."""
+        self.driver.record(batch_id, {self.name: written})
+        return self.driver.watermark(self.name)
+
+    def holds(self, batch_id: int) -> bool:
+        return self.driver.holds(self.name, batch_id)
 
 
 class DeltaSink:
@@ -152,12 +164,7 @@ class DeltaSink:
         try:
             runtime = self._open(df)
             result = self._write(df, runtime.table.refresh(), batch_id)
-            failpoint(AFTER_DATA_FILES)
-            committer = runtime.committer
-            if committer.process(batch_id, result):
-                committer.snapshot_state(batch_id)
-                committer.complete_checkpoint(batch_id)
-                committer.notify_checkpoint_complete(batch_id)
+            runtime.record(batch_id, result)
         except BaseException:
             self.close()
             raise
@@ -172,17 +179,11 @@ class DeltaSink:
         against the table as the previous batch left it. Returns the watermark after."""
         try:
             runtime = self._open(None)
-            committer = runtime.committer
-            if touched is not None and touched.num_rows and not committer.holds(batch_id):
+            if touched is not None and touched.num_rows and not runtime.holds(batch_id):
                 snapshot = runtime.table.refresh().snapshot
                 rewritten = rewrite_touched(snapshot, runtime.table.io, touched, self.keys)
                 written = DeltaBatch.merge([rewritten, written])
-            failpoint(AFTER_DATA_FILES)
-            if committer.process(batch_id, written):
-                committer.snapshot_state(batch_id)
-                committer.complete_checkpoint(batch_id)
-                committer.notify_checkpoint_complete(batch_id)
-            return committer.watermark
+            return runtime.record(batch_id, written)
         except BaseException:
             self.close()
             raise
@@ -198,7 +199,7 @@ class DeltaSink:
             )
             self.close()
             return
-        if runtime.committer.holds(batch_id):
+        if runtime.holds(batch_id):
             return
         for path in written.all_paths():
             try:
@@ -209,10 +210,7 @@ class DeltaSink:
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
-            try:
-                runtime.committer.close()
-            except Exception as e:  # must not hide the original error
-                log.warning("DeltaSink %s: closing the state failed: %s", self.sink_id, e)
+            runtime.driver.close()  # logs, never raises: must not hide the original error
 
     # --- steps ------------------------------------------------------------------------------
 
@@ -237,13 +235,10 @@ class DeltaSink:
             operator_id=self.sink_id,
             mode="overwrite" if self.mode == "overwrite" else "append",
         )
-        try:
-            acked = query.acknowledged_batch_ids(self.spark_checkpoint_location, spark_io)
-            committer.restore(acknowledged_batch_ids=acked)
-        except BaseException:
-            committer.close()
-            raise
-        self._runtime = _Runtime(job_id, table, committer)
+        driver = CommitDriver()  # a checkpoint per batch (interval 1)
+        acked = query.acknowledged_batch_ids(self.spark_checkpoint_location, spark_io)
+        driver.open(self.sink_id, committer, acked)
+        self._runtime = _Runtime(job_id, table, driver, self.sink_id)
         return self._runtime
 
     def _table(self, df: DataFrame | None) -> DeltaTable:
