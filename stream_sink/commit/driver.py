@@ -146,7 +146,7 @@ class CommitDriver:
             self.checkpoint(ckpt)
             self._schedule.drain()
         for name in self.names:
-            self._committers[name].end_input()
+            end_input(self._committers[name])
 
     # --- metrics and close -------------------------------------------------------------------
 
@@ -172,3 +172,15 @@ class CommitDriver:
 
 def _has_work(committer: FilesCommitter) -> bool:
     return bool(committer.pending_batch_ids or committer.staged_checkpoints)
+
+
+def end_input(committer: FilesCommitter) -> None:
+    """Bounded input ended for ``committer``: checkpoint its pending batches and commit
+    every staged checkpoint (the bounded job's last checkpoint)."""
+    pending = committer.pending_batch_ids
+    if pending:
+        committer.snapshot_state(pending[-1])
+        committer.complete_checkpoint(pending[-1])
+    staged = committer.staged_checkpoints
+    if staged:
+        committer.notify_checkpoint_complete(max(staged))

@@ -28,7 +28,7 @@ import pyarrow as pa
 from stream_sink.exceptions import IncompatibleSchemaChangeError, SchemaMismatchError
 from stream_sink.failpoints import AFTER_SCHEMA_CHANGE, failpoint
 from stream_sink.spark import schema_check
-from stream_sink.spark.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.options import SinkOptions
 
 if TYPE_CHECKING:

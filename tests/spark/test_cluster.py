@@ -15,7 +15,7 @@ import pytest
 from cluster import cluster_env, standalone_cluster
 from test_kill import SOURCE_FILES, check_exactly_once, kill_mid_stream, prepare, start
 
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 pytestmark = pytest.mark.spark
 

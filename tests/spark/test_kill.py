@@ -18,7 +18,7 @@ from readers import duckdb_rows
 from streams import write_batches
 
 import stream_sink as ss
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 JOB = Path(__file__).with_name("kill_job.py")
 FILES, APPEND_ROWS, KEYS = 8, 40, 12

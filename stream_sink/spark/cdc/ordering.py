@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stream_sink.exceptions import NullKeyError, ValidationError
-from stream_sink.spark.cdc_guard import ORDER_HINT, SHOWN_CHARS
+from stream_sink.spark.cdc.guard import ORDER_HINT, SHOWN_CHARS
 
 OUT_ROWS = 65_536
 """Rows per batch handed on to the writer."""

@@ -36,16 +36,19 @@ from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
 from stream_sink.io.fileio import FileIO
 from stream_sink.spark import query
-from stream_sink.spark.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
     DeltaInsertTask,
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.delta_touched import DEFAULT_DRIVER_KEY_LIMIT, rewrite_touched_files
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
+from stream_sink.spark.foreach_batch.delta_touched import (
+    DEFAULT_DRIVER_KEY_LIMIT,
+    rewrite_touched_files,
+)
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_CHECKPOINT_ROOT,

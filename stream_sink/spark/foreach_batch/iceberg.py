@@ -44,23 +44,23 @@ from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark import query
+from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.committers import iceberg_committer
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
-from stream_sink.spark.options import SinkOptions, parse_options
-from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.routed_maintenance import RoutedMaintenance
-from stream_sink.spark.routing import Router, TableTemplate
-from stream_sink.spark.single_task import runs_in_one_task
-from stream_sink.spark.spark_files import (
+from stream_sink.spark.foreach_batch.parquet_route import (
     ROUTES,
     Projection,
     choose_route,
     rows_per_file,
     write_batch,
 )
-from stream_sink.spark.task_sort import TaskSort
+from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
+from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
+from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
+from stream_sink.spark.options import SinkOptions, parse_options
+from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -100,13 +100,13 @@ class IcebergSink:
 
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
-    ``stream_sink.spark.routing``); rows whose value names no table stop the query, or go
+    ``.routing``); rows whose value names no table stop the query, or go
     to ``dead_letter_table`` (append only, every column) when given. ``maintenance``
-    then runs per table, one table's run at a time (``stream_sink.spark.routed_maintenance``).
+    then runs per table, one table's run at a time (``.routed_maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
     (Spark's own Parquet writer where it writes the table's files exactly, pyarrow
-    otherwise; see ``stream_sink.spark.spark_files``), ``"spark"`` (insist; falls back
+    otherwise; see ``.parquet_route``), ``"spark"`` (insist; falls back
     only where Spark cannot), ``"arrow"`` (always pyarrow). CDC modes always use pyarrow.
 
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the

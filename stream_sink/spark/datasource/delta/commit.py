@@ -33,12 +33,12 @@ from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
-from stream_sink.spark.control_columns import control_columns
-from stream_sink.spark.delta_sink import DeltaSink
+from stream_sink.spark.cdc.control_columns import control_columns
+from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
+from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
+from stream_sink.spark.datasource.write import TaskOutput, check_keys_disjoint, runs_as_overwrite
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
-from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
-from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
-from stream_sink.spark.source_write import TaskOutput, check_keys_disjoint, runs_as_overwrite
+from stream_sink.spark.foreach_batch.delta import DeltaSink
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

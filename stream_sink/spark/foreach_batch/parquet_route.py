@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.spark.errors import reraise_stream_sink_error
-from stream_sink.spark.file_columns import (
+from stream_sink.spark.foreach_batch.file_columns import (
     PARTITION_PREFIX,
     PartitionColumn,
     file_columns,

@@ -25,18 +25,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stream_sink.spark.executor import merge_results
-from stream_sink.spark.plan import plan_batch
-from stream_sink.spark.sink import IcebergSink
-from stream_sink.spark.source_delta_options import DeltaRouteOptions
-from stream_sink.spark.source_options import parse_route_options
-from stream_sink.spark.source_write import (
+from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
+from stream_sink.spark.datasource.options import parse_route_options
+from stream_sink.spark.datasource.write import (
     PreparedWrite,
     SourceWriteTask,
     TaskOutput,
     check_keys_disjoint,
     runs_as_overwrite,
 )
+from stream_sink.spark.executor import merge_results
+from stream_sink.spark.foreach_batch.iceberg import IcebergSink
+from stream_sink.spark.plan import plan_batch
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
@@ -45,7 +45,7 @@ from stream_sink.write.writer_factory import TaskWriterFactory
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from stream_sink.spark.source_delta_write import DeltaPreparedWrite
+    from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite
 
 log = logging.getLogger("stream_sink.spark.source")
 
@@ -57,7 +57,7 @@ def prepare_write(
     (a Delta target's: :func:`.source_delta_commit.prepare_delta_write`)."""
     route = parse_route_options(options, streaming=streaming)
     if isinstance(route, DeltaRouteOptions):
-        from stream_sink.spark.source_delta_commit import prepare_delta_write
+        from stream_sink.spark.datasource.delta.commit import prepare_delta_write
 
         return prepare_delta_write(route, schema, streaming=streaming, overwrite=overwrite)
     parsed = route

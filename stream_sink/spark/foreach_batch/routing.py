@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,15 +56,16 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.maintenance import MaintenanceOptions
-from stream_sink.spark import distribution, query, schema_check
+from stream_sink.spark import query, schema_check
+from stream_sink.spark.cdc import distribution
+from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.committers import iceberg_committer
-from stream_sink.spark.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
+from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.routed_maintenance import RoutedMaintenance
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.table import Table
@@ -558,6 +558,6 @@ def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructT
 
 
 def _ddl_to_arrow(ddl: str) -> pa.Schema:
-    from stream_sink.spark.cdc import to_spark_schema
+    from stream_sink.spark.cdc.debezium import to_spark_schema
 
     return schema_check.spark_to_arrow(to_spark_schema(ddl), "table_template")
