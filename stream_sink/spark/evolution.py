@@ -14,7 +14,7 @@ Invariants:
   schema it lacks; the replayed batch finds the change already made and commits
   nothing more (the change is computed against the table's current schema).
 - Every user column is added, order columns included; only the sink's control columns
-  (row kind, routing, ``from_debezium``'s, see :mod:`.control_columns`) never are.
+  (row kind, routing, ``from_debezium``'s, see :mod:`.cdc.control_columns`) never are.
 - Columns are never dropped or narrowed; incompatible changes (string→int, narrowing)
   raise IncompatibleSchemaChangeError naming the column, both types and the option.
 """

@@ -56,7 +56,7 @@ class BatchPlan:
 
     def prepare(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
         """``df`` distributed for the writers and cut to the columns they take (CDC
-        batches checked and tie-broken first, see :mod:`.cdc_guard`)."""
+        batches checked and tie-broken first, see :mod:`.cdc.guard`)."""
         opts = self.options
         if opts.is_cdc:
             df = cdc_guard.guarded(df, self.equality_fields, opts.order_by, batch_id)

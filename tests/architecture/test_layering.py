@@ -21,9 +21,9 @@ interface (``commit/target.py``).
 Inside ``spark/``, sub-packages by front door: ``foreach_batch/`` (``IcebergSink``,
 ``DeltaSink``, the router), ``datasource/`` (``format("stream_sink")``), ``read/``
 (``read_table``), and ``cdc/`` (CDC preparation, which every front door uses); what they
-share sits at ``spark/``'s top. Front doors do not import each other (except that a
-Data Source commit records its batch through a ``foreachBatch`` sink's runtime), the
-shared modules and ``cdc/`` import no front door, and ``cdc/`` takes from the shared
+share sits at ``spark/``'s top (among them ``runtime.py``, which opens every front
+door's commit driver). Front doors do not import each other, the shared modules and
+``cdc/`` import no front door, and ``cdc/`` takes from the shared
 modules only ``errors``. Only the commit driver (``commit/driver.py``) calls the
 committer's protocol steps; no file name repeats a folder's name as a prefix.
 """
@@ -194,7 +194,7 @@ SPARK_MAY_IMPORT: dict[str | None, set[str]] = {
     "cdc": set(),
     "read": set(),
     "foreach_batch": {"cdc"},
-    "datasource": {"cdc", "foreach_batch"},
+    "datasource": {"cdc"},
 }
 """Which of spark/'s sub-packages the modules of each may import (besides their own)."""
 CDC_SHARED = {"errors"}

@@ -2,7 +2,7 @@
 
 Imported only through :func:`stream_sink.spark.datasource.register.register`, because
 ``pyspark.sql.datasource`` does not exist before pyspark 4.0. The classes here only
-adapt Spark's calls; the work is in ``source_commit`` (driver) and ``source_write``
+adapt Spark's calls; the work is in ``commit`` (driver) and ``write``
 (executors), which is imported only where it runs: executors import the writing side
 only. Writers take Arrow batches where the pyspark version offers an Arrow
 writer, and rows otherwise (converted to Arrow in chunks).
@@ -39,8 +39,8 @@ def _outputs(messages: list[Any]) -> list[TaskOutput | None]:
 
 
 def _driver(prepared: Any) -> ModuleType:
-    """The commit module of the prepared write's target (``source_commit`` for Iceberg,
-    ``source_delta_commit`` for Delta), imported only where commits run."""
+    """The commit module of the prepared write's target (``commit`` for Iceberg,
+    ``delta.commit`` for Delta), imported only where commits run."""
     return importlib.import_module(prepared.driver)
 
 

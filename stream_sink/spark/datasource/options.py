@@ -9,7 +9,7 @@ are ``catalog.<key>``; snapshot summary properties are ``snapshot-property.<key>
 option                         meaning (default)
 =============================  ======================================================
 ``target``                     ``iceberg`` (the default) or ``delta`` (options of a
-                               Delta target: ``source_delta_options``)
+                               Delta target: ``delta.options``)
 ``table``                      target table, ``db.name`` (required)
 ``mode``                       ``append`` | ``overwrite`` | ``upsert`` | ``changelog``
                                (``append``); batch writes: ``append`` | ``overwrite``

@@ -33,8 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator
-from stream_sink.commit.driver import CommitDriver
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
 from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
 from stream_sink.io import FileIO
@@ -43,9 +41,7 @@ from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
-from stream_sink.spark import query
 from stream_sink.spark.cdc.ordering import TaskSort
-from stream_sink.spark.committers import iceberg_committer
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
@@ -61,6 +57,7 @@ from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, open_iceberg
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -77,16 +74,15 @@ log = logging.getLogger(__name__)
 class _Runtime:
     """What the sink holds open between micro-batches of one query."""
 
-    job_id: str
     table: Table
-    driver: CommitDriver
+    commits: SinkRuntime
 
     @property
-    def watermark(self) -> int:
-        return self.driver.watermark(self.table.name)
+    def job_id(self) -> str:
+        return self.commits.job_id
 
     def close(self) -> None:
-        self.driver.close()
+        self.commits.close()
 
 
 class IcebergSink:
@@ -258,7 +254,7 @@ class IcebergSink:
             with in_step(self.sink_id, runtime.table.name, step, NOT_ACKNOWLEDGED):
                 result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
-            runtime.driver.record(batch_id, {runtime.table.name: result})
+            runtime.commits.record(batch_id, result)
         except BaseException:
             self._abandon()
             raise
@@ -271,41 +267,6 @@ class IcebergSink:
         except BaseException:
             router.abandon()
             raise
-
-    def commit_result(self, batch_id: int, result: WriteResult) -> int:
-        """Record ``result`` (written elsewhere, e.g. by ``format("stream_sink")``'s
-        executors) as micro-batch ``batch_id``: durable (exactly once) on return.
-        Returns the committed watermark afterwards."""
-        try:
-            runtime = self._open()
-            runtime.driver.record(batch_id, {runtime.table.name: result})
-            return runtime.watermark
-        except BaseException:
-            self._abandon()
-            raise
-
-    def discard_result(self, batch_id: int, result: WriteResult) -> None:
-        """Delete the files of an aborted ``batch_id`` unless the sink already holds the
-        batch (in state or in the table): those files are the batch's, not leftovers.
-        When the state cannot be opened nothing is deleted (an orphan is harmless)."""
-        try:
-            runtime = self._open()
-        except Exception as e:
-            log.warning(
-                "sink %s: batch %d aborted; its files are kept (state unavailable: %s)",
-                self.sink_id,
-                batch_id,
-                e,
-            )
-            self._abandon()
-            return
-        if runtime.driver.holds(runtime.table.name, batch_id):
-            return
-        for path in result.all_paths():
-            try:
-                runtime.table.io.delete(path)
-            except Exception as e:  # an orphan is harmless
-                log.warning("sink %s: could not delete %s: %s", self.sink_id, path, e)
 
     def release(self) -> None:
         """Release the operator state without a final checkpoint (batches already
@@ -325,7 +286,7 @@ class IcebergSink:
         if runtime is None:
             return
         try:
-            runtime.driver.end_input()
+            runtime.commits.end_input()
         except BaseException:
             self._abandon()
             raise
@@ -362,9 +323,7 @@ class IcebergSink:
         """The writers' and the committer's metrics now (the committer's as of its last use
         when the sink is closed)."""
         runtime = self._runtime
-        committer = (
-            runtime.driver.metrics()[runtime.table.name] if runtime else self._committer_metrics
-        )
+        committer = runtime.commits.metrics() if runtime else self._committer_metrics
         return SinkMetricsSnapshot(
             self.sink_id,
             self.options.table,
@@ -420,22 +379,16 @@ class IcebergSink:
 
     def _open(self) -> _Runtime:
         """The runtime for the current query id, restoring the committer on first use."""
-        opts = self.options
-        spark_io = self.catalog.io_for(opts.spark_checkpoint_location)
-        job_id = query.read_query_id(opts.spark_checkpoint_location, spark_io)
+        job_id = iceberg_job_id(self.catalog, self.options)
         if self._runtime is not None and self._runtime.job_id == job_id:
             return self._runtime
         self._abandon()
-        table = self.catalog.load_table(opts.table)
-        config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
-        driver = CommitDriver(CheckpointCoordinator(config), after_checkpoint=self._committed)
-        committer = iceberg_committer(
-            self.catalog, table, opts, operator_id=opts.sink_id, job_id=job_id
+        table = self.catalog.load_table(self.options.table)
+        commits = open_iceberg(
+            self.catalog, self.options, table, job_id=job_id, after_checkpoint=self._committed
         )
-        acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
-        driver.open(table.name, committer, acknowledged)
-        self._runtime = _Runtime(job_id, table, driver)
-        self._start_maintenance(committer.uncommitted_paths)
+        self._runtime = _Runtime(table, commits)
+        self._start_maintenance(commits.uncommitted_paths)
         return self._runtime
 
     def _start_maintenance(self, uncommitted: Callable[[], frozenset[str]]) -> None:
@@ -544,7 +497,7 @@ class IcebergSink:
         self._plans.clear()
         self._projections.clear()
         if runtime is not None:
-            self._committer_metrics = runtime.driver.metrics().get(runtime.table.name)
+            self._committer_metrics = runtime.commits.metrics()
             try:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error

@@ -59,13 +59,13 @@ from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import query, schema_check
 from stream_sink.spark.cdc import distribution
 from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
-from stream_sink.spark.committers import iceberg_committer
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.runtime import iceberg_committer
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.table import Table
@@ -312,7 +312,7 @@ class Router:
 
     def _data_columns(self, schema: StructType) -> tuple[str, ...]:
         """The user's columns: all but the routing, row kind and ``from_debezium``'s
-        columns (:mod:`.control_columns`); order columns are data."""
+        columns (:mod:`stream_sink.spark.cdc.control_columns`); order columns are data."""
         return data_columns(
             schema, row_kind_column=self.options.row_kind_column, table_column=self.table_column
         )
