@@ -76,7 +76,15 @@ NEVER_EACH_OTHER = ({"table", "delta"},)
 
 FORMAT_AGNOSTIC = {
     f"stream_sink.commit.{m}"
-    for m in ("committer", "target", "shapes", "committer_state", "state_recovery")
+    for m in (
+        "committer",
+        "driver",
+        "schedule",
+        "target",
+        "shapes",
+        "committer_state",
+        "state_recovery",
+    )
 }
 """Modules of ``commit/`` that know no table format."""
 FORMAT_SPECIFIC = (
