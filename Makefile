@@ -1,9 +1,12 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
 # `make demo` installs only what the demo needs; `make test` adds the test tools.
-.PHONY: demo test lint bench
+.PHONY: demo demo-cluster test lint bench
 
 demo:
 	bash scripts/run.sh demo
+
+demo-cluster:
+	bash scripts/demo-cluster.sh
 
 test:
 	bash scripts/run.sh test

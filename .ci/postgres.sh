@@ -11,6 +11,8 @@
 # (initdb refuses root). It listens on 127.0.0.1 at a free port and on a unix socket
 # in DIR; authentication is "trust" and fsync is off: for tests only.
 #
+# $POSTGRES_OPTIONS adds server options (e.g. "-c wal_level=logical" for logical decoding).
+#
 # Exit status: 0 started (URL on stdout), 3 PostgreSQL is not installed and cannot
 # be, 1 any other failure (the server log is shown on stderr).
 set -euo pipefail
@@ -91,7 +93,8 @@ start() {
   fi
   port=$(free_port)
   if ! as_server_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/data/server.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >&2; then
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off ${POSTGRES_OPTIONS:-}" \
+      start >&2; then
     cat "$dir/data/server.log" >&2 || true
     exit 1
   fi

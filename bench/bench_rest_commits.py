@@ -11,7 +11,7 @@ sink does.
 
     python bench/bench_rest_commits.py [--commits 1000] [--expire-every 50] [--retain 20]
 
-Prints, per catalog, the median commit wall time of the first and the last 50 commits
+Prints, per catalog, the median commit wall time of the first and the last 100 commits
 and their ratio (growth), the REST/SQL ratio of the medians, and the peak memory.
 """
 
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from seaweed_server import SeaweedServer
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("data", pa.string())])
-WINDOW = 50
+WINDOW = 100
 
 
 def data_file(table: Table, i: int) -> DataFile:

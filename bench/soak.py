@@ -84,6 +84,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="interval 2 minutes",
         help="delta.logRetentionDuration of the Delta table (checkpoints every 10 commits)",
     )
+    p.add_argument(
+        "--delta-file-retention",
+        default="interval 1 minute",
+        help="delta.deletedFileRetentionDuration of the Delta table (what its vacuum keeps)",
+    )
     p.add_argument("--dir", default=None)
     p.add_argument("--keep", action="store_true")
     p.add_argument("--json", default=None)
@@ -263,6 +268,7 @@ class Run:
         )
 
     def _delta(self) -> None:
+        from stream_sink.delta import DeltaMaintenanceOptions
         from stream_sink.spark.foreach_batch.delta import DeltaSink
 
         self.location = self.root / "delta" / "t"
@@ -280,7 +286,9 @@ class Run:
             configuration={
                 "delta.checkpointInterval": "10",
                 "delta.logRetentionDuration": self.args.delta_log_retention,
+                "delta.deletedFileRetentionDuration": self.args.delta_file_retention,
             },
+            maintenance=None if self.args.no_maintenance else DeltaMaintenanceOptions(),
         )
 
     def frame(self) -> Any:
@@ -369,7 +377,8 @@ def line(samples: list[Sample], now: Sample) -> str:
     m = now.maintenance
     maint = (
         f"maint {m.get('runs', 0)} runs {m.get('failures', 0)} failed "
-        f"{m.get('conflicts', 0)} conflicts {m.get('consecutive_failures', 0)} in a row"
+        f"{m.get('conflicts', 0)} conflicts {m.get('consecutive_failures', 0)} in a row "
+        f"{m.get('backlog_runs', 0)} backlog"
         if m
         else "maint off"
     )

@@ -1,8 +1,37 @@
 #!/usr/bin/env bash
-# master | worker | job [demo options…]
+# master | worker | job [demo options…] | kafka | connect | seaweed | cdc-demo
 set -euo pipefail
 role="${1:-job}"; shift || true
+CDC=/opt/stream-sink/docker/cdc
+# a docker/cdc file with its ${NAME} placeholders filled from the environment
+render() { envsubst <"$CDC/$1" >"/tmp/$1"; echo "/tmp/$1"; }
 case "$role" in
+  kafka)
+    export KAFKA_DATA=/var/lib/kafka
+    config="$(render kafka.properties)"
+    if [ ! -f "$KAFKA_DATA/meta.properties" ]; then
+      java -cp '/opt/kafka-debezium/*' kafka.tools.StorageTool format \
+        -t "${KAFKA_CLUSTER_ID:-c3RyZWFtLXNpbmstY2RjMQ}" -c "$config"
+    fi
+    exec java -Xmx512m -cp '/opt/kafka-debezium/*' kafka.Kafka "$config" ;;
+  connect)
+    export CONNECT_DATA=/var/lib/connect
+    mkdir -p "$CONNECT_DATA"
+    exec java -Xmx512m -cp '/opt/kafka-debezium/*' \
+      org.apache.kafka.connect.cli.ConnectStandalone \
+      "$(render connect-worker.properties)" "$(render debezium-postgres.properties)" ;;
+  seaweed)
+    exec weed mini -dir=/data -ip=seaweedfs -ip.bind=0.0.0.0 -master.telemetry=false \
+      -s3.port=8333 -s3.port.iceberg=8181 -bucket=ckpt -tableBucket=warehouse \
+      -webdav=false -admin.ui=false ;;
+  cdc-demo)
+    mkdir -p /work/cluster
+    printf '%s\n' "POSTGRES_URL=$POSTGRES_URL" "KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP" \
+      "TOPIC=$TOPIC" "SPARK_MASTER=${SPARK_MASTER:-spark://spark-master:7077}" \
+      "CATALOG_JSON=$CATALOG_JSON" >/work/cluster/env
+    STREAM_SINK_SPARK_JARS="$(ls -d /opt/spark-kafka/*.jar | paste -sd, -)"
+    export STREAM_SINK_SPARK_JARS
+    exec python /opt/stream-sink/scripts/demo_cluster.py /work/cluster ;;
   master)
     exec spark-standalone.sh master "$(hostname)" 7077 8080 ;;
   worker)

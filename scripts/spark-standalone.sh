@@ -7,10 +7,19 @@
 # Runs in the foreground (exec): stop it by signalling its process group. SPARK_HOME
 # defaults to the installed pyspark package. The tests start a master and two workers
 # on 127.0.0.1 with it; the docker-compose image runs the same commands.
+#
+# STREAM_SINK_S3A=1 puts Spark's s3a:// filesystem (hadoop-aws of pyspark's Hadoop version
+# and the AWS SDK bundle, resolved by scripts/s3a-jars.sh) on the daemon's classpath and
+# so on that of every executor a worker launches: for checkpoints and tables on s3a://.
 set -euo pipefail
 if [ -z "${SPARK_HOME:-}" ]; then
   SPARK_HOME="$(${PYTHON:-python3} -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
   export SPARK_HOME
+fi
+if [ "${STREAM_SINK_S3A:-0}" = 1 ]; then
+  s3a="$("$(dirname "$0")/s3a-jars.sh" | tr , :)"
+  SPARK_DIST_CLASSPATH="${SPARK_DIST_CLASSPATH:+$SPARK_DIST_CLASSPATH:}$s3a"
+  export SPARK_DIST_CLASSPATH
 fi
 role="${1:?usage: spark-standalone.sh master|worker ...}"; shift
 case "$role" in

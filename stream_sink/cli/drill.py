@@ -7,6 +7,7 @@ import sys
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
+from stream_sink.cli.table_commands import add_catalog_options, catalog_properties
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.ops.drill import DrillOptions, modes_of, run_drill
 from stream_sink.ops.drill_jobs import DRILL_MODES, TARGETS, JobSpec
@@ -119,6 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "reused-checkpoint-location, deleted-staged-file",
     )
     parser.add_argument("--parallel", type=int, default=1, help="driver processes running at once")
+    add_catalog_options(parser)
 
 
 def options_from_args(args: argparse.Namespace) -> DrillOptions:
@@ -141,6 +143,12 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
             "--mistakes drills the Iceberg demo only; drop --target delta or --mistakes"
         )
     job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo(target)
+    catalog = drill_catalog(args)
+    if catalog is not None and (target == "delta" or mistakes):
+        raise InvalidOptionError(
+            "--catalog-type rest drills Iceberg tables with kills; drop --target delta and "
+            "--mistakes (they drill tables in each scenario's own directory)"
+        )
     return DrillOptions(
         job=job,
         modes=modes,
@@ -155,7 +163,25 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
         max_kill_delay_s=args.max_kill_delay,
         parallel=args.parallel,
         mistakes=mistakes,
+        catalog=catalog,
     )
+
+
+def drill_catalog(args: argparse.Namespace) -> dict[str, str] | None:
+    """``load_catalog`` arguments of ``--catalog-type rest`` (None: each scenario's own
+    Hadoop catalog, the default)."""
+    kind = getattr(args, "catalog_type", None)
+    if kind in (None, "hadoop") and not args.catalog_uri and not args.catalog_property:
+        return None
+    if kind != "rest" or not args.catalog_uri:
+        raise InvalidOptionError(
+            "stream-sink drill: a catalog other than each scenario's own is a REST catalog: "
+            "--catalog-type rest --catalog-uri URL [--warehouse W] [--catalog-property K=V]"
+        )
+    out = {"type": "rest", "uri": args.catalog_uri, **catalog_properties(args.catalog_property)}
+    if args.warehouse:
+        out["warehouse"] = args.warehouse
+    return out
 
 
 def run_drill_from_args(args: argparse.Namespace, out: TextIO | None = None) -> int:

@@ -24,6 +24,7 @@ from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_de
 from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
+from stream_sink.cli.upgrade_command import add_upgrade_parser, run_upgrade
 from stream_sink.commit.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -110,6 +111,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
             help="a table for people, or one JSON object per line",
         )
     add_catalog_options(add_recover_parser(tsub, formatter))
+    add_catalog_options(add_upgrade_parser(tsub, formatter))
 
     read = sub.add_parser(
         "read", help="print a table's rows (deletes applied)", formatter_class=formatter
@@ -206,7 +208,7 @@ def run_table(args: argparse.Namespace) -> int:
     if args.table_command != "list" and is_delta_path(args.table):
         return run_delta_table(args)
     cmd = args.table_command
-    by_path = None if cmd in ("list", "recover") else iceberg_table_at(args.table)
+    by_path = None if cmd in ("list", "recover", "upgrade") else iceberg_table_at(args.table)
     if by_path is not None:
         return _table_command(by_path, args)
     if cmd == "list":
@@ -218,6 +220,8 @@ def run_table(args: argparse.Namespace) -> int:
         return _emit(rows, args.format)
     if cmd == "recover":
         return run_recover(catalog, args)
+    if cmd == "upgrade":
+        return run_upgrade(catalog.load_table(args.table), args)
     return _table_command(catalog.load_table(args.table), args)
 
 

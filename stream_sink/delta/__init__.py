@@ -6,6 +6,7 @@ protocol reaches it through ``stream_sink.commit``'s target interface.
 
 from .actions import AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
 from .conflicts import ISOLATION_LEVELS, IsolationLevel
+from .maintenance import DeltaMaintenanceOptions
 from .snapshot import DeltaSnapshot
 from .table import DeltaTable
 from .transaction import DeltaTransaction
@@ -15,6 +16,7 @@ __all__ = [
     "AddCDCFile",
     "AddFile",
     "CommitInfo",
+    "DeltaMaintenanceOptions",
     "DeltaSnapshot",
     "DeltaTable",
     "DeltaTransaction",

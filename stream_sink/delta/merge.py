@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -190,9 +190,12 @@ def rewrite_file(
     timestamp_ms: int,
     *,
     deletion_vectors: bool | None = None,
+    chunks: Iterable[pa.Table] | None = None,
 ) -> DeltaBatch | None:
     """``add`` without the rows of ``touched`` keys; None when it holds none of them.
-    ``deletion_vectors`` (default: what the table allows) permits a deletion vector."""
+    ``deletion_vectors`` (default: what the table allows) permits a deletion vector.
+    ``chunks``: the keys in parts instead of ``touched`` (joined one at a time, so only
+    one part is held; :mod:`.key_spill`)."""
     schema = snapshot.arrow_schema
     if deletion_vectors is None:
         deletion_vectors = supports_deletion_vectors(snapshot.protocol, snapshot.configuration)
@@ -204,7 +207,12 @@ def rewrite_file(
     else:
         rows = read_file(snapshot, io, add, schema, positions=True)
         slim = rows.select([*keys, POSITION])  # nested columns cannot pass through a join
-    gone = slim.join(touched, keys=list(keys), join_type="left semi", use_threads=False)[POSITION]
+    parts = chunks if chunks is not None else (touched,)
+    found = [
+        slim.join(part, keys=list(keys), join_type="left semi", use_threads=False)[POSITION]
+        for part in parts
+    ]
+    gone = found[0] if chunks is None else _unique(found)
     if len(gone) == 0:
         return None
     kept_rows = slim.num_rows - len(gone)
@@ -235,6 +243,12 @@ def rewrite_file(
         mapping=snapshot.column_mapping,
     )
     return DeltaBatch(tuple(new), (add.remove(timestamp_ms),))
+
+
+def _unique(found: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray:
+    positions = [c.to_numpy() for c in found if len(c)]
+    merged = np.unique(np.concatenate(positions)) if positions else np.empty(0, np.int64)
+    return pa.chunked_array([pa.array(merged, pa.int64())])
 
 
 def abort_written(location: str, io: FileIO, adds: Sequence[AddFile]) -> None:

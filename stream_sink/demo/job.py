@@ -48,6 +48,9 @@ class DemoConfig:
     delta_path: str | None = None
     """None: the Iceberg table ``demo.orders``; else a Delta table at this path, written by
     ``DeltaSink`` (which commits every batch, whatever ``checkpoint_interval_batches``)."""
+    catalog_type: str | None = None
+    """``rest``: ``catalog_uri`` is a REST catalog's URL (``warehouse`` its warehouse)."""
+    table: str = TABLE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -59,6 +62,10 @@ class DemoConfig:
 
 def open_catalog(cfg: DemoConfig) -> Catalog:
     props: dict[str, Any] = dict(cfg.catalog_properties)
+    if cfg.catalog_type == "rest":
+        return ss.load_catalog(
+            "demo", type="rest", uri=cfg.catalog_uri, warehouse=cfg.warehouse, **props
+        )
     if cfg.catalog_uri:
         return ss.load_catalog(
             "demo", type="sql", uri=cfg.catalog_uri, warehouse=cfg.warehouse, **props
@@ -66,11 +73,12 @@ def open_catalog(cfg: DemoConfig) -> Catalog:
     return ss.load_catalog("demo", type="hadoop", warehouse=cfg.warehouse, **props)
 
 
-def create_table(catalog: Catalog) -> None:
-    if not catalog.namespace_exists("demo"):
-        catalog.create_namespace("demo")
+def create_table(catalog: Catalog, table: str = TABLE) -> None:
+    namespace = table.rsplit(".", 1)[0]
+    if not catalog.namespace_exists(namespace):
+        catalog.create_namespace(namespace)
     catalog.create_table(
-        TABLE,
+        table,
         schema=TABLE_SCHEMA,
         partition_spec=PARTITION_SPEC,
         identifier_fields=list(KEY),
@@ -138,7 +146,7 @@ def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) ->
         )
     return IcebergSink(
         catalog=open_catalog(cfg),
-        table=TABLE,
+        table=cfg.table,
         mode=cfg.mode,
         sink_id=SINK_ID,
         row_kind_column=row_kind_column,

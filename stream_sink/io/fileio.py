@@ -51,7 +51,7 @@ class FileIO:
     """Reads and writes files at locations; one instance serves one scheme."""
 
     scheme: str = "file"
-    properties: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # keys: secrets
 
     @staticmethod
     def for_location(location: str, properties: Mapping[str, str] | None = None) -> FileIO:

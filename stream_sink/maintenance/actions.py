@@ -59,14 +59,20 @@ class Maintenance:
         delete_file_threshold: int = 1,
         use_starting_sequence_number: bool = True,
         row_filter: RowFilter = None,
+        *,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
     ) -> RewritePlan:
-        """A compaction plan bound to the table's current snapshot; ``plan.execute()``."""
+        """A compaction plan bound to the table's current snapshot; ``plan.execute()``.
+        ``max_files``/``max_bytes`` bound the files it rewrites (the rest wait)."""
         options = RewriteOptions(
             target_file_size_bytes,
             min_input_files,
             delete_file_threshold,
             use_starting_sequence_number,
             row_filter,
+            max_files,
+            max_bytes,
         )
         return plan_rewrite(self.table, options)
 
@@ -80,6 +86,8 @@ class Maintenance:
         *,
         max_attempts: int = DEFAULT_REWRITE_ATTEMPTS,
         progress: Progress | None = None,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
     ) -> RewriteDataFilesResult:
         """Plan and execute; on a conflict (CommitValidationError) plan again from the new
         current snapshot, at most ``max_attempts`` times in all, then raise the conflict."""
@@ -92,6 +100,8 @@ class Maintenance:
                 delete_file_threshold,
                 use_starting_sequence_number,
                 row_filter,
+                max_files=max_files,
+                max_bytes=max_bytes,
             )
             try:
                 result = plan.execute(progress)
@@ -106,10 +116,11 @@ class Maintenance:
     # --- deletes ----------------------------------------------------------------------------
 
     def convert_equality_deletes(
-        self, progress: Progress | None = None
+        self, progress: Progress | None = None, max_files: int | None = None
     ) -> ConvertEqualityDeletesResult:
-        """Equality deletes -> position deletes (``stream_sink.maintenance.conversion``)."""
-        return convert_equality_deletes(self.table, progress)
+        """Equality deletes -> position deletes (``stream_sink.maintenance.conversion``),
+        at most ``max_files`` equality delete files (the oldest first)."""
+        return convert_equality_deletes(self.table, progress, max_files)
 
     def remove_dangling_deletes(self) -> RemoveDanglingDeletesResult:
         """Remove delete files that can apply to no live data file."""

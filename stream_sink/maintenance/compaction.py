@@ -34,6 +34,7 @@ from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import RowFilter, TableScan
 from stream_sink.read.task_reader import TaskReader
 from stream_sink.table.manifest import DataFile
+from stream_sink.table.row_lineage import LINEAGE_FIELDS, with_lineage
 from stream_sink.table.schema import Schema
 from stream_sink.table.table import Table
 from stream_sink.write.config import WriteConfig
@@ -54,8 +55,19 @@ class RewriteOptions:
     delete_file_threshold: int = 1
     use_starting_sequence_number: bool = True
     row_filter: RowFilter = None
+    max_files: int | None = None
+    """Data files rewritten at most (None: no bound); the rest wait for the next plan."""
+    max_bytes: int | None = None
+    """Bytes of data files rewritten at most (None: no bound); a first group larger than
+    that is cut down to it, so every plan with candidates makes progress."""
 
     def __post_init__(self) -> None:
+        if self.max_files is not None and self.max_files < 2:
+            raise InvalidOptionError(
+                f"max_files must be >= 2 (a rewrite merges files), got {self.max_files}"
+            )
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise InvalidOptionError(f"max_bytes must be >= 1, got {self.max_bytes}")
         if self.min_input_files < 1:
             raise InvalidOptionError(f"min_input_files must be >= 1, got {self.min_input_files}")
         if self.delete_file_threshold < 1:
@@ -104,6 +116,8 @@ class RewritePlan:
     options: RewriteOptions
     target_file_size_bytes: int
     groups: tuple[FileGroup, ...] = field(default=())
+    remaining_files: int = 0
+    """Data files that qualified but were left for a later plan (``max_files``/``max_bytes``)."""
 
     @property
     def input_files(self) -> int:
@@ -169,6 +183,7 @@ def plan_rewrite(table: Table, options: RewriteOptions) -> RewritePlan:
         for bin_ in _pack(candidates, target):
             if _qualifies(bin_, target, options):
                 groups.append(FileGroup(spec_id, partition, tuple(bin_)))
+    chosen, remaining = bounded(groups, options.max_files, options.max_bytes)
     return RewritePlan(
         plan.table,
         plan.snapshot_id,
@@ -176,8 +191,50 @@ def plan_rewrite(table: Table, options: RewriteOptions) -> RewritePlan:
         plan.schema,
         options,
         target,
-        tuple(groups),
+        tuple(chosen),
+        remaining,
     )
+
+
+def bounded(
+    groups: Sequence[FileGroup], max_files: int | None, max_bytes: int | None
+) -> tuple[list[FileGroup], int]:
+    """The groups one run rewrites within ``max_files``/``max_bytes``, and how many
+    qualifying files are left. Groups with the most files go first (the most files
+    removed per byte rewritten); a first group over the bound is cut down to it (its
+    smallest files), so a plan with candidates always makes progress."""
+    if max_files is None and max_bytes is None:
+        return list(groups), 0
+    files_left = max_files if max_files is not None else 2**62
+    bytes_left = max_bytes if max_bytes is not None else 2**62
+    chosen: list[FileGroup] = []
+    for g in sorted(groups, key=lambda g: (-len(g.tasks), g.input_bytes)):
+        take: FileGroup | None = g
+        if len(g.tasks) > files_left or g.input_bytes > bytes_left:
+            take = _cut(g, files_left, bytes_left) if not chosen else None
+        if take is not None:
+            chosen.append(take)
+            files_left -= len(take.tasks)
+            bytes_left -= take.input_bytes
+    total = sum(len(g.tasks) for g in groups)
+    return chosen, total - sum(len(g.tasks) for g in chosen)
+
+
+def _cut(group: FileGroup, max_files: int, max_bytes: int) -> FileGroup | None:
+    """``group``'s smallest files within the bounds (None: fewer than two fit)."""
+    tasks: list[FileScanTask] = []
+    used = 0
+    for t in sorted(group.tasks, key=lambda t: t.data_file.file_size_in_bytes):
+        size = t.data_file.file_size_in_bytes
+        if len(tasks) == max_files or used + size > max_bytes:
+            break
+        tasks.append(t)
+        used += size
+    if not tasks:  # one file over the bound: rewritten alone (a run always progresses)
+        tasks.append(min(group.tasks, key=lambda t: t.data_file.file_size_in_bytes))
+    elif len(tasks) == 1 and len(group.tasks) > 1:
+        return None  # one file of a bin would merge nothing
+    return FileGroup(group.spec_id, group.partition, tuple(tasks))
 
 
 def _too_many_deletes(task: FileScanTask, options: RewriteOptions) -> bool:
@@ -227,7 +284,9 @@ def _qualifies(bin_: Sequence[FileScanTask], target: int, options: RewriteOption
 def _execute(plan: RewritePlan, progress: Progress | None) -> RewriteDataFilesResult:
     started = time.perf_counter()
     if not plan.groups:
-        return RewriteDataFilesResult(plan.snapshot_id, 0, 0, 0, 0, 0, 0, 0, 0)
+        return RewriteDataFilesResult(
+            plan.snapshot_id, 0, 0, 0, 0, 0, 0, 0, 0, remaining_files=plan.remaining_files
+        )
     table = plan.table
     writers: list[TaskWriter] = []
     try:
@@ -256,6 +315,7 @@ def _execute(plan: RewritePlan, progress: Progress | None) -> RewriteDataFilesRe
         removed_delete_files=int(snapshot.summary.get("removed-delete-files", "0")),
         rewritten_records=sum(f.record_count for f in removed),
         written_records=sum(f.record_count for f in written),
+        remaining_files=plan.remaining_files,
         duration_ms=(time.perf_counter() - started) * 1000,
     )
 
@@ -264,8 +324,12 @@ def _rewrite_groups(
     plan: RewritePlan, writers: list[TaskWriter], progress: Progress | None
 ) -> list[DataFile]:
     table = plan.table
-    reader = TaskReader(table, plan.schema, plan.schema.fields)
     factory = TaskWriterFactory.for_table(table, operation_id=f"rewrite-{uuid.uuid4()}")
+    fields = plan.schema.fields
+    if table.format_version >= 3:  # rows keep their lineage: write both columns (spec)
+        fields = (*fields, *LINEAGE_FIELDS)
+        factory = replace(factory, schema=with_lineage(factory.schema))
+    reader = TaskReader(table, plan.schema, fields)
     config = factory.config
     if plan.target_file_size_bytes != config.target_file_bytes:
         config = replace(config, target_file_bytes=plan.target_file_size_bytes)

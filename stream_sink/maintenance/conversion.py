@@ -1,12 +1,14 @@
-"""Equality deletes -> position deletes (so every reader, pyiceberg included, can read
-a CDC table).
+"""Equality deletes -> position deletes (v2) or deletion vectors (v3), so every reader,
+pyiceberg included, can read a CDC table.
 
 Planned on the current snapshot: for every live data file that live equality delete
 files apply to (the spec's sequence-number and partition rules, as the reader plans
 them), the rows those deletes remove and that no position delete already removes are
-found and written as one position delete file naming that data file only. One
-rewrite of delete files then removes every live equality delete file and adds the
-position delete files.
+found and written as one position delete file naming that data file only (v2), or
+(v3) as that data file's deletion vector: the positions of its current vector and
+position deletes plus the new ones, all vectors of the run in one Puffin file. One
+rewrite of delete files then removes every live equality delete file (and each
+replaced vector) and adds the new files.
 
 Invariants:
 - Every row deleted before is deleted after, and no other: an equality delete file
@@ -14,12 +16,15 @@ Invariants:
   files committed later have higher sequence numbers.
 - The commit is validated from the planned snapshot, and refused when a data file
   the new position deletes name was removed since (a compaction won) or an equality
-  delete file being removed is gone (another conversion won). On refusal the files
-  written are deleted and the table is left as it was.
+  delete file being removed is gone (another conversion won), or (v3) a data file got
+  a vector since that this run did not merge (ConcurrentDeletionVectorError). On
+  refusal the files written are deleted and the table is left as it was.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -27,13 +32,19 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from stream_sink.exceptions import CommitStateUnknownError, CommitValidationError
+from stream_sink.exceptions import (
+    CommitStateUnknownError,
+    CommitValidationError,
+    InvalidOptionError,
+)
+from stream_sink.io.errors import quietly
 from stream_sink.maintenance.inventory import inventory
 from stream_sink.maintenance.results import ConvertEqualityDeletesResult
 from stream_sink.read.deletes import DeleteReader
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
 from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import TableScan
+from stream_sink.table.deletion_vectors import VectorFor, write_deletion_vectors
 from stream_sink.table.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.name_mapping import table_name_mapping
@@ -50,18 +61,27 @@ Progress = Callable[[int, int], None]
 
 
 def convert_equality_deletes(
-    table: Table, progress: Progress | None = None
+    table: Table, progress: Progress | None = None, max_files: int | None = None
 ) -> ConvertEqualityDeletesResult:
+    """Convert the live equality delete files, at most ``max_files`` of them (the oldest
+    first: lowest data sequence number; None: all). Converting some of them is exact:
+    each equality delete file deletes on its own, so the ones left keep applying as
+    before, and the position deletes written name only the rows the chosen ones delete."""
+    if max_files is not None and max_files < 1:
+        raise InvalidOptionError(f"max_files must be >= 1, got {max_files}")
     started = time.perf_counter()
     table.refresh()
     snapshot = table.current_snapshot()
-    eq_deletes = [f.data_file for f in inventory(table, snapshot).equality_deletes]
+    live = sorted(inventory(table, snapshot).equality_deletes, key=lambda f: f.sequence_number)
+    chosen = live if max_files is None else live[:max_files]
+    eq_deletes = [f.data_file for f in chosen]
     if snapshot is None or not eq_deletes:
         return ConvertEqualityDeletesResult(None, 0, 0, 0, 0, 0)
+    paths = {f.file_path for f in eq_deletes}
     tasks = [
-        t
+        _only(t, paths)
         for t in TableScan(table, snapshot_id=snapshot.snapshot_id).plan_files()
-        if any(d.content == DataFileContent.EQUALITY_DELETES for d in t.delete_files)
+        if any(d.file_path in paths for d in t.delete_files)
     ]
     converter = _Converter(table, table.schema())
     try:
@@ -69,6 +89,7 @@ def convert_equality_deletes(
             converter.convert(task)
             if progress is not None:
                 progress(i + 1, len(tasks))
+        converter.finish()
         snapshot_after = _commit(table, snapshot, eq_deletes, converter)
     except CommitStateUnknownError:
         raise
@@ -83,14 +104,30 @@ def convert_equality_deletes(
         added_position_deletes=sum(f.record_count for f in converter.written),
         data_files_scanned=len(tasks),
         duration_ms=(time.perf_counter() - started) * 1000,
+        remaining_equality_delete_files=len(live) - len(chosen),
     )
+
+
+def _only(task: FileScanTask, equality_paths: set[str]) -> FileScanTask:
+    """``task`` with its position deletes and only the equality deletes being converted."""
+    kept = [
+        d
+        for d in task.delete_files
+        if d.content != DataFileContent.EQUALITY_DELETES or d.file_path in equality_paths
+    ]
+    return dataclasses.replace(task, delete_files=kept)
 
 
 def _commit(
     table: Table, planned: Snapshot, eq_deletes: list[DataFile], converter: _Converter
 ) -> Snapshot:
     op = table.new_rewrite()
-    op.rewrite_files((), (), deletes_to_remove=eq_deletes, deletes_to_add=converter.written)
+    op.rewrite_files(
+        (),
+        (),
+        deletes_to_remove=[*eq_deletes, *converter.replaced],
+        deletes_to_add=converter.written,
+    )
     op.validate_from_snapshot(planned.snapshot_id)
     referenced = set(converter.referenced)
     op.validate(lambda base, head: _referenced_still_live(table, base, head, planned, referenced))
@@ -140,18 +177,44 @@ class _Converter:
         self._factories: dict[int, OutputFileFactory] = {}
         self.written: list[DataFile] = []
         self.referenced: list[str] = []
+        self.replaced: list[DataFile] = []  # v3: vectors merged into new ones
+        self._vectors: list[VectorFor] = []
+        self._vectors_for_v3 = table.format_version >= 3
+        self._puffin: str | None = None
 
     def convert(self, task: FileScanTask) -> None:
         deleted = self._deleted_positions(task)
         if not len(deleted):
             return
         f = task.data_file
+        if self._vectors_for_v3:
+            self._add_vector(task, deleted)
+            return
         positions = PositionDeletes()
         every_row = positions.positions_of([Segment(f.file_path, 0, 0, f.record_count)])
         positions.delete(every_row[deleted])
         files = positions.write(lambda: self._open_writer(f))
         self.written.extend(files.files)
         self.referenced.append(f.file_path)
+
+    def _add_vector(self, task: FileScanTask, deleted: np.ndarray) -> None:
+        """The data file's new vector: what its vector and position deletes delete
+        (readers ignore those once a vector exists) plus ``deleted``."""
+        f = task.data_file
+        already = self._deletes.positions_for(task.delete_files, f.file_path)
+        positions = np.union1d(already, deleted)
+        self._vectors.append(VectorFor(f.file_path, f.spec_id, tuple(f.partition), positions))
+        self.replaced += [d for d in task.delete_files if d.is_deletion_vector]
+        self.referenced.append(f.file_path)
+
+    def finish(self) -> None:
+        """Write the vectors collected (v3), all in one Puffin file."""
+        if not self._vectors:
+            return
+        name = f"{self._operation}-dv.puffin"
+        self._puffin = f"{self._table.data_location}/{name}"
+        self.written += write_deletion_vectors(self._table.io, self._puffin, self._vectors)
+        self._vectors = []
 
     def _deleted_positions(self, task: FileScanTask) -> np.ndarray:
         f = task.data_file
@@ -204,6 +267,8 @@ class _Converter:
     def abort(self) -> None:
         for w in self._writers:
             w.abort()
+        if self._puffin is not None:
+            quietly(functools.partial(self._table.io.delete, self._puffin), "deleting")
 
 
 def _constants(table: Table, f: DataFile) -> dict[int, object]:

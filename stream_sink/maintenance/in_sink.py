@@ -24,6 +24,10 @@ Invariants:
   ``metrics.consecutive_failures`` counts such runs in a row, ``metrics.failing`` is
   set from ``options.failures_before_alert`` of them, and ``report`` (when given) gets
   the metrics after every run (the sink writes them where ``stream-sink status`` reads).
+- A run's work is bounded (``MaintenanceOptions``' per-run limits); a run that left
+  work behind, or leaves the table over its backlog thresholds, makes the next commit
+  start another (``metrics.backlog_runs`` counts them), so the schedule follows the
+  backlog rather than a fixed count of commits.
 - A failure never raises into the sink, and the sink never waits for a run (except
   ``close``); a failed run is logged at INFO, at WARNING when it turns persistent
   (``failures_before_alert`` in a row) and every 50th in a row after that.
@@ -166,11 +170,19 @@ class SinkMaintenance:
     ) -> None:
         o = self.options
         for enabled, name, action in (
-            (o.rewrite_data_files, "rewrite_data_files", lambda: self._compact(m)),
-            (o.convert_equality_deletes, "convert_equality_deletes", lambda: self._convert(m)),
+            (o.rewrite_data_files, "rewrite_data_files", lambda: self._compact(m, outcome)),
+            (
+                o.convert_equality_deletes,
+                "convert_equality_deletes",
+                lambda: self._convert(m, outcome),
+            ),
             (o.rewrite_manifests, "rewrite_manifests", m.rewrite_manifests),
             (o.expire_snapshots, "expire_snapshots", lambda: self._expire(m)),
-            (o.remove_old_metadata_files, "remove_old_metadata_files", lambda: self._meta(m)),
+            (
+                o.remove_old_metadata_files,
+                "remove_old_metadata_files",
+                lambda: self._meta(m, outcome),
+            ),
             (o.remove_orphan_files, "remove_orphan_files", lambda: self._orphans(m, protected)),
         ):
             if not enabled:
@@ -182,20 +194,44 @@ class SinkMaintenance:
             except Exception as e:
                 outcome.fail(name, e)
             lock.renew()
+        outcome.backlog = outcome.backlog or self._over_thresholds(m)
 
-    def _compact(self, m: Maintenance) -> None:
+    def _over_thresholds(self, m: Maintenance) -> bool:
+        """The table holds more live files than the options' backlog thresholds."""
+        o = self.options
+        if o.backlog_data_files is None and o.backlog_delete_files is None:
+            return False
+        try:
+            m.table.refresh()
+            snap = m.table.current_snapshot()
+        except Exception:  # the thresholds only bring a run forward
+            return False
+        if snap is None:
+            return False
+        totals = snap.summary
+        data = int(totals.get("total-data-files", "0"))
+        deletes = int(totals.get("total-delete-files", "0"))
+        return (o.backlog_data_files is not None and data > o.backlog_data_files) or (
+            o.backlog_delete_files is not None and deletes > o.backlog_delete_files
+        )
+
+    def _compact(self, m: Maintenance, outcome: _Outcome) -> None:
         o = self.options
         r = m.rewrite_data_files(
             o.target_file_size_bytes,
             o.min_input_files,
             o.delete_file_threshold,
             max_attempts=COMPACTION_ATTEMPTS,
+            max_files=o.max_rewrite_files_per_run,
+            max_bytes=o.max_rewrite_bytes_per_run,
         )
+        outcome.backlog |= r.remaining_files > 0
         self._bump(rewritten_data_files=r.rewritten_data_files)
         m.remove_dangling_deletes()
 
-    def _convert(self, m: Maintenance) -> None:
-        c = m.convert_equality_deletes()
+    def _convert(self, m: Maintenance, outcome: _Outcome) -> None:
+        c = m.convert_equality_deletes(max_files=self.options.max_equality_delete_files_per_run)
+        outcome.backlog |= c.remaining_equality_delete_files > 0
         self._bump(converted_equality_delete_files=c.removed_equality_delete_files)
 
     def _expire(self, m: Maintenance) -> None:
@@ -206,8 +242,9 @@ class SinkMaintenance:
         e = m.expire_snapshots(older, o.retain_last)
         self._bump(expired_snapshots=e.expired_snapshots)
 
-    def _meta(self, m: Maintenance) -> None:
+    def _meta(self, m: Maintenance, outcome: _Outcome) -> None:
         r = m.remove_old_metadata_files(self.options.max_metadata_files_per_run)
+        outcome.backlog |= r.remaining > 0
         self._bump(removed_metadata_files=r.removed)
 
     def _orphans(self, m: Maintenance, protected: frozenset[str]) -> None:
@@ -223,6 +260,9 @@ class SinkMaintenance:
         done = outcome.completed
         with self._mutex:
             self._trigger.retry_failures = 0 if done else self._trigger.retry_failures + 1
+            self._trigger.backlog = done and outcome.backlog
+            if done and outcome.backlog:
+                self._metrics = replace(self._metrics, backlog_runs=self._metrics.backlog_runs + 1)
             in_a_row = self._trigger.retry_failures
         if outcome.failed_action is not None:
             alert = self.options.failures_before_alert
@@ -293,6 +333,9 @@ class _Outcome:
     error: str | None = None
     conflict: bool = False
     skipped: bool = False
+    backlog: bool = False
+    """An action left work for a later run (its per-run bound), or the table is over
+    the options' backlog thresholds."""
 
     @property
     def completed(self) -> bool:

@@ -3,6 +3,9 @@
 
 - SQL catalog: a row per table in ``stream_sink_maintenance_locks`` in the catalog's
   database; taken by INSERT, or by an UPDATE that matches only an expired row.
+- Any other catalog (REST) or a table with the property ``stream-sink.maintenance.
+  lock-location``: a log of lease objects there, created by put-if-absent
+  (``lease_lock``).
 - Hadoop (filesystem) catalog: ``<metadata dir>/maintenance.lock`` created
   exclusively (hard link of a complete temp file), holding the owner and the
   lease's expiry. An expired lock file is moved aside under a unique name; the mover
@@ -28,7 +31,7 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Any
 
-from stream_sink.exceptions import StreamSinkError, UnsupportedError
+from stream_sink.exceptions import StreamSinkError
 from stream_sink.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,9 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_MS = 15 * 60 * 1000
 LOCK_FILE = "maintenance.lock"
 LOCK_TABLE = "stream_sink_maintenance_locks"
+LOCK_LOCATION = "stream-sink.maintenance.lock-location"
+"""Table property: where a lease log (``lease_lock``) keeps the lock of a table whose
+catalog keeps none and whose storage may take no lock file (a REST catalog's table)."""
 
 
 class MaintenanceLockedError(StreamSinkError):
@@ -73,13 +79,10 @@ class MaintenanceLock(ABC):
         owner = owner or new_owner(purpose)
         if isinstance(table.catalog, SqlCatalog):
             return SqlMaintenanceLock(table, owner, lease_ms)
-        if table.io.scheme != "file":
-            raise UnsupportedError(
-                f"table {table.name}: no maintenance lock for a table at {table.location} in "
-                f"catalog {table.catalog.name!r}: the lock is a row in a SQL catalog or a file "
-                "beside a local table; a REST catalog's table has neither yet. Run maintenance "
-                "from one place only (table.maintenance.* without the lock)"
-            )
+        if table.io.scheme != "file" or LOCK_LOCATION in table.properties:
+            from stream_sink.maintenance.lease_lock import LeaseLogLock
+
+            return LeaseLogLock(table, owner, lease_ms)
         return FileMaintenanceLock(table, owner, lease_ms)
 
     @abstractmethod

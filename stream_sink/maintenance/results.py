@@ -34,6 +34,8 @@ class RewriteDataFilesResult(_Result):
     rewritten_records: int
     written_records: int
     attempts: int = 1
+    remaining_files: int = 0
+    """Files that qualified but were left for a later run (its ``max_files``/``max_bytes``)."""
     duration_ms: float = 0.0
 
     @property
@@ -52,6 +54,8 @@ class ConvertEqualityDeletesResult(_Result):
     added_position_deletes: int
     data_files_scanned: int
     duration_ms: float = 0.0
+    remaining_equality_delete_files: int = 0
+    """Live equality delete files left for a later run (its ``max_files``)."""
 
     @property
     def action(self) -> str:

@@ -5,6 +5,9 @@ Invariant: every snapshot is counted once: ``observe`` walks from the branch hea
 back to the newest snapshot already seen (or as far as the metadata still has).
 A run that did not complete leaves a retry standing: it is due again after
 ``retry_backoff`` more commits (1, 2, 4, ... up to 64 as failures repeat).
+A run that completed but left a backlog (``backlog``: its bounded work did not reach
+the end, or the table holds more live files than the options' backlog thresholds) is
+due again at the next commit.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class TriggerState:
     _seen: int | None = None
     retry_failures: int = 0
     """Runs in a row that did not complete; a retry is pending while > 0."""
+    backlog: bool = False
+    """The last completed run left work behind: the next commit starts another."""
 
     def observe(self, metadata: TableMetadata) -> None:
         head = metadata.current_snapshot()
@@ -51,6 +56,8 @@ class TriggerState:
     def due(self, now_ms: int) -> bool:
         o = self.options
         if self.retry_failures and self.commits >= self.retry_backoff():
+            return True
+        if self.backlog and not self.retry_failures and self.commits >= 1:
             return True
         return (
             _reached(self.commits, o.commit_count)

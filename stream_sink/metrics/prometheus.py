@@ -213,6 +213,12 @@ METRICS: tuple[MetricDef, ...] = (
         "Old metadata files (out of the metadata log) the in-job maintenance removed.",
         _m("removed_metadata_files"),
     ),
+    MetricDef(
+        "maintenanceBacklogRuns",
+        "counter",
+        "In-job maintenance runs that reached their per-run bound; each brought the next forward.",
+        _m("backlog_runs"),
+    ),
 )
 
 

@@ -69,6 +69,9 @@ class MaintenanceMetricsSnapshot:
     """``consecutive_failures`` reached ``MaintenanceOptions.failures_before_alert``."""
     last_success_ms: int | None = None
     """When the last run that completed every action ended (epoch ms)."""
+    backlog_runs: int = 0
+    """Completed runs that left work for the next one (their per-run bound was reached,
+    or the table stayed over a backlog threshold): each brought the next run forward."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ restart and verdict.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -44,7 +45,14 @@ import pyarrow as pa
 from stream_sink.catalogs import load_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
-from stream_sink.ops.drill_jobs import DELTA_PREFIX, JobSpec, resolve
+from stream_sink.ops.drill_jobs import (
+    CATALOG_ENV,
+    DELTA_PREFIX,
+    JobSpec,
+    drill_catalog_args,
+    resolve,
+    scenario_table,
+)
 from stream_sink.ops.drill_mistakes import MistakeRun, run_mistake
 from stream_sink.ops.drill_report import (
     PRIMARY_READER,
@@ -80,11 +88,38 @@ class DrillOptions:
     run_timeout_s: float = 900.0
     mistakes: tuple[str, ...] = ()
     """Operator mistakes to drill in each mode (:mod:`.drill_mistakes`), after the kills."""
+    catalog: Mapping[str, str] | None = None
+    """``load_catalog`` keyword arguments (``type="rest"``, ``uri``, ...) of a catalog every
+    scenario's table lives in, each in a namespace of its own; None: a Hadoop catalog in
+    each scenario's directory. Reaches the job's processes in the environment only."""
 
 
 def run_drill(options: DrillOptions, progress: TextIO | None = None) -> DrillReport:
     """Run every scenario of ``options``; the report says which ones lost or duplicated.
     Progress lines go to ``progress`` (default: stderr)."""
+    with _catalog_environment(options.catalog):
+        return _run_drill(options, progress)
+
+
+@contextlib.contextmanager
+def _catalog_environment(catalog: Mapping[str, str] | None) -> Iterator[None]:
+    """The drill's catalog in this process's environment (read by the job's entry points
+    here and inherited by its driver processes), for the drill's duration."""
+    before = os.environ.get(CATALOG_ENV)
+    if catalog is None:
+        os.environ.pop(CATALOG_ENV, None)
+    else:
+        os.environ[CATALOG_ENV] = json.dumps(dict(catalog))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CATALOG_ENV, None)
+        else:
+            os.environ[CATALOG_ENV] = before
+
+
+def _run_drill(options: DrillOptions, progress: TextIO | None) -> DrillReport:
     started_wall, started = time.time(), time.monotonic()
     work = options.work_dir or tempfile.mkdtemp(prefix="stream-sink-drill-")
     os.makedirs(work, exist_ok=True)
@@ -187,6 +222,7 @@ def scenario_context(options: DrillOptions, work: str, scenario: Scenario) -> di
         "rows": options.rows,
         "files": options.files,
         "checkpoint_interval_batches": options.checkpoint_interval_batches,
+        "namespace": "drill_" + hashlib.sha1(root.encode()).hexdigest()[:12],
     }
 
 
@@ -398,14 +434,18 @@ def verify(
     expected = expected_fn(**context)
     if job.table.startswith(DELTA_PREFIX):
         return expected.num_rows, _verify_delta(job, context, expected)
-    catalog = load_catalog("drill", type="hadoop", warehouse=context["warehouse"])
+    args: dict[str, Any] = drill_catalog_args() or {
+        "type": "hadoop",
+        "warehouse": context["warehouse"],
+    }
+    catalog = load_catalog("drill", **args)
     try:
-        table = catalog.load_table(job.table)
+        table = catalog.load_table(scenario_table(job.table, context))
         readers: dict[str, RowCounts | None] = {
             PRIMARY_READER: compare(expected, table.scan().to_arrow())
         }
-        readers["duckdb"] = None
-        if duckdb_reader.available():
+        readers["duckdb"] = None  # DuckDB reads local metadata files here
+        if duckdb_reader.available() and "://" not in table.metadata_location:
             found = duckdb_reader.read_table(table.metadata_location, expected.column_names)
             readers["duckdb"] = compare(expected, found)
     finally:

@@ -20,8 +20,14 @@ Job contract (``stream-sink drill --job pkg.mod:run --table db.t --expected pkg.
 - ``context`` holds only strings and ints: ``work_dir`` (the scenario's own directory),
   ``warehouse``, ``checkpoint_location``, ``state_dir``, ``input_dir`` (shared, read-only
   across scenarios), ``mode`` (append | changelog | upsert), ``seed``, ``rows`` and
-  ``files`` (input size hints), ``checkpoint_interval_batches``. Accept ``**kwargs``:
-  keys may be added.
+  ``files`` (input size hints), ``checkpoint_interval_batches``, ``namespace`` (a
+  namespace of the scenario's own). Accept ``**kwargs``: keys may be added.
+- With a catalog given to the drill (``stream-sink drill --catalog-type rest
+  --catalog-uri URL ...``), every scenario's table lives in that catalog, in the
+  scenario's ``namespace`` (the table keeps its name: ``--table db.t`` becomes
+  ``<namespace>.t``); a job opens it with :func:`drill_catalog`. The catalog's
+  properties (credentials among them) reach the job's processes in the environment
+  (``STREAM_SINK_DRILL_CATALOG``), never in a file of the work dir.
 """
 
 from __future__ import annotations
@@ -54,6 +60,33 @@ FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """Driver JVM flags for short drill runs: a restart spends most of its time starting."""
 
 Context = dict[str, Any]
+CATALOG_ENV = "STREAM_SINK_DRILL_CATALOG"
+"""JSON ``load_catalog`` keyword arguments of the drill's catalog (absent: Hadoop catalogs
+in each scenario's warehouse)."""
+
+
+def drill_catalog_args() -> dict[str, Any] | None:
+    """The drill's catalog (``type``, ``uri``, ``warehouse`` and properties), if given."""
+    text = os.environ.get(CATALOG_ENV)
+    return dict(json.loads(text)) if text else None
+
+
+def drill_catalog(name: str = "drill") -> Any:
+    """The drill's catalog, opened (a job's way to reach it; see the module docstring)."""
+    from stream_sink.catalogs import load_catalog
+
+    args = drill_catalog_args()
+    if args is None:
+        raise InvalidOptionError(f"no drill catalog: {CATALOG_ENV} is not set")
+    return load_catalog(name, **args)
+
+
+def scenario_table(table: str, context: Context) -> str:
+    """The table a scenario writes: ``table`` itself, or in the scenario's own namespace
+    when the drill has a catalog of its own."""
+    if drill_catalog_args() is None:
+        return table
+    return f"{context['namespace']}.{table.rsplit('.', 1)[-1]}"
 
 
 @dataclass(frozen=True)
@@ -98,9 +131,17 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
 
 
 def _demo_config(context: Context, delta: bool = False) -> DemoConfig:
+    catalog = drill_catalog_args() or {}
+    if catalog and catalog.get("type") != "rest":
+        raise InvalidOptionError("the drill's demo takes a REST catalog (--catalog-type rest)")
+    props = {k: v for k, v in catalog.items() if k not in ("type", "uri", "warehouse")}
     return DemoConfig(
         delta_path=_delta_location(context) if delta else None,
-        warehouse=context["warehouse"],
+        catalog_type=catalog.get("type"),
+        catalog_uri=catalog.get("uri"),
+        catalog_properties=props,
+        table=scenario_table(TABLE, context),
+        warehouse=catalog.get("warehouse") or context["warehouse"],
         checkpoint_location=context["checkpoint_location"],
         state_dir=context["state_dir"],
         input=context["input_dir"],
@@ -116,8 +157,8 @@ def prepare_demo(**context: Any) -> None:
     cfg = _demo_config(context)
     _write_input_once(cfg, context)
     catalog = open_catalog(cfg)
-    if not catalog.table_exists(TABLE):
-        create_table(catalog)
+    if not catalog.table_exists(cfg.table):
+        create_table(catalog, cfg.table)
 
 
 def run_demo(**context: Any) -> None:

@@ -3,6 +3,8 @@
 - Position deletes: each delete file is read once and grouped by ``file_path``
   into sorted row positions; a data file's mask clears its deleted positions
   (numpy, per row group by offset).
+- Deletion vectors (v3): a vector's blob is read once (by its offset and length in
+  the Puffin file) and gives its data file's positions directly.
 - Equality deletes: the delete files that apply to a data file are read once,
   their key columns (matched by field id, cast to the scan schema's types)
   concatenated per set of equality ids, and data rows whose key is among them
@@ -33,6 +35,7 @@ from stream_sink.io.fileio import FileIO
 from stream_sink.read.delete_index import POS_FILE_PATH_ID, POS_POS_ID
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
 from stream_sink.read.threads import usable_cpus
+from stream_sink.table.deletion_vectors import read_deletion_vector
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.types import LongType, NestedField, StringType
 
@@ -210,6 +213,7 @@ class DeleteReader:
         self._table = table_name
         self._field_for_id = field_for_id
         self._positions = _OnceCache()  # delete file path -> {data path: positions}
+        self._vectors = _OnceCache()  # (Puffin path, offset) -> positions
         self._eq_files = _OnceCache()  # (delete file path, ids) -> key columns
         self._eq_keys = _OnceCache()  # (ids, delete file paths) -> EqualityKeys
 
@@ -218,7 +222,9 @@ class DeleteReader:
     def positions_for(self, deletes: Sequence[DataFile], data_path: str) -> np.ndarray:
         """Sorted, distinct deleted row positions of ``data_path``."""
         parts = [
-            self._decoded_positions(d).get(data_path, _EMPTY)
+            self._vector(d)
+            if d.is_deletion_vector
+            else self._decoded_positions(d).get(data_path, _EMPTY)
             for d in deletes
             if d.content == DataFileContent.POSITION_DELETES
         ]
@@ -226,6 +232,12 @@ class DeleteReader:
         if not parts:
             return _EMPTY
         return parts[0] if len(parts) == 1 else _sorted_distinct(np.concatenate(parts))
+
+    def _vector(self, d: DataFile) -> np.ndarray:
+        def read() -> np.ndarray:
+            return read_deletion_vector(self._io, d).astype(np.int64)
+
+        return self._vectors.get((d.file_path, d.content_offset), read)  # type: ignore[no-any-return]
 
     def _decoded_positions(self, d: DataFile) -> dict[str, np.ndarray]:
         return self._positions.get(  # type: ignore[no-any-return]

@@ -6,6 +6,9 @@ snapshot (the current one by default) with deletes applied.
 appended between two snapshots.
 
 Invariants:
+- ``columns`` may name ``_row_id`` and ``_last_updated_sequence_number`` on a v3
+  table (row lineage, :mod:`stream_sink.table.row_lineage`); they come after the
+  other columns.
 - Results have the scan schema's Arrow form (field ids in the metadata); an
   empty table or a scan that matches nothing gives an empty table of that schema.
 - The scan schema is the snapshot's schema when a snapshot id, timestamp or tag
@@ -32,9 +35,11 @@ from stream_sink.read.expressions import AlwaysTrue, Expression, to_expression
 from stream_sink.read.planner import FileScanTask, Planner
 from stream_sink.read.task_reader import TaskReader
 from stream_sink.read.threads import usable_cpus
+from stream_sink.table.row_lineage import LAST_UPDATED_SEQUENCE_NUMBER, LINEAGE_NAMES, ROW_ID
 from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
+from stream_sink.table.types import NestedField
 
 RowFilter = Expression | str | None
 
@@ -48,13 +53,17 @@ class _Scan:
         self.table = table
         self.schema = schema
         self.row_filter = bind(to_expression(row_filter), schema, f"table {table.name}")
+        columns = None if columns is None or isinstance(columns, str) else list(columns)
+        self.lineage = _lineage(table, columns)
+        if columns is not None and self.lineage:
+            columns = [c for c in columns if c not in LINEAGE_NAMES]
         self.projected_schema = _select(schema, columns, table.name)
 
     def plan_files(self) -> list[FileScanTask]:
         raise NotImplementedError
 
     def _reader(self, rows_only: bool = False) -> TaskReader:
-        fields = () if rows_only else self.projected_schema.fields
+        fields = () if rows_only else (*self.projected_schema.fields, *self.lineage)
         return TaskReader(self.table, self.schema, fields)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -209,6 +218,18 @@ def _range(table: Table, from_id: int | None, to: Snapshot | None) -> list[Snaps
             f"{to.snapshot_id if to else 'the empty table state'}"
         )
     return out
+
+
+def _lineage(table: Table, columns: list[str] | None) -> tuple[NestedField, ...]:
+    """The row lineage columns asked for (``_row_id``, ``_last_updated_sequence_number``,
+    in that order), which only format version 3 tables have."""
+    asked = [LINEAGE_NAMES[c] for c in columns or () if c in LINEAGE_NAMES]
+    if asked and table.format_version < 3:
+        raise ValidationError(
+            f"scan of table {table.name}: {[f.name for f in asked]} are row lineage columns "
+            f"of format version 3 tables; the table is v{table.format_version}"
+        )
+    return tuple(f for f in (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER) if f in asked)
 
 
 def _select(schema: Schema, names: Iterable[str] | None, table: str) -> Schema:

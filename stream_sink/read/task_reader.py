@@ -32,6 +32,7 @@ from stream_sink.read.row_groups import RowGroupFilter
 from stream_sink.table.arrow import field_to_arrow
 from stream_sink.table.manifest import FileFormat
 from stream_sink.table.name_mapping import table_name_mapping
+from stream_sink.table.row_lineage import LINEAGE_IDS, fill_lineage
 from stream_sink.table.schema import Schema
 from stream_sink.table.table import Table
 from stream_sink.table.transforms import Identity
@@ -80,6 +81,7 @@ class TaskReader:
         )
         constants = self._constants(task)
         names = [o.name for o in self._output]
+        lineage = {o.field_id: o.name for o in self._output if o.field_id in LINEAGE_IDS}
         eq_keys: list[EqualityKeys] | None = None if loading else []
         with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
             projection = FileProjection(
@@ -97,6 +99,9 @@ class TaskReader:
                     continue
                 raw = pf.read_row_group(rg, columns=projection.columns, use_threads=True)
                 t = projection.conform(raw, constants)
+                if lineage:
+                    rows = np.arange(start - n, start, dtype=np.int64)
+                    t = fill_lineage(t, lineage, f.first_row_id, task.data_sequence_number, rows)
                 if keep is not None:
                     t = t.filter(pa.array(keep))
                 if row_filter is not None and t.num_rows:

@@ -27,7 +27,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stream_sink.spark.cdc.debezium import ORDER_COLUMN, ROW_KIND_COLUMN, from_debezium
+    from stream_sink.spark.cdc.debezium import (
+        ORDER_COLUMN,
+        ROW_KIND_COLUMN,
+        debezium_row_schema,
+        from_debezium,
+    )
     from stream_sink.spark.datasource.register import register
     from stream_sink.spark.foreach_batch.delta import DeltaSink
     from stream_sink.spark.foreach_batch.iceberg import IcebergSink
@@ -39,6 +44,7 @@ _EXPORTS = {
     "ORDER_COLUMN": "cdc.debezium",
     "ROW_KIND_COLUMN": "cdc.debezium",
     "from_debezium": "cdc.debezium",
+    "debezium_row_schema": "cdc.debezium",
     "read_table": "read.dataframe",
     "check_executors": "preflight",
     "register": "datasource.register",
@@ -52,6 +58,7 @@ __all__ = [
     "ROW_KIND_COLUMN",
     "DeltaSink",
     "IcebergSink",
+    "debezium_row_schema",
     "from_debezium",
     "local_session",
     "read_table",

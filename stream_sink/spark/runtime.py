@@ -183,7 +183,14 @@ class DeltaPlaces:
         return query.read_query_id(self.spark_checkpoint_location, io)
 
 
-def open_delta(places: DeltaPlaces, table: DeltaTable, mode: str, job_id: str) -> SinkRuntime:
+def open_delta(
+    places: DeltaPlaces,
+    table: DeltaTable,
+    mode: str,
+    job_id: str,
+    *,
+    after_checkpoint: AfterCheckpoint | None = None,
+) -> SinkRuntime:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left)."""
     committer = FilesCommitter(
@@ -200,6 +207,6 @@ def open_delta(places: DeltaPlaces, table: DeltaTable, mode: str, job_id: str) -
     )
     location = places.spark_checkpoint_location
     io = query.io_for(location, places.storage_options)
-    driver = CommitDriver()
+    driver = CommitDriver(after_checkpoint=after_checkpoint)
     driver.open(places.sink_id, committer, query.acknowledged_batch_ids(location, io))
     return SinkRuntime(job_id, places.sink_id, driver)

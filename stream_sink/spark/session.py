@@ -51,19 +51,40 @@ def local_session(
     *,
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
+    s3a: bool | Mapping[str, str] = False,
 ) -> SparkSession:
     """Get or create a SparkSession on ``master`` with :data:`LOCAL_DEFAULTS`.
 
     ``master`` may also be a cluster URL (``spark://host:7077``); the defaults then
-    still apply unless ``conf`` overrides them.
+    still apply unless ``conf`` overrides them. ``s3a`` puts Spark's ``s3a://``
+    filesystem on the classpath (hadoop-aws of pyspark's Hadoop version and the AWS SDK
+    bundle, resolved once by ``scripts/s3a-jars.sh``) so ``checkpointLocation`` may be on
+    an object store; a map of ``s3.*`` properties also points s3a at that store.
     """
     ensure_python_env()
     from pyspark.sql import SparkSession
 
-    settings = {**LOCAL_DEFAULTS, **(conf or {})}
+    settings = {**LOCAL_DEFAULTS, **_s3a_conf(s3a, master), **(conf or {})}
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _s3a_conf(s3a: bool | Mapping[str, str], master: str) -> dict[str, str]:
+    """The jars and settings for ``s3a``: on the driver's classpath, and shipped to the
+    executors of a cluster (local executors share the driver's JVM)."""
+    if s3a is False:
+        return {}
+    import pyspark
+
+    from stream_sink.io.s3a import hadoop_version, s3a_jars, s3a_settings
+
+    jars = s3a_jars(hadoop_version(os.path.join(os.path.dirname(pyspark.__file__), "jars")))
+    props = s3a if isinstance(s3a, Mapping) else {}
+    conf = {"spark.driver.extraClassPath": os.pathsep.join(jars), **s3a_settings(props)}
+    if not master.startswith("local"):
+        conf["spark.jars"] = ",".join(jars)
+    return conf

@@ -110,12 +110,25 @@ REFERENCED_DATA_FILE = _opt(
     StringType(),
     "Fully qualified location (URI with FS scheme) of a data file that all deletes reference",
 )
+FIRST_ROW_ID = _opt(
+    142, "first_row_id", LongType(), "The first row ID assigned to the first row in the data file"
+)
+CONTENT_OFFSET = _opt(
+    144, "content_offset", LongType(), "The offset in the file where the content starts"
+)
+CONTENT_SIZE = _opt(
+    145,
+    "content_size_in_bytes",
+    LongType(),
+    "The length of referenced content stored in the file",
+)
 PARTITION_ID = 102
 PARTITION_DOC = "Partition data tuple, schema based on the partition spec"
 
 
 def data_file_type(partition_type: StructType, format_version: int) -> StructType:
-    """The data_file struct (field 2) of a manifest entry, as Java's V1/V2Metadata write it."""
+    """The data_file struct (field 2) of a manifest entry, as Java's V1/V2/V3Metadata
+    write it (v3 adds first_row_id, content_offset and content_size_in_bytes)."""
     if format_version == 1:
         partition = _req(PARTITION_ID, "partition", partition_type)
         return StructType(
@@ -137,7 +150,7 @@ def data_file_type(partition_type: StructType, format_version: int) -> StructTyp
         )
     partition = _req(PARTITION_ID, "partition", partition_type, PARTITION_DOC)
     content = _req(CONTENT.field_id, CONTENT.name, CONTENT.field_type, CONTENT.doc)
-    return StructType(
+    common = (
         content,
         FILE_PATH,
         FILE_FORMAT,
@@ -154,8 +167,10 @@ def data_file_type(partition_type: StructType, format_version: int) -> StructTyp
         SPLIT_OFFSETS,
         EQUALITY_IDS,
         SORT_ORDER_ID,
-        REFERENCED_DATA_FILE,
     )
+    if format_version == 2:
+        return StructType(*common, REFERENCED_DATA_FILE)
+    return StructType(*common, FIRST_ROW_ID, REFERENCED_DATA_FILE, CONTENT_OFFSET, CONTENT_SIZE)
 
 
 def manifest_entry_type(partition_type: StructType, format_version: int) -> StructType:
@@ -178,7 +193,8 @@ FIELD_SUMMARY_TYPE = StructType(
 
 
 def manifest_file_type(format_version: int) -> StructType:
-    """The manifest list's manifest_file struct, as Java's V1/V2Metadata write it."""
+    """The manifest list's manifest_file struct, as Java's V1/V2/V3Metadata write it
+    (v3 adds first_row_id, 520)."""
     path = _req(500, "manifest_path", StringType(), "Location URI with FS scheme")
     length = _req(501, "manifest_length", LongType(), "Total file size in bytes")
     spec_id = _req(502, "partition_spec_id", IntegerType(), "Spec ID used to write")
@@ -213,6 +229,7 @@ def manifest_file_type(format_version: int) -> StructType:
     content = _req(517, "content", IntegerType(), "Contents of the manifest: 0=data, 1=deletes")
     seq = _req(515, "sequence_number", LongType(), "Sequence number when the manifest was added")
     min_seq = _req(516, "min_sequence_number", LongType(), "Lowest sequence number in the manifest")
+    v3 = (FIRST_ROW_ID_520,) if format_version >= 3 else ()
     return StructType(
         path,
         length,
@@ -229,7 +246,13 @@ def manifest_file_type(format_version: int) -> StructType:
         deleted_rows,
         partitions,
         key_metadata,
+        *v3,
     )
+
+
+FIRST_ROW_ID_520 = _opt(
+    520, "first_row_id", LongType(), "Starting row ID to assign to new rows in ADDED data files"
+)
 
 
 # --- Iceberg type -> Avro schema -------------------------------------------------

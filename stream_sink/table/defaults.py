@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from stream_sink.exceptions import CorruptMetadataError, UnsupportedError
+from stream_sink.exceptions import CorruptMetadataError, UnsupportedError, ValidationError
 from stream_sink.table.arrow import type_to_arrow
 from stream_sink.table.types import (
     BinaryType,
@@ -157,3 +157,25 @@ def _timestamp(text: str, with_zone: bool) -> dt.datetime:
     if value.tzinfo is not None:
         raise ValueError("a timestamp default has no offset")
     return value
+
+
+def default_to_json(t: IcebergType, value: Any, where: str) -> str:
+    """``value`` of a primitive type ``t`` in the JSON single-value serialization (the
+    form ``parse_default`` reads back; a value it would not read back is refused)."""
+    if isinstance(t, (ListType, MapType, StructType)):
+        raise UnsupportedError(f"column {where!r}: defaults of nested types are not supported")
+    if isinstance(value, (bool, int, float)) and not isinstance(t, DecimalType):
+        out: Any = value
+    elif isinstance(value, (bytes, bytearray)) and not isinstance(t, UUIDType):
+        out = bytes(value).hex()
+    elif isinstance(value, (dt.datetime, dt.date, dt.time)):
+        out = value.isoformat()
+    else:
+        out = str(value)
+    text = json.dumps(out)
+    probe = NestedField(0, where, t, False)
+    try:
+        parse_default(probe, text)
+    except CorruptMetadataError as e:
+        raise ValidationError(f"column {where!r}: default {value!r} is not a {t} value") from e
+    return text

@@ -6,6 +6,10 @@ Rules, with ``d`` the data file's and ``x`` the delete file's data sequence numb
   partition. When it names one data file (``referenced_data_file``, or equal
   lower and upper bounds on ``file_path``) it is indexed by that path only;
   otherwise the ``file_path`` bounds, when present, narrow it further.
+- A deletion vector (v3) applies to the one data file it references when ``d <= x``;
+  a data file has at most one (two are refused as damage, naming both), and where one
+  applies, position delete files for that data file are left out (the vector
+  replaced them when it was written: spec "Deletion Vectors").
 - An equality delete file applies when ``d < x`` (strictly: deletes never touch
   rows committed with them) and either its spec is unpartitioned (it applies to
   every partition of every spec) or it shares spec and partition with the data file.
@@ -79,6 +83,7 @@ class DeleteIndex:
         self._specs = specs
         self._types = types or {}
         self._pos_by_path: dict[str, _BySequence] = {}
+        self._dv_by_path: dict[str, tuple[int, DataFile]] = {}
         self._pos_by_partition: dict[PartitionKey, _BySequence] = {}
         self._eq_global = _BySequence()
         self._eq_by_partition: dict[PartitionKey, _BySequence] = {}
@@ -87,7 +92,9 @@ class DeleteIndex:
     def add(self, sequence_number: int, f: DataFile) -> None:
         """Index delete file ``f`` whose data sequence number is ``sequence_number``."""
         self.count += 1
-        if f.content == DataFileContent.POSITION_DELETES:
+        if f.is_deletion_vector:
+            self._add_dv(sequence_number, f)
+        elif f.content == DataFileContent.POSITION_DELETES:
             path = single_path(f)
             if path is not None:
                 self._pos_by_path.setdefault(path, _BySequence()).add(sequence_number, f)
@@ -107,8 +114,29 @@ class DeleteIndex:
             else:
                 self._eq_by_partition.setdefault(_key(f), _BySequence()).add(sequence_number, f)
 
+    def _add_dv(self, sequence_number: int, f: DataFile) -> None:
+        path = f.referenced_data_file
+        if not path:
+            raise CorruptMetadataError(
+                f"deletion vector in {f.file_path} has no referenced_data_file"
+            )
+        old = self._dv_by_path.get(path)
+        if old is not None:
+            raise CorruptMetadataError(
+                f"data file {path} has two deletion vectors in one snapshot (in "
+                f"{old[1].file_path} and {f.file_path}); the spec allows one"
+            )
+        self._dv_by_path[path] = (sequence_number, f)
+
     def __bool__(self) -> bool:
         return self.count > 0
+
+    def deletion_vector(self, sequence_number: int, f: DataFile) -> DataFile | None:
+        """The deletion vector that applies to data file ``f``, if any."""
+        found = self._dv_by_path.get(f.file_path)
+        if found is None or found[0] < sequence_number:
+            return None
+        return found[1]
 
     def for_data_file(self, sequence_number: int, f: DataFile) -> list[DataFile]:
         """The delete files that apply to data file ``f`` of ``sequence_number``."""
@@ -116,17 +144,28 @@ class DeleteIndex:
             return []
         key = _key(f)
         out: list[DataFile] = []
+        dv = self.deletion_vector(sequence_number, f)
+        if dv is not None:
+            out.append(dv)
+        else:
+            out += self._position_files(sequence_number, f, key)
+        eq = self._eq_global.after(sequence_number)
+        by_partition = self._eq_by_partition.get(key)
+        if by_partition is not None:
+            eq = eq + by_partition.after(sequence_number)
+        return out + [d for d in eq if self._keys_may_overlap(d, f)]
+
+    def _position_files(
+        self, sequence_number: int, f: DataFile, key: PartitionKey
+    ) -> list[DataFile]:
+        out: list[DataFile] = []
         by_path = self._pos_by_path.get(f.file_path)
         if by_path is not None:
             out += by_path.at_or_after(sequence_number)
         by_partition = self._pos_by_partition.get(key)
         if by_partition is not None:
             out += [d for d in by_partition.at_or_after(sequence_number) if _covers(d, f.file_path)]
-        eq = self._eq_global.after(sequence_number)
-        by_partition = self._eq_by_partition.get(key)
-        if by_partition is not None:
-            eq = eq + by_partition.after(sequence_number)
-        return out + [d for d in eq if self._keys_may_overlap(d, f)]
+        return out
 
     def _keys_may_overlap(self, delete: DataFile, data: DataFile) -> bool:
         """Whether key bounds may overlap (as Java's ``canContainEqDeletesForFile``,

@@ -6,6 +6,12 @@ Invariants:
   the snapshot that commits its manifest; readers fill them in (spec: "Sequence
   Number Inheritance"), as they fill a null snapshot id from the manifest.
 - v1 manifests carry no sequence numbers (read as 0) and hold data files only.
+- v3 (row lineage): an ADDED data file is written with a null ``first_row_id``; a
+  reader assigns it from the manifest's ``first_row_id`` plus the record counts of
+  the live data files before it that had none (spec: "First Row ID Inheritance");
+  EXISTING and DELETED entries are written with the value they were read with.
+- A deletion vector (v3) is a position-delete entry in a Puffin file with
+  ``referenced_data_file``, ``content_offset`` and ``content_size_in_bytes`` set.
 - In memory, partition values are tuples of internal values in partition-spec order
   and bounds are already serialized single values (see conversions).
 - Files are written whole, in Java's Avro layout (see avro_schemas), so Java,
@@ -78,6 +84,10 @@ class FileFormat(str, Enum):
     PARQUET = "PARQUET"
     AVRO = "AVRO"
     ORC = "ORC"
+    PUFFIN = "PUFFIN"
+
+
+SUPPORTED_MANIFEST_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -102,10 +112,23 @@ class DataFile:
     equality_ids: tuple[int, ...] | None = None
     sort_order_id: int | None = None
     referenced_data_file: str | None = None
+    #: v3 row lineage: the ``_row_id`` of the file's first row (None: inherited/unknown)
+    first_row_id: int | None = None
+    #: v3 deletion vectors: where the blob starts in the Puffin file, and its length
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
 
     @property
     def is_delete(self) -> bool:
         return self.content != DataFileContent.DATA
+
+    @property
+    def is_deletion_vector(self) -> bool:
+        """A v3 deletion vector: a position delete stored as a Puffin blob."""
+        return (
+            self.content == DataFileContent.POSITION_DELETES
+            and self.file_format == FileFormat.PUFFIN
+        )
 
 
 @dataclass(frozen=True)
@@ -149,8 +172,10 @@ class ManifestWriter:
         partition_spec: PartitionSpec | None = None,
         partition_spec_json: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
-        if format_version not in (1, 2):
-            raise ValidationError(f"manifest format version must be 1 or 2, got {format_version}")
+        if format_version not in SUPPORTED_MANIFEST_VERSIONS:
+            raise ValidationError(
+                f"manifest format version must be 1, 2 or 3, got {format_version}"
+            )
         if format_version == 1 and content != ManifestContent.DATA:
             raise ValidationError(f"v1 tables cannot hold delete manifests ({location})")
         if partition_spec is not None:
@@ -190,8 +215,11 @@ class ManifestWriter:
         )
 
     def add(self, data_file: DataFile, sequence_number: int | None = None) -> None:
-        """An ADDED entry; ``sequence_number`` None inherits the committing snapshot's."""
+        """An ADDED entry; ``sequence_number`` None inherits the committing snapshot's.
+        A data file's ``first_row_id`` is dropped: new rows get ids by inheritance."""
         status = ManifestEntryStatus.ADDED
+        if data_file.first_row_id is not None:
+            data_file = replace(data_file, first_row_id=None)
         self._append(ManifestEntry(status, self._snapshot_id, sequence_number, None, data_file))
 
     def existing(self, entry: ManifestEntry) -> None:
@@ -336,7 +364,30 @@ def read_manifest(
         raise CorruptMetadataError(
             f"manifest {manifest.manifest_path} has a malformed entry: {e!r}"
         ) from e
-    return [_inherit(e, manifest) for e in entries]
+    entries = [_inherit(e, manifest) for e in entries]
+    if manifest.content == ManifestContent.DATA:
+        entries = _inherit_row_ids(entries, manifest.first_row_id)
+    return entries
+
+
+def _inherit_row_ids(entries: list[ManifestEntry], first_row_id: int | None) -> list[ManifestEntry]:
+    """Row lineage (v3): a live data file with a null ``first_row_id`` in a manifest
+    that has one gets the manifest's plus the record counts of such files before it
+    (Java's ManifestReader skips DELETED entries the same way). A manifest without
+    one (listed before the table was v3) leaves every file's value unknown."""
+    if first_row_id is None:
+        return [e if e.data_file.first_row_id is None else _with_row_id(e, None) for e in entries]
+    out, next_id = [], first_row_id
+    for e in entries:
+        if e.is_live and e.data_file.first_row_id is None:
+            e = _with_row_id(e, next_id)
+            next_id += e.data_file.record_count
+        out.append(e)
+    return out
+
+
+def _with_row_id(entry: ManifestEntry, first_row_id: int | None) -> ManifestEntry:
+    return replace(entry, data_file=replace(entry.data_file, first_row_id=first_row_id))
 
 
 _ENTRY_READERS: dict[tuple[str, StructType | None], _EntryReader] = {}
@@ -402,10 +453,19 @@ class _EntryCodec:
         }
         if self._version == 1:
             out["block_size_in_bytes"] = V1_BLOCK_SIZE
-        else:
-            out["content"] = int(f.content)
-            out["equality_ids"] = None if f.equality_ids is None else list(f.equality_ids)
-            out["referenced_data_file"] = f.referenced_data_file
+            return out
+        out["content"] = int(f.content)
+        out["equality_ids"] = None if f.equality_ids is None else list(f.equality_ids)
+        out["referenced_data_file"] = f.referenced_data_file
+        if self._version >= 3:
+            out["first_row_id"] = None if f.is_delete else f.first_row_id
+            out["content_offset"] = f.content_offset
+            out["content_size_in_bytes"] = f.content_size_in_bytes
+        elif f.file_format == FileFormat.PUFFIN:
+            raise ValidationError(
+                f"deletion vector {f.file_path} needs a format version 3 table "
+                "(upgrade_format_version(3))"
+            )
         return out
 
 
@@ -478,6 +538,9 @@ class _EntryReader:
             equality_ids=_tuple(f.get(raw, 135)),
             sort_order_id=f.get(raw, 140),
             referenced_data_file=f.get(raw, 143),
+            first_row_id=f.get(raw, 142),
+            content_offset=f.get(raw, 144),
+            content_size_in_bytes=f.get(raw, 145),
         )
         return ManifestEntry(status, e.get(r, 1), e.get(r, 3), e.get(r, 4), data_file)
 

@@ -7,7 +7,11 @@ Invariants:
   A manifest from another snapshot must already have both.
 - v1 lists carry no sequence numbers or content: readers see 0 and DATA.
 - The header carries snapshot-id, parent-snapshot-id ("null" when none),
-  sequence-number (v2) and format-version, as Java writes them.
+  sequence-number (v2), first-row-id (v3) and format-version, as Java writes them.
+- v3 (row lineage): a data manifest listed without a ``first_row_id`` gets the next
+  id of the snapshot's range, which then grows by the manifest's added and existing
+  rows (Java's V3 list writer); delete manifests never have one, listed ones keep
+  theirs. ``next_row_id - first_row_id`` is the snapshot's ``added-rows``.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class ManifestFile:
     deleted_rows_count: int | None
     partitions: tuple[FieldSummary, ...] | None = None
     key_metadata: bytes | None = None
+    #: v3: the first ``_row_id`` of the rows of its data files that have none
+    first_row_id: int | None = None
 
     # Unknown counts (v1 lists may omit them) mean "maybe", as in Java.
     @property
@@ -84,14 +90,19 @@ class ManifestListWriter:
         parent_snapshot_id: int | None,
         sequence_number: int,
         format_version: int = 2,
+        first_row_id: int | None = None,
     ) -> None:
-        if format_version not in (1, 2):
+        if format_version not in (1, 2, 3):
             raise ValidationError(
-                f"manifest list format version must be 1 or 2, got {format_version}"
+                f"manifest list format version must be 1, 2 or 3, got {format_version}"
             )
+        if format_version >= 3 and first_row_id is None:
+            raise ValidationError(f"v3 manifest list {location} needs the snapshot's first row id")
         self._io, self.location = io, location
         self._snapshot_id, self._parent = snapshot_id, parent_snapshot_id
         self._sequence_number, self._version = sequence_number, format_version
+        self._first_row_id = first_row_id
+        self._next_row_id = first_row_id
         self._manifests: list[ManifestFile] = []
         self._length: int | None = None
 
@@ -99,6 +110,11 @@ class ManifestListWriter:
     def manifests(self) -> list[ManifestFile]:
         """The manifests added so far, sequence numbers assigned."""
         return list(self._manifests)
+
+    @property
+    def next_row_id(self) -> int | None:
+        """v3: one past the last row id this list assigned (the table's next-row-id)."""
+        return self._next_row_id
 
     def add_manifests(self, manifests: Iterable[ManifestFile]) -> list[ManifestFile]:
         """Add manifests; returns them as they are listed (sequence numbers assigned)."""
@@ -124,7 +140,18 @@ class ManifestListWriter:
             added_snapshot_id=snapshot_id,
             sequence_number=self._sequence_number if seq is None else seq,
             min_sequence_number=self._sequence_number if min_seq is None else min_seq,
+            first_row_id=self._row_ids_for(m),
         )
+
+    def _row_ids_for(self, m: ManifestFile) -> int | None:
+        if self._version < 3 or m.content != ManifestContent.DATA:
+            return None
+        if m.first_row_id is not None:
+            return m.first_row_id
+        assert self._next_row_id is not None
+        first = self._next_row_id
+        self._next_row_id += (m.added_rows_count or 0) + (m.existing_rows_count or 0)
+        return first
 
     def close(self) -> int:
         """Write the list (once); returns its length in bytes."""
@@ -143,6 +170,8 @@ class ManifestListWriter:
         }
         if self._version >= 2:
             header["sequence-number"] = str(self._sequence_number)
+        if self._version >= 3:
+            header["first-row-id"] = str(self._first_row_id)
         header["format-version"] = str(self._version)
         return header
 
@@ -173,6 +202,8 @@ def _encode(m: ManifestFile, version: int) -> dict[str, Any]:
         record["content"] = int(m.content)
         record["sequence_number"] = m.sequence_number
         record["min_sequence_number"] = m.min_sequence_number
+    if version >= 3:
+        record["first_row_id"] = m.first_row_id
     return record
 
 
@@ -186,7 +217,7 @@ def _summary(s: FieldSummary) -> dict[str, Any]:
 
 
 def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
-    """The manifests of a list file (v1 or v2). Missing: MissingFileError; damaged:
+    """The manifests of a list file (v1, v2 or v3). Missing: MissingFileError; damaged:
     CorruptMetadataError naming ``location``."""
     contents = avro.read_avro_file(io, location)
     named = avro.named_types(contents.schema)
@@ -219,6 +250,7 @@ def _decode(r: Mapping[str, Any], v: avro.RecordView, sv: avro.RecordView) -> Ma
         deleted_rows_count=v.get(r, 514),
         partitions=None if partitions is None else tuple(_field_summary(p, sv) for p in partitions),
         key_metadata=v.get(r, 519),
+        first_row_id=v.get(r, 520),
     )
 
 

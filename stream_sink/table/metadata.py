@@ -1,4 +1,4 @@
-"""Table metadata (spec: "Table Metadata"), v2 written, v1 and v2 read.
+"""Table metadata (spec: "Table Metadata"): v1, v2 and v3 read and written.
 
 Invariants:
 - ``TableMetadata`` is an immutable value; every change returns a new one
@@ -7,6 +7,11 @@ Invariants:
 - ``last_sequence_number`` only grows; a snapshot added by a commit carries
   ``last_sequence_number + 1`` (v2).
 - ``current_snapshot_id`` always equals the ``main`` ref's snapshot id.
+- v3: ``next_row_id`` only grows; a snapshot takes it as its ``first-row-id`` and
+  adding the snapshot raises it by the snapshot's ``added-rows`` (row lineage).
+- A format version only goes up (``with_format_version``); an upgrade is a
+  metadata-only change and rewrites no snapshot (an upgraded table starts
+  ``next-row-id`` at 0 and its older snapshots keep no row ids).
 - Serialization is deterministic and readable by Java Iceberg, pyiceberg and DuckDB.
 """
 
@@ -30,7 +35,8 @@ from stream_sink.table.schema import Schema
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
 from stream_sink.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 
-SUPPORTED_FORMAT_VERSIONS = (1, 2)
+SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
+NEWEST_FORMAT_VERSION = SUPPORTED_FORMAT_VERSIONS[-1]
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 
 
@@ -63,6 +69,8 @@ class TableMetadata:
     snapshot_log: tuple[LogEntry, ...] = ()
     metadata_log: tuple[LogEntry, ...] = ()
     refs: Mapping[str, SnapshotRef] = field(default_factory=dict)
+    #: v3 row lineage: higher than every row id assigned so far
+    next_row_id: int = 0
 
     # --- lookups ----------------------------------------------------------------
 
@@ -153,6 +161,15 @@ class TableMetadata:
                 f"snapshot sequence number {snapshot.sequence_number} is not above "
                 f"the table's last sequence number {self.last_sequence_number}"
             )
+        next_row_id = self.next_row_id
+        if self.format_version >= 3:
+            if snapshot.first_row_id is None or snapshot.first_row_id < self.next_row_id:
+                raise ValidationError(
+                    f"snapshot {snapshot.snapshot_id} of a v3 table needs a first-row-id of "
+                    f"at least the table's next-row-id {self.next_row_id}, "
+                    f"got {snapshot.first_row_id}"
+                )
+            next_row_id = snapshot.first_row_id + (snapshot.added_rows or 0)
         refs = dict(self.refs)
         old = refs.get(branch)
         if old is not None and not old.is_branch:
@@ -175,7 +192,24 @@ class TableMetadata:
             snapshot_log=log,
             last_sequence_number=max(self.last_sequence_number, snapshot.sequence_number),
             last_updated_ms=max(snapshot.timestamp_ms, self.last_updated_ms),
+            next_row_id=next_row_id,
         )
+
+    def with_format_version(self, version: int) -> TableMetadata:
+        """The same table in format ``version`` (metadata only: no snapshot changes).
+
+        Going down is refused, as is a version this library does not write; the same
+        version returns ``self``. An upgrade to v3 starts ``next-row-id`` at 0."""
+        if version == self.format_version:
+            return self
+        if version < self.format_version:
+            raise ValidationError(
+                f"table {self.location} is format version {self.format_version}; "
+                f"a format version cannot be downgraded (to {version})"
+            )
+        if version not in SUPPORTED_FORMAT_VERSIONS:
+            raise UnsupportedError(_unsupported_version(version))
+        return replace(self, format_version=version, last_updated_ms=_now(), next_row_id=0)
 
     def with_ref(self, name: str, ref: SnapshotRef) -> TableMetadata:
         self.snapshot_by_id(ref.snapshot_id)
@@ -242,6 +276,8 @@ class TableMetadata:
         }
         if v >= 2:
             out["last-sequence-number"] = self.last_sequence_number
+        if v >= 3:
+            out["next-row-id"] = self.next_row_id
         out["last-updated-ms"] = self.last_updated_ms
         out["last-column-id"] = self.last_column_id
         if v == 1:
@@ -285,7 +321,7 @@ def new_table_metadata(
 ) -> TableMetadata:
     """Metadata of a new, empty table (no snapshots)."""
     if format_version not in SUPPORTED_FORMAT_VERSIONS:
-        raise ValidationError(f"format version {format_version} is not supported (1 or 2)")
+        raise ValidationError(f"format version {format_version} is not supported (1, 2 or 3)")
     schema = schema.with_schema_id(0)
     spec = PartitionSpec(0, spec.fields)
     props = {str(k): str(v) for k, v in (properties or {}).items()}
@@ -370,24 +406,27 @@ def _from_dict(obj: dict[str, Any]) -> TableMetadata:
             for e in obj.get("metadata-log") or []
         ),
         refs=refs,
+        next_row_id=_next_row_id(obj, version),
     )
+
+
+def _next_row_id(obj: dict[str, Any], version: int) -> int:
+    if version < 3:
+        return 0
+    if "next-row-id" not in obj:
+        raise CorruptMetadataError("a format version 3 table needs next-row-id")
+    return int(obj["next-row-id"])
 
 
 def _unsupported_version(version: int) -> str:
     """Why a table of format ``version`` is refused, and what would read it."""
-    if version == 3:
-        return (
-            "Iceberg format version 3 is not supported yet (only 1 and 2 are): nothing "
-            "was read or changed. The table itself is fine: Java Iceberg 1.8 or later "
-            "reads it; to use it here, copy its rows into a format version 2 table"
-        )
-    if version > 3:
+    if version > NEWEST_FORMAT_VERSION:
         return (
             f"Iceberg format version {version} is newer than any this library knows "
-            "(1 and 2 are supported): nothing was read or changed; the table needs a "
+            "(1, 2 and 3 are supported): nothing was read or changed; the table needs a "
             "newer reader"
         )
-    return f"format-version {version} is not an Iceberg format version (1 and 2 are)"
+    return f"format-version {version} is not an Iceberg format version (1, 2 and 3 are)"
 
 
 def _schemas(obj: dict[str, Any]) -> tuple[tuple[Schema, ...], int]:

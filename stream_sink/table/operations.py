@@ -30,6 +30,8 @@ from typing import Callable, Iterable, Sequence, TypeVar
 from stream_sink.exceptions import (
     CommitFailedError,
     CommitValidationError,
+    ConcurrentDeleteReadError,
+    ConcurrentDeletionVectorError,
     CorruptMetadataError,
     MissingFileError,
     ValidationError,
@@ -199,10 +201,12 @@ class SnapshotProducer(ABC):
             parent_snapshot_id=parent.snapshot_id if parent else None,
             sequence_number=seq,
             format_version=base.format_version,
+            first_row_id=base.next_row_id if base.format_version >= 3 else None,
         )
         written.append(list_path)
         writer.add_manifests(manifests)
         writer.close()
+        first_row_id, added_rows = _row_range(base, writer)
         snapshot = Snapshot(
             snapshot_id=self._snapshot_id,
             parent_snapshot_id=parent.snapshot_id if parent else None,
@@ -213,6 +217,8 @@ class SnapshotProducer(ABC):
                 self._operation(), parent.summary if parent else None, self._properties
             ),
             schema_id=base.current_schema_id,
+            first_row_id=first_row_id,
+            added_rows=added_rows,
         )
         metadata = base.with_snapshot(snapshot, self._branch)
         if self._table_properties:
@@ -314,6 +320,38 @@ class SnapshotProducer(ABC):
             else:
                 writer.existing(e)
         return writer.close()
+
+
+def _row_range(base: TableMetadata, writer: ManifestListWriter) -> tuple[int | None, int | None]:
+    """v3: the snapshot's first-row-id (the table's next-row-id at this attempt) and
+    added-rows (how many ids its manifest list assigned); (None, None) before v3."""
+    if base.format_version < 3 or writer.next_row_id is None:
+        return None, None
+    return base.next_row_id, writer.next_row_id - base.next_row_id
+
+
+def delete_key(f: DataFile) -> tuple[str, int | None]:
+    """What identifies a delete file's entry: its path, and for a deletion vector
+    (several share one Puffin file) its blob's offset."""
+    return (f.file_path, f.content_offset if f.is_deletion_vector else None)
+
+
+def check_delete_kinds(table: str, format_version: int, deletes: Iterable[DataFile]) -> None:
+    """v3 forbids new position delete files (deletion vectors replace them); before v3
+    there are no deletion vectors. Either mismatch is a ValidationError naming the file."""
+    for f in deletes:
+        if f.content != DataFileContent.POSITION_DELETES:
+            continue
+        if format_version >= 3 and not f.is_deletion_vector:
+            raise ValidationError(
+                f"table {table} is format version 3, where position delete files are not "
+                f"allowed ({f.file_path}); write deletion vectors instead"
+            )
+        if format_version < 3 and f.is_deletion_vector:
+            raise ValidationError(
+                f"deletion vector {f.file_path} needs a format version 3 table; table "
+                f"{table} is v{format_version} (upgrade_format_version(3))"
+            )
 
 
 def _delete_quietly(table: Table, paths: Iterable[str]) -> None:
@@ -460,12 +498,19 @@ class RowDelta(SnapshotProducer):
 
     An equality delete is registered under an unpartitioned spec when the parent
     snapshot has live data files of another spec than its own, so that it reaches every
-    older row of its keys (:mod:`stream_sink.table.delete_scope`)."""
+    older row of its keys (:mod:`stream_sink.table.delete_scope`).
+
+    v3: position deletes are deletion vectors only; at most one per data file lives in
+    a snapshot, so a vector for a data file that already has one must come with
+    ``remove_deletes`` of the old one (merged into it by the caller), and a vector a
+    concurrent commit added for the same data file fails the commit
+    (ConcurrentDeletionVectorError, Java's ``validateAddedDVs``)."""
 
     def __init__(self, table: Table, branch: str = MAIN_BRANCH) -> None:
         super().__init__(table, branch)
         self._data: list[DataFile] = []
         self._deletes: list[DataFile] = []
+        self._removed_deletes: set[tuple[str, int | None]] = set()
         self._referenced: set[str] = set()
         self._starting_snapshot_id: int | None = None
         self._scoped: list[DataFile] = []  # the deletes as this attempt registers them
@@ -482,6 +527,17 @@ class RowDelta(SnapshotProducer):
             "a row delta's deletes",
         )
         self._deletes.append(f)
+        return self
+
+    def remove_deletes(self, f: DataFile) -> RowDelta:
+        """Remove delete file ``f`` (a deletion vector: only that vector of its Puffin
+        file) in this snapshot; the commit fails if it is no longer live."""
+        _check_files(
+            [f],
+            [DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES],
+            "a row delta's removed deletes",
+        )
+        self._removed_deletes.add(delete_key(f))
         return self
 
     def validate_data_files_exist(
@@ -543,9 +599,83 @@ class RowDelta(SnapshotProducer):
     ) -> list[ManifestFile]:
         if base.format_version < 2 and self._deletes:
             raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
+        check_delete_kinds(self._table.name, base.format_version, self._deletes)
+        parents = self._parent_manifests(parent)
+        if self._removed_deletes or self._dvs_on_older_files():
+            parents = self._replace_vectors(base, parents, summary, out)
         added = self._write_added(base, self._data, ManifestContent.DATA, summary, out)
         added += self._write_added(base, self._scoped, ManifestContent.DELETES, summary, out)
-        return added + self._parent_manifests(parent)
+        return added + parents
+
+    def _dvs_on_older_files(self) -> set[str]:
+        """Data files of earlier snapshots this delta adds deletion vectors for."""
+        mine = {f.file_path for f in self._data}
+        return {
+            str(f.referenced_data_file)
+            for f in self._deletes
+            if f.is_deletion_vector and f.referenced_data_file not in mine
+        }
+
+    def _check_vector_targets(
+        self, base: TableMetadata, parents: list[ManifestFile], targets: set[str]
+    ) -> None:
+        """Every data file a new vector names must be live in the parent (else the
+        vector points at nothing: a data file removed meanwhile, or a wrong path)."""
+        if not targets:
+            return
+        live = {
+            e.data_file.file_path
+            for m in parents
+            if m.content == ManifestContent.DATA
+            for e in self._entries(m, base)
+            if e.is_live and e.data_file.file_path in targets
+        }
+        gone = sorted(targets - live)
+        if gone:
+            raise ConcurrentDeleteReadError(
+                f"table {self._table.name}: deletion vectors point at data files that are "
+                f"not in the table (removed by a concurrent commit, or a wrong path): {gone[:5]}"
+            )
+
+    def _replace_vectors(
+        self,
+        base: TableMetadata,
+        parents: list[ManifestFile],
+        summary: SummaryBuilder,
+        out: list[str],
+    ) -> list[ManifestFile]:
+        """The parent's manifests with the removed deletes marked DELETED; refuses a
+        vector for a data file whose live vector is not removed here (concurrently
+        added, or not merged), and a removed delete that is no longer live."""
+        targets, found = self._dvs_on_older_files(), set()
+
+        def remove(f: DataFile) -> bool:
+            key = delete_key(f)
+            if key in self._removed_deletes:
+                found.add(key)
+                return True
+            if f.is_deletion_vector and f.referenced_data_file in targets:
+                raise ConcurrentDeletionVectorError(
+                    f"table {self._table.name}: data file {f.referenced_data_file} already "
+                    f"has a deletion vector (in {f.file_path}, added by a commit this one "
+                    "did not read); re-read it, merge and retry"
+                )
+            return False
+
+        self._check_vector_targets(base, parents, targets)
+        kept = [
+            m
+            if m.content == ManifestContent.DATA
+            else self._rewrite_without(base, m, remove, summary, out)
+            for m in parents
+        ]
+        missing = self._removed_deletes - found
+        if missing:
+            raise ConcurrentDeleteReadError(
+                f"table {self._table.name}: delete files to replace are no longer live "
+                f"(removed by a concurrent commit): {sorted(p for p, _ in missing)[:5]}"
+            )
+        return kept
 
 
 class ReplacePartitions(SnapshotProducer):

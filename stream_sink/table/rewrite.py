@@ -29,6 +29,9 @@ Invariants:
   apply to anything: position deletes naming only removed data files, and every
   delete file whose data sequence number is below that of every live data file
   (Java drops those too).
+- v3: a deletion vector added for a data file whose live vector is not among the
+  deletes removed fails the commit (ConcurrentDeletionVectorError): one vector per
+  data file.
 - Files keep their partition spec id: data of older specs is written to manifests
   of that spec.
 - A refused or failed commit deletes the manifests and manifest list it wrote.
@@ -41,7 +44,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from stream_sink.exceptions import CommitValidationError, ValidationError
+from stream_sink.exceptions import (
+    CommitValidationError,
+    ConcurrentDeletionVectorError,
+    ValidationError,
+)
 from stream_sink.failpoints import AFTER_REWRITE_COMMIT, BEFORE_REWRITE_SWAP, failpoint
 from stream_sink.table.delete_index import DeleteIndex, single_path
 from stream_sink.table.manifest import (
@@ -52,7 +59,7 @@ from stream_sink.table.manifest import (
     ManifestFile,
 )
 from stream_sink.table.metadata import TableMetadata
-from stream_sink.table.operations import SnapshotProducer
+from stream_sink.table.operations import SnapshotProducer, check_delete_kinds, delete_key
 from stream_sink.table.snapshots import MAIN_BRANCH, Operation, Snapshot
 from stream_sink.table.summary import SummaryBuilder
 from stream_sink.table.table import Table
@@ -73,7 +80,7 @@ class RewriteFiles(SnapshotProducer):
         super().__init__(table, branch)
         self._data_remove: dict[str, DataFile] = {}
         self._data_add: list[DataFile] = []
-        self._deletes_remove: dict[str, DataFile] = {}
+        self._deletes_remove: dict[tuple[str, int | None], DataFile] = {}
         self._deletes_add: list[DataFile] = []
         self._starting_snapshot_id: int | None = None
         self._data_seq: int | None = None
@@ -99,7 +106,7 @@ class RewriteFiles(SnapshotProducer):
             self._data_add.append(f)
         for f in deletes_to_remove:
             _require(f, data=False, what="deletes_to_remove")
-            self._deletes_remove[f.file_path] = f
+            self._deletes_remove[delete_key(f)] = f
         for f in deletes_to_add:
             _require(f, data=False, what="deletes_to_add")
             self._deletes_add.append(f)
@@ -150,10 +157,19 @@ class RewriteFiles(SnapshotProducer):
         added = self._write_data(base, summary, out)
         min_data_seq = _min_live_sequence(data, added, self._data_seq, base.next_sequence_number)
 
+        found_deletes: set[tuple[str, int | None]] = set()
+        vector_targets = {f.referenced_data_file for f in self._deletes_add if f.is_deletion_vector}
+
         def remove_delete(f: DataFile, seq: int | None) -> bool:
-            if f.file_path in self._deletes_remove:
-                found.add(f.file_path)
+            if delete_key(f) in self._deletes_remove:
+                found_deletes.add(delete_key(f))
                 return True
+            if f.is_deletion_vector and f.referenced_data_file in vector_targets:
+                raise ConcurrentDeletionVectorError(
+                    f"rewrite of {self._table.name} refused: data file "
+                    f"{f.referenced_data_file} got a deletion vector ({f.file_path}) this "
+                    "rewrite did not merge; re-plan from the current snapshot"
+                )
             return self._dangling(f, seq, min_data_seq)
 
         deletes = [
@@ -161,7 +177,7 @@ class RewriteFiles(SnapshotProducer):
             for m in parents
             if m.content == ManifestContent.DELETES
         ]
-        self._check_found(found, parent)
+        self._check_found(found, found_deletes, parent)
         added += self._write_added(base, self._deletes_add, ManifestContent.DELETES, summary, out)
         return added + data + deletes
 
@@ -175,14 +191,19 @@ class RewriteFiles(SnapshotProducer):
             raise ValidationError("delete files to add need delete files to replace")
         if base.format_version < 2 and (self._deletes_add or self._deletes_remove):
             raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
+        check_delete_kinds(self._table.name, base.format_version, self._deletes_add)
         if self._data_seq is not None and self._data_seq > base.last_sequence_number:
             raise ValidationError(
                 f"data sequence number {self._data_seq} is above the last sequence number "
                 f"{base.last_sequence_number} of {self._table.name}; use the planned snapshot's"
             )
 
-    def _check_found(self, found: set[str], parent: Snapshot | None) -> None:
-        missing = (set(self._data_remove) | set(self._deletes_remove)) - found
+    def _check_found(
+        self, found: set[str], found_deletes: set[tuple[str, int | None]], parent: Snapshot | None
+    ) -> None:
+        missing = (set(self._data_remove) - found) | {
+            p for p, _ in set(self._deletes_remove) - found_deletes
+        }
         if missing:
             head = parent.snapshot_id if parent else None
             raise CommitValidationError(

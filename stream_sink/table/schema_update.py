@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import pyarrow as pa
 
 from stream_sink.exceptions import IncompatibleSchemaChangeError, ValidationError
+from stream_sink.table.defaults import default_to_json
 from stream_sink.table.name_mapping import (
     NAME_MAPPING_PROPERTY,
     table_name_mapping,
@@ -77,6 +78,7 @@ class _Build:
     identifier_ids: tuple[int, ...]
     last_column_id: int
     allow_incompatible: bool
+    format_version: int = 2
 
     def next_id(self) -> int:
         self.last_column_id += 1
@@ -113,7 +115,9 @@ class UpdateSchema:
 
     def _start(self, meta: TableMetadata) -> _Build:
         s = meta.schema
-        return _Build(s.fields, s.identifier_field_ids, meta.last_column_id, self._allow)
+        return _Build(
+            s.fields, s.identifier_field_ids, meta.last_column_id, self._allow, meta.format_version
+        )
 
     def _record(self, change: Change) -> UpdateSchema:
         change(self._preview)  # raises now, before anything is recorded
@@ -128,10 +132,15 @@ class UpdateSchema:
         field_type: TypeLike,
         doc: str | None = None,
         required: bool = False,
+        default: Any = None,
     ) -> UpdateSchema:
-        """Add a column (optional unless ``required``, which needs allow_incompatible_changes)."""
+        """Add a column (optional unless ``required``, which needs allow_incompatible_changes).
+
+        ``default`` (format version 3 tables): the column's ``initial-default`` (what
+        rows written before read as) and ``write-default`` (what writes that lack the
+        column store); a required column with a default needs no incompatible change."""
         p, t = to_path(path), _as_type(field_type, _name(to_path(path)))
-        return self._record(lambda b: _add(b, p, t, doc, required))
+        return self._record(lambda b: _add(b, p, t, doc, required, default))
 
     def rename_column(self, path: ColumnPath, new_name: str) -> UpdateSchema:
         p = to_path(path)
@@ -344,7 +353,9 @@ def _edit_field(b: _Build, path: Path, edit: Callable[[NestedField], NestedField
 # --- the changes ----------------------------------------------------------------------------
 
 
-def _add(b: _Build, path: Path, t: IcebergType, doc: str | None, required: bool) -> None:
+def _add(
+    b: _Build, path: Path, t: IcebergType, doc: str | None, required: bool, default: Any = None
+) -> None:
     parent = path[:-1]
     if parent:
         ptype = _find(b.fields, parent).field_type
@@ -355,12 +366,21 @@ def _add(b: _Build, path: Path, t: IcebergType, doc: str | None, required: bool)
     siblings = _children(_find(b.fields, parent).field_type) if parent else b.fields
     if any(f.name == path[-1] for f in siblings or ()):
         raise ValidationError(f"cannot add column {_name(path)!r}: it already exists")
-    if required and not b.allow_incompatible:
+    text = None
+    if default is not None:
+        if b.format_version < 3:
+            raise ValidationError(
+                f"cannot add column {_name(path)!r} with a default: column defaults need a "
+                f"format version 3 table (this one is v{b.format_version}; "
+                "upgrade_format_version(3))"
+            )
+        text = default_to_json(t, default, _name(path))
+    if required and text is None and not b.allow_incompatible:
         raise IncompatibleSchemaChangeError(
             f"cannot add required column {_name(path)!r} ({t}): rows written before have no "
-            f"value for it; add it as optional, or pass {ALLOW_OPTION}"
+            f"value for it; add it as optional, give it a default (v3), or pass {ALLOW_OPTION}"
         )
-    new = NestedField(b.next_id(), path[-1], _fresh_ids(t, b), required, doc)
+    new = NestedField(b.next_id(), path[-1], _fresh_ids(t, b), required, doc, text, text)
     b.fields = _edit_siblings(b.fields, parent, lambda fs: (*fs, new))
 
 

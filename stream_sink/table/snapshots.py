@@ -39,6 +39,10 @@ class Snapshot:
     #: v1 only: the manifests listed in the metadata itself (old writers), in place
     #: of a manifest list (``manifest_list`` is then "")
     manifests: tuple[str, ...] = ()
+    #: v3 row lineage: the first row id of the snapshot's range and the range's size
+    #: (None for snapshots committed before the table was v3)
+    first_row_id: int | None = None
+    added_rows: int | None = None
 
     @property
     def operation(self) -> str:
@@ -58,6 +62,9 @@ class Snapshot:
         out["summary"] = dict(self.summary)
         if self.schema_id is not None:
             out["schema-id"] = self.schema_id
+        if format_version >= 3 and self.first_row_id is not None:
+            out["first-row-id"] = self.first_row_id
+            out["added-rows"] = self.added_rows or 0
         return out
 
     @staticmethod
@@ -83,9 +90,15 @@ class Snapshot:
                 summary={str(k): str(v) for k, v in summary.items()},
                 schema_id=int(obj["schema-id"]) if obj.get("schema-id") is not None else None,
                 manifests=tuple(str(m) for m in embedded or ()),
+                first_row_id=_optional_int(obj.get("first-row-id")),
+                added_rows=_optional_int(obj.get("added-rows")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadataError(f"malformed snapshot {str(obj)[:200]}: {e}") from e
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,20 @@ class Table:
 
         return UpdateSpec(self)
 
+    def upgrade_format_version(self, version: int) -> Table:
+        """Raise the table's format version to ``version`` in one metadata-only commit
+        (no snapshot, no data or manifest rewritten; readers of the old version may no
+        longer read the table). Upgrading to the current version does nothing; a
+        downgrade is refused (ValidationError). Returns ``self``, refreshed."""
+        from stream_sink.table.metadata_commit import commit_metadata_change
+
+        def change(meta: TableMetadata) -> TableMetadata | None:
+            new = meta.with_format_version(version)
+            return None if new is meta else new
+
+        commit_metadata_change(self, change)
+        return self
+
     def schemas(self) -> dict[int, Schema]:
         """Every schema of the table by id (the history of its evolution)."""
         return {s.schema_id: s for s in self.metadata.schemas}

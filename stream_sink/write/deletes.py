@@ -1,4 +1,6 @@
-"""Delete files of the delta writers: equality deletes and sorted position deletes.
+"""Delete files of the delta writers: equality deletes, sorted position deletes (v2)
+and deletion vectors (v3: one Puffin blob per data file, position delete files being
+forbidden there).
 
 Position delete files (spec: "Position Delete Files") have the columns ``file_path``
 (field id 2147483546) and ``pos`` (2147483545), rows sorted by (path, pos).
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from stream_sink.io.fileio import FileIO
 from stream_sink.table.arrow import schema_to_arrow
 from stream_sink.table.conversions import to_bytes
+from stream_sink.table.deletion_vectors import VectorFor, write_deletion_vectors
 from stream_sink.table.manifest import DataFile, DataFileContent
 from stream_sink.table.metrics_config import DELETE_FILE_PATH_ID, DELETE_FILE_POS_ID, MetricsConfig
 from stream_sink.table.schema import Schema
@@ -115,6 +120,24 @@ class PositionDeletes:
         paths = table.column("file_path")
         files = tuple(_with_path_bounds(f, paths, segments) for f in writer.complete())
         return PositionDeleteFiles(files, referenced)
+
+    def write_vectors(
+        self, location: Callable[[], str], io: FileIO, spec_id: int, partition: tuple[Any, ...]
+    ) -> PositionDeleteFiles:
+        """Every buffered delete as deletion vectors (one per data file) in one Puffin
+        file at ``location()`` (asked only when there is something to write)."""
+        if not self._deleted:
+            return PositionDeleteFiles((), ())
+        positions = np.concatenate(self._deleted)
+        self._deleted.clear()
+        files = positions >> _ROW_BITS
+        rows = positions & _ROW_MASK
+        vectors = [
+            VectorFor(self._paths[i], spec_id, partition, rows[files == i])
+            for i in np.unique(files).tolist()
+        ]
+        written = write_deletion_vectors(io, location(), vectors)
+        return PositionDeleteFiles(tuple(written), tuple(v.data_file for v in vectors))
 
     def _path_index(self, path: str) -> int:
         index = self._index.get(path)

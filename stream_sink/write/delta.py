@@ -15,6 +15,10 @@ Invariants:
   columns present and non-null, known row kinds, the rest matching the table. Every
   error names the column and, for values, the row's position in the batch; after it
   (and after any failure) the writer has already deleted every file it wrote.
+- On a v3 table the position deletes become deletion vectors (one Puffin file per
+  partition, one vector per data file of this writer; they only ever reference files
+  this writer wrote, so no earlier vector needs merging); equality deletes stay for
+  keys of earlier batches, as in Flink.
 - Partitioned writers route a row by its own values; in upsert mode every partition
   source column must be an equality field, so a key's deletes land in the partition
   of its rows. Partitions stay open until ``complete`` (as in Flink); their unwritten
@@ -199,12 +203,23 @@ class _PartitionDelta:
         self._live.clear()
         data = self._data.complete()
         equality = self._equality.complete()
-        positions = self._positions.write(self._open_position_writer)
+        if self._owner.factory.format_version >= 3:
+            positions = self._positions.write_vectors(
+                self._new_puffin_location,
+                self._owner.factory.io,
+                self._settings.position.spec_id,
+                self._partition,
+            )
+        else:
+            positions = self._positions.write(self._open_position_writer)
         return WriteResult(
             data_files=tuple(data),
             delete_files=(*equality, *positions.files),
             referenced_data_files=positions.referenced_data_files,
         )
+
+    def _new_puffin_location(self) -> str:
+        return self._owner.new_owned_location(self._partition, "dv", "puffin")
 
     def _open_position_writer(self) -> RollingFileWriter:
         return self._owner.new_rolling_writer(

@@ -36,14 +36,17 @@ class OutputFileFactory:
     _count: int = 0
 
     def new_location(
-        self, partition: tuple[Any, ...] | None = None, suffix: str | None = None
+        self,
+        partition: tuple[Any, ...] | None = None,
+        suffix: str | None = None,
+        extension: str = "parquet",
     ) -> str:
         """A location never handed out before; ``partition`` is the internal-value tuple."""
         self._count += 1
         tail = f"-{suffix}" if suffix else ""
         name = (
             f"{self.partition_id:05d}-{self.task_id}-{self.operation_id}-{self.attempt_id}"
-            f"-{self._count:05d}{tail}.parquet"
+            f"-{self._count:05d}{tail}.{extension}"
         )
         if partition is None or self.spec.is_unpartitioned:
             return f"{self.data_location}/{name}"

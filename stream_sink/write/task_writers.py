@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from stream_sink.io.errors import quietly
 from stream_sink.table.arrow import conform_to_schema
 from stream_sink.table.manifest import DataFile
 from stream_sink.write.file_factory import OutputFileFactory
@@ -89,6 +91,7 @@ class BaseTaskWriter(TaskWriter):
         self.files = files
         self._writers: list[RollingFileWriter] = []
         self._done: list[DataFile] = []
+        self._other_files: list[str] = []
 
     def conform(self, batch: pa.RecordBatch | pa.Table) -> pa.Table:
         """``batch`` in the table's Arrow form; SchemaMismatchError names the column."""
@@ -121,9 +124,18 @@ class BaseTaskWriter(TaskWriter):
         self._done.extend(files)
         return files
 
+    def new_owned_location(self, partition: tuple[Any, ...], suffix: str, extension: str) -> str:
+        """A location for a file written outside the rolling writers (a Puffin file of
+        deletion vectors) that ``abort`` will delete."""
+        location = self.files.new_location(partition, suffix, extension)
+        self._other_files.append(location)
+        return location
+
     def abort(self) -> None:
         for w in self._writers:
             w.abort()
+        for location in self._other_files:
+            quietly(functools.partial(self.factory.io.delete, location), f"deleting {location}")
 
     def bound_memory(self, open_writers: Collection[Buffered]) -> None:
         """Keep the unwritten row groups of ``open_writers`` together under

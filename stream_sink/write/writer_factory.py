@@ -50,6 +50,8 @@ class TaskWriterFactory:
     equality_field_ids: tuple[int, ...] = ()
     upsert: bool = False
     delta_options: Mapping[str, Any] = field(default_factory=dict)
+    #: the table's format version: 3 makes delta writers emit deletion vectors
+    format_version: int = 2
 
     @staticmethod
     def for_table(
@@ -77,6 +79,7 @@ class TaskWriterFactory:
             equality_field_ids=ids,
             upsert=upsert,
             delta_options=dict(delta_options or {}),
+            format_version=table.format_version,
         )
 
     @property

@@ -54,6 +54,7 @@ FLOORS: dict[str, int] = {
     "table": 2,
     "delta": 2,
     "io": 1,
+    "bitmaps": 1,
     "state": 1,
     "checkpoints": 1,
     "metrics": 1,

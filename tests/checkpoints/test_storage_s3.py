@@ -1,4 +1,4 @@
-"""Checkpoints on an S3 endpoint (moto's S3 server): complete, retain, restore."""
+"""Checkpoints on an S3 server (SeaweedFS): complete, retain, restore."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ def test_checkpoints_on_s3_complete_retain_and_restore(
             )
             storage.complete(cid, meta, b)
         expected = list(b.scan())
-    assert s3_io.list_dir("s3://ckpt/checkpoints/db.t") == [
+    # SeaweedFS keeps a directory entry once its objects are gone: count those with files
+    listed = s3_io.list_dir("s3://ckpt/checkpoints/db.t")
+    assert [d for d in listed if s3_io.walk(d)] == [
         "s3://ckpt/checkpoints/db.t/chk-2",
         "s3://ckpt/checkpoints/db.t/chk-3",
     ]

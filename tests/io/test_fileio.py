@@ -1,4 +1,4 @@
-"""FileIO's invariants on a local filesystem and on an S3-compatible server (moto),
+"""FileIO's invariants on a local filesystem and on an S3 server (SeaweedFS),
 including put-if-absent (a hard link locally, a conditional PUT on S3)."""
 
 from __future__ import annotations

@@ -34,13 +34,14 @@ def _stream(
     options: MaintenanceOptions,
     batches: int,
     properties: dict[str, str] | None = None,
+    name: str = "db.t",
 ) -> tuple[CdcTable, SinkMaintenance, list[dict[str, int]]]:
     table = catalog.create_table(
-        "db.t", schema=SCHEMA, identifier_fields=["id"], properties=properties or {}
+        name, schema=SCHEMA, identifier_fields=["id"], properties=properties or {}
     )
     cdc = CdcTable(table, random.Random(11))
     committer = FilesCommitter(
-        IcebergTarget(catalog.load_table("db.t")),
+        IcebergTarget(catalog.load_table(name)),
         StateDirectory(str(tmp_path / "state"), kind="memory"),
         None,
         job_id="job",
@@ -48,7 +49,7 @@ def _stream(
     )
     committer.restore()
     maintenance = SinkMaintenance(
-        lambda: catalog.load_table("db.t"), options, "sink:test", committer.uncommitted_paths
+        lambda: catalog.load_table(name), options, "sink:test", committer.uncommitted_paths
     )
     counts = []
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)

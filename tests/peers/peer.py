@@ -110,15 +110,17 @@ def read_iceberg(a: argparse.Namespace) -> None:
 
 
 def sql_iceberg(a: argparse.Namespace) -> None:
-    s = session(
-        {
-            **ICEBERG_CONF,
-            "spark.sql.catalog.hc": "org.apache.iceberg.spark.SparkCatalog",
-            "spark.sql.catalog.hc.type": "hadoop",
-            "spark.sql.catalog.hc.warehouse": os.path.abspath(a.warehouse),
-        }
-    )
-    run_sql(s, a.statement, a.out)
+    conf = dict(ICEBERG_CONF)
+    if a.warehouse:
+        conf["spark.sql.catalog.hc"] = "org.apache.iceberg.spark.SparkCatalog"
+        conf["spark.sql.catalog.hc.type"] = "hadoop"
+        conf["spark.sql.catalog.hc.warehouse"] = os.path.abspath(a.warehouse)
+    for item in a.conf or []:  # e.g. a REST catalog: spark.sql.catalog.rc.type=rest
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--conf wants KEY=VALUE, not {item!r}")
+        conf[key] = value
+    run_sql(session(conf), a.statement, a.out)
 
 
 def run_sql(s: Any, statements: list[str], out: str | None) -> None:
@@ -172,7 +174,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--ref")
     r.add_argument("--out", help="write Parquet (OUT, or OUT/<i> for the i-th) instead")
     q = sub.add_parser("sql", help="Spark SQL over the Iceberg Hadoop catalog `hc`")
-    q.add_argument("--warehouse", required=True)
+    q.add_argument("--warehouse", help="the Hadoop catalog `hc`'s warehouse directory")
+    q.add_argument("--conf", action="append", help="KEY=VALUE Spark conf (other catalogs)")
     q.add_argument("statement", nargs="+", help="run in order; the last one's result is emitted")
     q.add_argument("--out")
     d = sub.add_parser("delta", help="Delta Lake on Spark").add_subparsers(

@@ -33,13 +33,14 @@ def java_available() -> bool:
     return JAVA_ICEBERG.exists() and shutil.which("bash") is not None
 
 
-def run_peer(args: Sequence[str], launcher: Path = PEER) -> str:
+def run_peer(args: Sequence[str], launcher: Path = PEER, env: dict[str, str] | None = None) -> str:
     """``launcher args...``; its stdout, or an AssertionError with its stderr."""
     proc = subprocess.run(
         ["bash", str(launcher), *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
+        env=env,
     )
     if proc.returncode != 0:
         raise AssertionError(
@@ -70,7 +71,10 @@ def _read_all(command: Sequence[str], locations: Sequence[str], launcher: Path) 
 
 
 def _sql(
-    command: Sequence[str], statements: Sequence[str], launcher: Path
+    command: Sequence[str],
+    statements: Sequence[str],
+    launcher: Path,
+    env: dict[str, str] | None = None,
 ) -> list[pa.Table | None]:
     """Run ``statements`` in one session; a query's result comes back as an Arrow table
     (through ``INSERT OVERWRITE DIRECTORY``: alias computed columns), others as None."""
@@ -80,7 +84,7 @@ def _sql(
             if _QUERY.match(stmt):
                 stmt = f"INSERT OVERWRITE DIRECTORY '{Path(out) / str(i)}' USING parquet {stmt}"
             wrapped.append(stmt)
-        run_peer([*command, *wrapped, "SELECT 1 AS done"], launcher)
+        run_peer([*command, *wrapped, "SELECT 1 AS done"], launcher, env)
         return [
             read_parquet_dir(Path(out) / str(i)) if _QUERY.match(stmt) else None
             for i, stmt in enumerate(statements)
@@ -97,6 +101,22 @@ def sql_with_java(warehouse: str, statements: Sequence[str]) -> list[pa.Table | 
     """``statements`` run in order in one Spark session whose Iceberg Hadoop catalog
     ``hc`` sits on ``warehouse``; one entry per statement (see ``_sql``)."""
     return _sql(["sql", "--warehouse", warehouse], statements, JAVA_ICEBERG)
+
+
+def sql_with_java_catalog(
+    name: str, properties: dict[str, str], statements: Sequence[str]
+) -> list[pa.Table | None]:
+    """``statements`` run in order in one Spark session of Apache Iceberg Java with
+    iceberg-aws (set iceberg-aws-4.1) whose catalog ``name`` has ``properties`` (Iceberg
+    catalog properties: ``type=rest``, ``uri``, ``io-impl``, ``s3.endpoint``...); one entry
+    per statement (see ``_sql``)."""
+    conf = {f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog"}
+    conf |= {f"spark.sql.catalog.{name}.{k}": v for k, v in properties.items()}
+    command = ["sql"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {**os.environ, "STREAM_SINK_PEER_ICEBERG": "iceberg-aws-4.1"}
+    return _sql(command, statements, PEER, env)
 
 
 def read_with_delta(tables: Sequence[str]) -> list[pa.Table]:

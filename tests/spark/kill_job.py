@@ -8,7 +8,9 @@ ROOT/warehouse, checkpoints under ROOT/chk-*, state under ROOT/state. ROUTE is
 ``foreach`` route ``STREAM_SINK_KILL_CATALOG`` (JSON ``load_catalog`` keyword arguments),
 ``STREAM_SINK_KILL_NAMESPACE`` and ``STREAM_SINK_KILL_CHECKPOINTS`` (a location prefix,
 e.g. ``s3://ckpt/run``) move the tables to another catalog and the sink's checkpoints
-elsewhere (the REST kill test). It prints
+elsewhere (the REST kill test); ``STREAM_SINK_KILL_S3A`` (JSON ``s3.*`` properties) with
+``STREAM_SINK_KILL_SPARK_CHECKPOINTS`` (e.g. ``s3a://ckpt/run``) put Spark's own
+checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -70,13 +72,18 @@ def run_source(
 
 
 def spark_checkpoint(root: Path, chk: str, name: str) -> str | None:
-    """Spark's own checkpoint stays local when the sink's are on an object store (Spark
-    writes ``s3a://`` only with hadoop-aws on its classpath)."""
+    """Spark's own checkpoint: under ``STREAM_SINK_KILL_SPARK_CHECKPOINTS`` when set (an
+    ``s3a://`` prefix), else local when the sink's are on an object store, else beside
+    the sink's (the sink's default)."""
+    prefix = os.environ.get("STREAM_SINK_KILL_SPARK_CHECKPOINTS")
+    if prefix:
+        return f"{prefix}/spark-{name}"
     return str(root / f"spark-{name}") if "://" in chk else None
 
 
 def main(root: Path, route: str, master: str) -> None:
-    spark = local_session("stream-sink-kill-test", master=master)
+    s3a = json.loads(os.environ.get("STREAM_SINK_KILL_S3A") or "null") or False
+    spark = local_session("stream-sink-kill-test", master=master, s3a=s3a)
     if route == "source":
         register(spark)
         run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA)

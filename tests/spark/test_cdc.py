@@ -76,8 +76,9 @@ def rows_of(catalog: Catalog, name: str) -> list[tuple]:
     )
 
 
+@pytest.mark.parametrize("format_version", [2, 3], ids=["v2", "v3"])
 def test_debezium_upsert_and_changelog_with_updates_and_deletes_within_and_across_batches(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, format_version: int
 ) -> None:
     catalog = orders_catalog(tmp_path)
     key = ["order_id", "created_at"]
@@ -86,8 +87,11 @@ def test_debezium_upsert_and_changelog_with_updates_and_deletes_within_and_acros
         schema=ORDERS,
         identifier_fields=key,
         partition_spec=[("day", "created_at"), ("bucket", "order_id", 4)],
+        format_version=format_version,
     )
-    catalog.create_table("db.orders_log", schema=ORDERS, identifier_fields=key)
+    catalog.create_table(
+        "db.orders_log", schema=ORDERS, identifier_fields=key, format_version=format_version
+    )
     o = order
     batches = [
         [
@@ -162,6 +166,21 @@ def test_debezium_upsert_and_changelog_with_updates_and_deletes_within_and_acros
     assert sorted(after_first.column("status").to_pylist()) == ["new", "shipped"]
     created = first.scan().to_arrow().column("created_at").to_pylist()
     assert datetime(2024, 5, 2, 10, tzinfo=timezone.utc) in created
+    formats = {
+        d.file_format.value
+        for name in ("db.orders_upsert", "db.orders_log")
+        for s in catalog.load_table(name).snapshots()
+        for d in _position_deletes(catalog.load_table(name), s)
+    }
+    assert formats == ({"PUFFIN"} if format_version == 3 else {"PARQUET"})  # vectors on v3
+
+
+def _position_deletes(table: Any, snapshot: Any) -> list[Any]:
+    from stream_sink.maintenance.inventory import inventory
+    from stream_sink.table.manifest import DataFileContent
+
+    found = [e.data_file for e in inventory(table, snapshot).deletes]
+    return [d for d in found if d.content == DataFileContent.POSITION_DELETES]
 
 
 def test_upsert_without_row_kind_column_replaces_each_key(spark: Any, tmp_path: Path) -> None:

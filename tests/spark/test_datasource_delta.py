@@ -155,3 +155,44 @@ def test_changelog_stream_into_delta_applies_deletes_and_updates(
     assert table.schema.names == ["id", "data", "seq"]  # the row kind column is not stored
     for rows in both_readers(table.location):
         assert sorted((r["id"], r["data"]) for r in rows) == [(0, "b0"), (2, "a2")]
+
+
+@pytest.mark.slow
+def test_changelog_stream_with_spilled_keys_is_exact(spark: Any, tmp_path: Path) -> None:
+    """``driver-key-limit`` 0: the commit never holds the batch's keys, it streams the
+    files the tasks spilled them to; keys repeat within a batch, across the tasks' batches
+    and across batches, with deletes; the spill files are gone after each commit."""
+    import random
+
+    rng, model, seq = random.Random(11), {}, 0
+    batches = []
+    for _ in range(3):
+        rows = []
+        for _ in range(300):
+            key, seq = rng.randrange(120), seq + 1
+            op = rng.choice(["+I", "+U", "+U", "-D"])
+            rows.append({"op": op, "id": key, "data": f"d{seq}", "seq": seq})
+            if op == "-D":
+                model.pop(key, None)
+            else:
+                model[key] = f"d{seq}"
+        batches.append(rows)
+    write_batches(tmp_path / "sp-in", batches)
+    stream(
+        spark,
+        tmp_path,
+        "sp",
+        "op string, id long, data string, seq long",
+        mode="changelog",
+        row_kind_column="op",
+        equality_fields="id",
+        order_by="seq",
+        **{"driver-key-limit": "0"},
+    ).awaitTermination()
+    want = sorted(model.items())
+    table = DeltaTable.load(str(tmp_path / "sp"))
+    for rows in both_readers(table.location):
+        assert sorted((r["id"], r["data"]) for r in rows) == want
+    assert table.version == 3
+    spilled = tmp_path / "chk-sp" / "touched-keys"
+    assert not spilled.exists() or not any(spilled.iterdir())

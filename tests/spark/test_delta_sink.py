@@ -163,3 +163,59 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
         DeltaSink(path="gs://bucket/t")
     with pytest.raises(InvalidOptionError, match=r"s3\.endpoint"):
         DeltaSink(path="s3://bucket/t", storage_options={"endpoint": "http://x"})
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+@pytest.mark.timeout(1800)  # a stream, then a JVM for Delta Lake
+def test_delta_sink_maintenance_compacts_and_vacuums_between_commits(
+    spark: Any, tmp_path: Path
+) -> None:
+    """In-sink maintenance every 3 versions: small files compacted (``OPTIMIZE``,
+    ``dataChange=false``) and files removed past the retention deleted; the table as
+    delta-rs, DuckDB and Delta Lake on Spark read it is the stream's last change per key."""
+    from peers.readers import read_with_delta
+
+    from stream_sink.delta import DeltaMaintenanceOptions
+    from stream_sink.delta.vacuum import vacuum
+
+    batches = [
+        [{"id": (b * 7 + i) % 10, "p": f"p{i % 2}", "seq": b * 100 + i} for i in range(6)]
+        for b in range(10)
+    ]
+    last = {r["id"]: r["seq"] for batch in batches for r in batch}
+    maintenance = DeltaMaintenanceOptions(every_versions=3, min_input_files=2)
+    src = tmp_path / "m-in"
+    write_batches(src, batches)
+    sink = DeltaSink(
+        path=str(tmp_path / "m"),
+        checkpoint_location=str(tmp_path / "chk-m"),
+        state_dir=str(tmp_path / "state"),
+        mode="upsert",
+        partition_by=["p"],
+        equality_fields=["id"],
+        order_by="seq",
+        configuration={"delta.deletedFileRetentionDuration": "interval 0 seconds"},
+        maintenance=maintenance,
+    )
+    try:
+        run_available(
+            spark,
+            src,
+            "id long, p string, seq long",
+            sink.foreach_batch,
+            sink.spark_checkpoint_location,
+        )
+    finally:
+        sink.close()
+    m = sink.maintenance_metrics
+    assert m.runs >= 3 and m.failures == 0 and m.compacted_files > 0 and m.vacuumed_files > 0
+    loc = str(tmp_path / "m")
+    table = DeltaTable.load(loc)
+    want = sorted(last.items())
+    vacuum(table)  # what the last versions removed after the last run
+    on_disk = [p for p in Path(loc).rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert len(on_disk) == len(table.snapshot.files)  # vacuumed: only live files remain
+    (delta_lake,) = read_with_delta([loc])
+    for rows in (delta_rs_rows(loc), duckdb_delta_versions(loc, [None])[0], delta_lake.to_pylist()):
+        assert sorted((r["id"], r["seq"]) for r in rows) == want

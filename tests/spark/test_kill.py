@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -25,14 +26,21 @@ FILES, APPEND_ROWS, KEYS = 8, 40, 12
 pytestmark = pytest.mark.spark
 
 
-def prepare(root: Path, files: int = FILES) -> dict[int, str]:
-    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
-    catalog.create_namespace("db")
+def prepare(
+    root: Path, files: int = FILES, catalog: Any = None, namespace: str = "db"
+) -> dict[int, str]:
+    """The tables ``<namespace>.events`` and ``.latest`` (in ``catalog``, by default a
+    Hadoop catalog under ``root/warehouse``) and the input files; the upsert stream's
+    last value per key."""
+    if catalog is None:
+        catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
+        catalog.create_namespace(namespace)
     catalog.create_table(
-        "db.events", schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())])
+        f"{namespace}.events",
+        schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
     )
     catalog.create_table(
-        "db.latest",
+        f"{namespace}.latest",
         schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
         identifier_fields=["id"],
     )

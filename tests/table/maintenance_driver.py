@@ -1,5 +1,5 @@
 """Runs one maintenance operation on Hadoop table ``db.t`` as a subprocess, for the
-crash tests: ``python maintenance_driver.py WAREHOUSE rewrite|expire``.
+crash tests: ``python maintenance_driver.py WAREHOUSE rewrite|expire|convert``.
 ``STREAM_SINK_FAILPOINT`` kills it on the spot."""
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def main(warehouse: str, op: str) -> None:
         plan = plan_compaction(table)
         failpoint(AFTER_REWRITE_FILES)
         commit_compaction(table, plan, use_starting_sequence_number=True)
+    elif op == "convert":
+        table.maintenance.convert_equality_deletes()
     else:
         table.new_expire_snapshots().expire_older_than(FAR_FUTURE).retain_last(1).commit()
 

@@ -143,7 +143,7 @@ def test_corrupt_metadata_names_the_file(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("version", "message"),
-    [(3, "format version 3 is not supported yet"), (9, "format version 9 is newer")],
+    [(4, "format version 4 is newer"), (9, "format version 9 is newer")],
 )
 def test_unsupported_format_versions_are_refused_naming_them_not_as_damage(
     version: int, message: str

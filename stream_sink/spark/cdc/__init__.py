@@ -19,14 +19,21 @@ if TYPE_CHECKING:
     from stream_sink.spark.cdc.debezium import (
         ORDER_COLUMN,
         ROW_KIND_COLUMN,
+        debezium_row_schema,
         from_debezium,
         to_spark_schema,
         union_schema,
     )
 
-_EXPORTS = ("ORDER_COLUMN", "ROW_KIND_COLUMN", "from_debezium", "to_spark_schema", "union_schema")
-
-__all__ = ["ORDER_COLUMN", "ROW_KIND_COLUMN", "from_debezium", "to_spark_schema", "union_schema"]
+__all__ = [
+    "ORDER_COLUMN",
+    "ROW_KIND_COLUMN",
+    "debezium_row_schema",
+    "from_debezium",
+    "to_spark_schema",
+    "union_schema",
+]
+_EXPORTS = frozenset(__all__)
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ Mapping (Flink's RowKind names):
 c, r   ``+I`` after
 u      ``-U`` before (when present), ``+U`` after
 d      ``-D`` before
+t      none: the query stops (UnsupportedError)
 =====  ==========================================
 
 Invariants:
@@ -18,14 +19,24 @@ Invariants:
   UnknownRowKindError, unparsable JSON, a missing ``op`` or a row image that the op
   needs (``after`` for c/r/u, ``before`` for d) raise ValidationError. The errors are
   raised inside Spark (``raise_error``) and turned back into these classes by the
-  sink, with the offending value in the message.
+  sink, with the offending value in the message, preceded by the event's Kafka topic,
+  partition and offset when ``df`` has those columns (as Spark's Kafka source gives).
+- Refused as well, since applying them would make the table differ from the source: a
+  TRUNCATE (``op`` t: UnsupportedError), a string column holding Debezium's TOAST
+  placeholder ``__debezium_unavailable_value`` (an unchanged large value PostgreSQL did
+  not send: ValidationError naming the column and ``REPLICA IDENTITY FULL``), and, when
+  the Kafka ``key`` column is present, an event without a key (a source table without a
+  primary key: ValidationError).
 - Kafka tombstones (a null value; Debezium writes one after each delete so that log
   compaction can drop the key) mean "this key is deleted": with the Kafka ``key``
   column present they become ``-D`` of the key parsed from it (the other columns null).
   The key's delete event usually came just before, and deleting a deleted key changes
   nothing; but on a compacted topic the tombstone may be all that is left of it. Its
-  position is the end of its micro-batch for envelope paths (a tombstone has no
-  ``source``); order by the Kafka offset to place it exactly. Without a ``key`` column,
+  position is the start of its micro-batch for envelope paths (a tombstone has no
+  ``source``): every change of its key in the batch that came before it is the delete it
+  follows (compaction keeps nothing older beside a tombstone), so applying it first is
+  exact, and a key deleted and created again in one batch (a primary-key update there
+  and back) keeps its new row. Without a ``key`` column,
   or with ``table_column`` (a tombstone names no table), tombstones are dropped.
 - Updates without a before image (PostgreSQL's default replica identity) give ``-U``
   with the after image: an update never changes the key (Debezium turns a key change
@@ -58,8 +69,13 @@ SOURCE_DB, SOURCE_TABLE = "source.db", "source.table"
 ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
 KAFKA_KEY_COLUMN = "key"
 """Kafka's message key column: a tombstone's key is read from it."""
-TOMBSTONE_POSITION = 2**63 - 1
-"""Envelope positions of a tombstone (it has no ``source``): after every other change."""
+TOMBSTONE_POSITION = -(2**63)
+"""Envelope positions of a tombstone (it has no ``source``): before every other change."""
+TOAST_PLACEHOLDER = "__debezium_unavailable_value"
+"""Debezium's value for an unchanged TOASTed column PostgreSQL did not send (its default
+``unavailable.value.placeholder``)."""
+KAFKA_LOCATION = ("topic", "partition", "offset")
+"""Columns of Spark's Kafka source that locate an event; named in error messages."""
 _MAX_SHOWN = 200
 
 
@@ -117,6 +133,8 @@ def from_debezium(
         env = _parse(raw, rows, envelope_paths, [SOURCE_DB, SOURCE_TABLE] if table_column else [])
     keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
     tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
+    keyless = F.col(KAFKA_KEY_COLUMN).isNull() if keyed else F.lit(False)
+    detail = _detail(df, raw)
     # a typed null without a key column: pyspark 3.5 cannot extract fields from NULL
     key_image = _parse_key(F.col(KAFKA_KEY_COLUMN), rows) if keyed else F.lit(None).cast(rows)
     position = [F.col(c) for c in taken] + [
@@ -125,8 +143,8 @@ def from_debezium(
     ]
     extra = _source_columns(env, table_column, key_column)
     changes = F.when(
-        tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, raw))
-    ).otherwise(_changes(env, raw))
+        tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, detail))
+    ).otherwise(_changes(env, detail, rows, keyless))
     exploded = df.select(
         F.explode(changes).alias("c"),
         *(p.alias(f"_pos{i}") for i, p in enumerate(position)),
@@ -163,16 +181,28 @@ def to_spark_schema(schema: StructType | Schema | str) -> StructType:
     return parsed
 
 
-def _change(kind: str, image: Column, seq: int, raw: Column) -> Column:
-    """One change: (row kind, row image, position in its event, the raw event)."""
+def _change(kind: str, image: Column, seq: int, detail: Column) -> Column:
+    """One change: (row kind, row image, position in its event, the event as shown)."""
     from pyspark.sql import functions as F
 
     return F.struct(
-        F.lit(kind).alias("k"),
-        image.alias("row"),
-        F.lit(seq).alias("seq"),
-        F.coalesce(F.substring(raw, 1, _MAX_SHOWN), F.lit("<tombstone>")).alias("raw"),
+        F.lit(kind).alias("k"), image.alias("row"), F.lit(seq).alias("seq"), detail.alias("raw")
     )
+
+
+def _detail(df: DataFrame, raw: Column) -> Column:
+    """The event as error messages show it: its Kafka location when known, then its
+    first characters (``<tombstone>`` for a null value)."""
+    from pyspark.sql import functions as F
+
+    shown = F.coalesce(F.substring(raw, 1, _MAX_SHOWN), F.lit("<tombstone>"))
+    if not set(KAFKA_LOCATION) <= set(df.columns):
+        return shown
+    topic, partition, offset = (F.col(c).cast("string") for c in KAFKA_LOCATION)
+    return F.concat(
+        F.lit("topic "), topic, F.lit(" partition "), partition, F.lit(" offset "), offset,
+        F.lit(": "), shown,
+    )  # fmt: skip
 
 
 def _parse_key(key: Column, rows: StructType) -> Column:
@@ -197,12 +227,14 @@ def _key_row(key: Column, rows: StructType) -> Column:
     )
 
 
-def _changes(env: Column, raw: Column) -> Column:
-    """Per event, an array of (row kind, row image, position in event, raw event)."""
+def _changes(env: Column, raw: Column, rows: StructType, keyless: Column) -> Column:
+    """Per event, an array of (row kind, row image, position in event, event as shown);
+    ``raw`` is the event as shown, ``keyless`` whether its Kafka key is missing."""
     from pyspark.sql import functions as F
 
     op = env.getField("op")
     before, after = env.getField("before"), env.getField("after")
+    toasted = _toasted_columns(after, rows)
 
     def change(kind: str, image: Column, seq: int) -> Column:
         return _change(kind, image, seq, raw)
@@ -211,6 +243,47 @@ def _changes(env: Column, raw: Column) -> Column:
         F.when(
             env.isNull() | op.isNull(),
             _fail("ValidationError", "malformed Debezium event (not JSON, or no 'op'): ", raw),
+        )
+        .when(
+            op == "t",
+            _fail(
+                "UnsupportedError",
+                "TRUNCATE of the source table (Debezium op 't'): the sink does not empty a "
+                "table from a change stream; stop the stream, empty the table (or recreate "
+                "it) and start a new stream from after this event, or drop truncates in "
+                "Debezium (skipped.operations=t) if the table should keep its rows: ",
+                raw,
+            ),
+        )
+        .when(
+            keyless,
+            _fail(
+                "ValidationError",
+                "Debezium event without a Kafka key: its source table has no primary key, "
+                "so its rows cannot be told apart for updates and deletes; add a PRIMARY KEY "
+                "to the source table (or name key columns with Debezium's "
+                "message.key.columns): ",
+                raw,
+            ),
+        )
+        .when(
+            toasted != "",
+            _fail(
+                "ValidationError",
+                F.concat(
+                    F.lit(
+                        f"Debezium event has the placeholder {TOAST_PLACEHOLDER} (an unchanged "
+                        "TOASTed value PostgreSQL did not send) in column(s) "
+                    ),
+                    toasted,
+                    F.lit(
+                        "; the sink does not guess the value: set ALTER TABLE ... REPLICA "
+                        "IDENTITY FULL on the source table so that every change carries "
+                        "every column: "
+                    ),
+                ),
+                raw,
+            ),
         )
         .when(op.isin("c", "r"), F.array(change("+I", after, 0)))
         .when(
@@ -349,7 +422,46 @@ def _order_name(path: str) -> str:
     return path.replace(".", "_")
 
 
-def _fail(error: str, text: str, detail: Column) -> Column:
+def _toasted_columns(image: Column, rows: StructType) -> Column:
+    """The string columns of ``image`` holding the TOAST placeholder, comma-separated
+    (empty when none)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    names = [f.name for f in rows.fields if isinstance(f.dataType, StringType)]
+    hits = [F.when(image.getField(n) == TOAST_PLACEHOLDER, F.lit(n)) for n in names]
+    return F.concat_ws(", ", *hits) if hits else F.lit("")
+
+
+def debezium_row_schema(df: DataFrame, value_column: str = "value") -> StructType | None:
+    """The row schema of the Debezium events in a (micro-batch) DataFrame, read from
+    their Kafka Connect schemas (JsonConverter with ``schemas.enable=true``): the union of
+    every distinct schema in the batch (``stream_sink.table.connect_schema``). Called in
+    ``foreachBatch`` and handed to :func:`from_debezium`, a column added to the source
+    table mid-stream reaches the sink with the first batch holding it (the sink's
+    ``schema_evolution`` adds it to the table). None when the batch holds no event (only
+    tombstones, or nothing); ValidationError when its events have no schema."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from stream_sink.exceptions import ValidationError
+    from stream_sink.table.connect_schema import merge_row_schemas, row_schema_of
+
+    text = F.get_json_object(F.col(value_column).cast("string"), "$.schema")
+    found = [r[0] for r in df.select(text).where(text.isNotNull()).distinct().collect()]
+    if not found:
+        if df.where(F.col(value_column).isNotNull()).limit(1).count() == 0:
+            return None
+        raise ValidationError(
+            f"no Debezium event in column {value_column!r} of this batch has a Kafka Connect "
+            "schema; use JsonConverter with schemas.enable=true, or pass row_schema= to "
+            "from_debezium"
+        )
+    return from_arrow_schema(merge_row_schemas(row_schema_of(t) for t in found))
+
+
+def _fail(error: str, text: str | Column, detail: Column) -> Column:
     from pyspark.sql import functions as F
 
-    return F.raise_error(F.concat(F.lit(spark_error_message(error, text)), detail))
+    head = F.lit(text) if isinstance(text, str) else text
+    return F.raise_error(F.concat(F.lit(spark_error_message(error, "")), head, detail))

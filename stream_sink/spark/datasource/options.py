@@ -22,9 +22,9 @@ option                         meaning (default)
                                (Spark's ``checkpointLocation``)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
 ``branch``                     target branch (``main``)
-``catalog.type``               ``hadoop`` | ``sql`` (``hadoop``)
+``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
-``catalog.uri``                database URI of a ``sql`` catalog
+``catalog.uri``                database URI of a ``sql`` catalog, URL of a ``rest`` one
 ``catalog.name``               catalog name (``stream_sink``)
 ``catalog.<key>``              any other catalog property (``s3.endpoint``, ``jdbc.user``)
 ``snapshot-property.<key>``    extra snapshot summary property

@@ -146,7 +146,11 @@ def check_keys_disjoint(
     if len(arrays) < 2:
         return
     every = np.concatenate(arrays)
-    shared = every.size - np.unique(every).size
+    refuse_shared_keys(every.size - np.unique(every).size, where, keys, batch)
+
+
+def refuse_shared_keys(shared: int, where: str, keys: tuple[str, ...], batch: str) -> None:
+    """Raise ValidationError when ``shared`` keys of ``batch`` reached more than one task."""
     if shared:
         cols = ", ".join(repr(k) for k in keys)
         raise ValidationError(

@@ -26,6 +26,9 @@ import pyarrow as pa
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
+from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
+from stream_sink.delta.maintenance import due as maintenance_due
+from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
@@ -36,14 +39,8 @@ from stream_sink.spark.delta_tasks import (
 )
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
-from stream_sink.spark.foreach_batch.delta_touched import (
-    DEFAULT_DRIVER_KEY_LIMIT,
-    rewrite_touched_files,
-)
-from stream_sink.spark.options import (
-    CDC_MODES,
-    WRITE_MODES,
-)
+from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
+from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 
 if TYPE_CHECKING:
@@ -81,6 +78,10 @@ class DeltaSink:
     ``driver_key_limit``: CDC batches with at most this many distinct keys find the files
     to rewrite on the driver; larger ones keep their keys on the executors (semi- and
     anti-joins there, see :mod:`.delta_touched`), so no batch is too large for the driver.
+
+    ``maintenance``: bounded compaction of small files and vacuum of files removed longer
+    ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits
+    (:mod:`stream_sink.delta.maintenance`); ``maintenance_metrics`` counts the runs.
     """
 
     def __init__(
@@ -99,6 +100,7 @@ class DeltaSink:
         storage_options: Mapping[str, str] | None = None,
         spark_checkpoint_location: str | None = None,
         driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
+        maintenance: DeltaMaintenanceOptions | None = None,
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -125,6 +127,9 @@ class DeltaSink:
         if driver_key_limit < 0:
             raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
+        self.maintenance = maintenance
+        self.maintenance_metrics = DeltaMaintenanceMetrics()
+        self._maintenance_backlog = False
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
@@ -156,6 +161,21 @@ class DeltaSink:
             self.close()
             raise
 
+    def _maintain(self, table: DeltaTable) -> None:
+        """A bounded maintenance run when the version just committed makes one due."""
+        options = self.maintenance
+        if options is None:
+            return
+        try:  # the batch is committed: maintenance never fails it
+            if maintenance_due(table.refresh().version, options, self._maintenance_backlog):
+                self._maintenance_backlog = run_maintenance(
+                    table, options, self.maintenance_metrics
+                )
+        except Exception as e:
+            self.maintenance_metrics.failures += 1
+            self.maintenance_metrics.last_error = f"{type(e).__name__}: {e}"
+            log.warning("DeltaSink %s: maintenance failed: %s", self.sink_id, e)
+
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
@@ -171,7 +191,10 @@ class DeltaSink:
             return self._runtime
         self.close()
         table = self._table(df)
-        self._runtime = _Runtime(table, open_delta(self.places, table, self.mode, job_id))
+        commits = open_delta(
+            self.places, table, self.mode, job_id, after_checkpoint=lambda _: self._maintain(table)
+        )
+        self._runtime = _Runtime(table, commits)
         return self._runtime
 
     def _table(self, df: DataFrame) -> DeltaTable:

@@ -179,17 +179,21 @@ class TableTemplate:
     @staticmethod
     def parse(raw: Mapping[str, Any] | None) -> TableTemplate:
         raw = dict(raw or {})
-        unknown = set(raw) - {"partition_spec", "properties", "identifier_fields", "schemas"}
+        known = {"partition_spec", "properties", "identifier_fields", "schemas", "format_version"}
+        unknown = set(raw) - known
         if unknown:
             raise InvalidOptionError(
                 f"table_template has unknown keys {sorted(unknown)}; known: partition_spec, "
-                "properties, identifier_fields, schemas"
+                "properties, identifier_fields, schemas, format_version"
             )
+        props = {str(k): str(v) for k, v in (raw.get("properties") or {}).items()}
+        if raw.get("format_version") is not None:
+            props["format-version"] = str(int(raw["format_version"]))
         ids = raw.get("identifier_fields") or ()
         ids = {k: tuple(v) for k, v in ids.items()} if isinstance(ids, Mapping) else tuple(ids)
         return TableTemplate(
             tuple(raw.get("partition_spec") or ()),
-            {str(k): str(v) for k, v in (raw.get("properties") or {}).items()},
+            props,
             ids,
             dict(raw.get("schemas") or {}),
         )

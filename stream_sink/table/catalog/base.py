@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from stream_sink.exceptions import (
     CommitFailedError,
     CorruptMetadataError,
+    InvalidOptionError,
     MissingFileError,
     ValidationError,
 )
@@ -224,7 +225,7 @@ class Catalog(ABC, Generic[TableT]):
         iceberg_schema = _as_schema(schema, identifier_fields)
         spec = build_partition_spec(iceberg_schema, partition_spec or [])
         props = dict(properties or {})
-        version = int(props.pop("format-version", format_version))
+        version = table_format_version(props, format_version)
         meta = new_table_metadata(
             iceberg_schema,
             spec,
@@ -270,3 +271,24 @@ def _as_schema(schema: Schema | pa.Schema, identifier_fields: Sequence[str] | No
     from stream_sink.table.arrow import schema_from_arrow
 
     return schema_from_arrow(schema, list(identifier_fields) if identifier_fields else None)
+
+
+FORMAT_VERSION_PROPERTIES = ("format-version", "write.format-version")
+
+
+def table_format_version(props: dict[str, str], default: int) -> int:
+    """The format version a new table gets: ``format-version`` (Iceberg's creation
+    property) or ``write.format-version`` in ``props`` (both removed from it: neither
+    is a table property), else ``default``. A value that is not a number is refused."""
+    chosen = default
+    for key in FORMAT_VERSION_PROPERTIES:
+        raw = props.pop(key, None)
+        if raw is None:
+            continue
+        try:
+            chosen = int(raw)
+        except ValueError:
+            raise InvalidOptionError(
+                f"table property {key}={raw!r} is not a format version (1, 2 or 3)"
+            ) from None
+    return chosen

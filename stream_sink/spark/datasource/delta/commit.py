@@ -10,7 +10,10 @@ and one commit per micro-batch, as a copy-on-write MERGE must see the previous b
 In the CDC modes the commit also does the copy-on-write half of the MERGE: it removes
 the keys the tasks touched from the table's live files, reading and rewriting those
 files here, on the driver (Spark's commit step has no executors), against the table
-as the previous batch left it. A stream that touches many large files per batch is
+as the previous batch left it. The tasks spill their keys to files and return their
+paths (:mod:`stream_sink.delta.key_spill`): the commit holds the keys only when they
+are at most ``driver_key_limit``, else it streams them file by file, so no batch is
+too large for the driver's memory. A stream that touches many large files per batch is
 better served by ``DeltaSink.foreach_batch``, which rewrites them on the executors.
 
 Invariants: every check runs in ``prepare_delta_write``, before any file is written; a
@@ -31,14 +34,22 @@ import pyarrow as pa
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
-from stream_sink.delta.merge import rewrite_touched
+from stream_sink.delta.key_spill import (
+    SPILL_FOLDER,
+    KeySpill,
+    remove_spills,
+    rewrite_spilled,
+    shared_keys,
+)
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
+from stream_sink.io.fileio import FileIO
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
-from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, from_ipc
-from stream_sink.spark.datasource.write import TaskOutput, check_keys_disjoint, runs_as_overwrite
+from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, spills_of
+from stream_sink.spark.datasource.write import TaskOutput, refuse_shared_keys, runs_as_overwrite
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
+from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 
 if TYPE_CHECKING:
@@ -89,6 +100,8 @@ def prepare_delta_write(
         key_columns=options.equality_fields,
         row_kind_column=options.row_kind_column,
         order_columns=options.order_by,
+        spill_location=f"{options.checkpoint_location or table.location + '/_stream_sink'}"
+        f"/{SPILL_FOLDER}",
     )
     return DeltaPreparedWrite(options, task)
 
@@ -131,16 +144,27 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
 
 def _written(
     prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], what: str
-) -> tuple[DeltaBatch, pa.Table | None]:
-    """The tasks' files as one batch, and (CDC modes) every key they touched."""
+) -> tuple[DeltaBatch, list[KeySpill]]:
+    """The tasks' files as one batch, and (CDC modes) the spills of the keys they
+    touched, checked to be disjoint (see :func:`_discard_spills` on a refusal)."""
     present = [o for o in outputs if o is not None]
-    keys = prepared.task.key_columns
-    if keys:
-        check_keys_disjoint(present, prepared.options.path, keys, what)
     written = merge_batches([o.result for o in present])
-    parts = [from_ipc(o.touched) for o in present if o.touched]
-    touched = pa.concat_tables(parts, promote_options="permissive") if parts else None
-    return written, touched
+    spills = [spills_of(o.touched) for o in present if o.touched]
+    keys = prepared.task.key_columns
+    if keys and len(spills) > 1:
+        shared = shared_keys(_spill_io(prepared), spills)
+        refuse_shared_keys(shared, prepared.options.path, keys, what)
+    return written, spills
+
+
+def _spill_io(prepared: DeltaPreparedWrite) -> FileIO:
+    return FileIO.for_location(prepared.task.spill_location, prepared.options.storage)
+
+
+def _discard_spills(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
+    spills = [spills_of(o.touched) for o in outputs if o is not None and o.touched]
+    if spills:
+        remove_spills(_spill_io(prepared), spills)
 
 
 def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
@@ -165,17 +189,25 @@ def commit_stream(
     keys the batch touched are first removed from the table's live files (the
     copy-on-write half of the MERGE), against the table as the previous batch left it."""
     started = time.perf_counter()
-    written, touched = _written(prepared, outputs, f"batch {batch_id}")
+    written, spills = _written(prepared, outputs, f"batch {batch_id}")
     options = prepared.options
     table, runtime = _open(options)
     try:
-        if touched is not None and touched.num_rows and not runtime.holds(batch_id):
-            snapshot = table.refresh().snapshot
-            rewritten = rewrite_touched(snapshot, table.io, touched, options.equality_fields)
+        if spills and not runtime.holds(batch_id):
+            limit = options.driver_key_limit
+            rewritten = rewrite_spilled(
+                table.refresh().snapshot,
+                table.io,
+                _spill_io(prepared),
+                spills,
+                options.equality_fields,
+                DEFAULT_DRIVER_KEY_LIMIT if limit is None else limit,
+            )
             written = DeltaBatch.merge([rewritten, written])
         watermark = runtime.record(batch_id, written)
     finally:
         runtime.close()
+    _discard_spills(prepared, outputs)
     log.info(
         "Delta sink %s: committed batch %d (%d files added, watermark %d) in %.0f ms",
         runtime.name,
@@ -196,15 +228,16 @@ def abort_stream(
         table, runtime = _open(prepared.options)
     except Exception as e:
         log.warning("Delta sink: batch %d aborted; files kept (%s)", batch_id, e)
-        return
-    try:
-        runtime.discard(
-            batch_id,
-            written.all_paths(),
-            lambda path: table.io.delete(absolute_location(table.location, path)),
-        )
-    finally:
-        runtime.close()
+    else:
+        try:
+            runtime.discard(
+                batch_id,
+                written.all_paths(),
+                lambda path: table.io.delete(absolute_location(table.location, path)),
+            )
+        finally:
+            runtime.close()
+    _discard_spills(prepared, outputs)
 
 
 def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
@@ -213,6 +246,7 @@ def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | No
     from stream_sink.commit.delta_target import replace_partitions
 
     written, _ = _written(prepared, outputs, "batch write")
+    _discard_spills(prepared, outputs)
     table = DeltaTable.load(prepared.options.path, storage_options=prepared.options.storage)
     txn = table.new_transaction().add_all(written.adds)
     if prepared.options.mode == "overwrite":

@@ -22,6 +22,8 @@ option                         meaning (default)
 ``checkpoint-location``        the sink's completed checkpoints (Spark's
                                ``checkpointLocation``)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
+``driver-key-limit``           CDC: distinct keys of a batch the commit holds at once
+                               (``1000000``); beyond, it streams the tasks' spilled keys
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
 ``s3.<key>``                   FileIO property of the table's store (``s3.endpoint``,
                                ``s3.access-key-id``, ``s3.secret-access-key``,
@@ -57,6 +59,7 @@ DELTA_OPTIONS = (
     "state-dir",
     "checkpoint-location",
     "checkpoint-interval-batches",
+    "driver-key-limit",
 )
 ICEBERG_ONLY = {
     "table": "it names an Iceberg table; a Delta table is named by its path: "
@@ -90,6 +93,8 @@ class DeltaRouteOptions:
     checkpoint_location: str | None = None
     spark_checkpoint_location: str | None = None
     state_dir: str = "state"
+    driver_key_limit: int | None = None
+    """None: DeltaSink's default."""
     storage_options: tuple[tuple[str, str], ...] = ()
     """FileIO properties of the table's store (``s3.*``)."""
 
@@ -115,7 +120,12 @@ class DeltaRouteOptions:
             "spark_checkpoint_location": self.spark_checkpoint_location,
             "state_dir": self.state_dir,
             "storage_options": self.storage,
+            **self._key_limit(),
         }
+
+    def _key_limit(self) -> dict[str, int]:
+        limit = self.driver_key_limit
+        return {} if limit is None else {"driver_key_limit": limit}
 
 
 def target_of(options: Mapping[str, str]) -> str:
@@ -180,10 +190,23 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         checkpoint_location=given.get("checkpoint-location") or spark_root,
         spark_checkpoint_location=spark_root,
         state_dir=given.get("state-dir", "state"),
+        driver_key_limit=_key_limit(given.get("driver-key-limit")),
         storage_options=tuple(sorted(storage.items())),
     )
     _check_modes(parsed)
     return parsed
+
+
+def _key_limit(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidOptionError(f"{WHERE}: driver-key-limit={raw!r}: expected an integer >= 0")
+    return value
 
 
 def _refusal(raw_key: str, key: str) -> str:

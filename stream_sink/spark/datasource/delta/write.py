@@ -3,10 +3,12 @@
 - append and overwrite: the task's rows as data files.
 - upsert and changelog: the task's net changes (per key, the last change in source
   order: :func:`stream_sink.delta.merge.net_changes`) as data files, plus the keys it
-  touched (Arrow IPC) and their 64-bit hashes. The driver's commit refuses a batch in
-  which two tasks wrote the same key (as for Iceberg) and removes the touched keys from
-  the table's live files (the copy-on-write half of the MERGE, which needs every task's
-  keys, so it runs in the commit).
+  touched and their 64-bit hashes spilled to files under the sink's checkpoint location
+  (:mod:`stream_sink.delta.key_spill`; the task returns their paths and bounds only).
+  The driver's commit refuses a batch in which two tasks wrote the same key (as for
+  Iceberg) and removes the touched keys from the table's live files (the copy-on-write
+  half of the MERGE, which needs every task's keys, so it runs in the commit, streaming
+  the spills: the driver never holds a batch's keys).
 
 Invariants: a task returns file metadata only; a failure deletes the files it wrote
 before the error propagates; a retried attempt writes new, uniquely named files.
@@ -15,16 +17,20 @@ before the error propagates; a retried attempt writes new, uniquely named files.
 from __future__ import annotations
 
 import contextlib
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_spill import HASH_DTYPE, KeySpill, write_spill
 from stream_sink.delta.merge import MergeMode, net_changes
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.writer import write_data_files
+from stream_sink.io.fileio import FileIO
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.write import TaskOutput, key_hashes
 from stream_sink.spark.delta_tasks import TableShape
@@ -43,6 +49,8 @@ class DeltaSourceTask:
     key_columns: tuple[str, ...] = ()
     row_kind_column: str | None = None
     order_columns: tuple[str, ...] = ()
+    spill_location: str = ""
+    """Where CDC tasks spill their touched keys (a folder of the sink's checkpoint)."""
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> TaskOutput:
         ids = current_task_ids()
@@ -75,9 +83,12 @@ class DeltaSourceTask:
         result = DeltaBatch(tuple(adds)).to_bytes()
         if touched is None or not touched.num_rows:
             return TaskOutput(ids.partition_id, result)
-        return TaskOutput(
-            ids.partition_id, result, key_hashes(touched, self.key_columns), to_ipc(touched)
+        hashes = np.frombuffer(key_hashes(touched, self.key_columns), dtype=HASH_DTYPE)
+        spill_io = FileIO.for_location(self.spill_location, dict(self.table.storage_options))
+        spill = write_spill(
+            spill_io, self.spill_location, touched, hashes, self.table.partition_columns
         )
+        return TaskOutput(ids.partition_id, result, touched=pickle.dumps(spill))
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,8 @@ def _collect(batches: Iterator[pa.RecordBatch], columns: tuple[str, ...]) -> pa.
     return pa.Table.from_batches(parts)
 
 
-def to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def from_ipc(raw: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(raw)).read_all()
+def spills_of(raw: bytes) -> KeySpill:
+    """The :class:`KeySpill` a task returned (``TaskOutput.touched``)."""
+    spill = pickle.loads(raw)
+    assert isinstance(spill, KeySpill)
+    return spill

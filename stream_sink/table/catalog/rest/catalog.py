@@ -45,6 +45,7 @@ from stream_sink.table.catalog.base import (
     TableT,
     _as_schema,
     dotted,
+    table_format_version,
     table_identifier,
     to_namespace,
 )
@@ -286,7 +287,7 @@ class RestCatalog(Catalog[TableT]):
         iceberg_schema = _as_schema(schema, identifier_fields)
         spec = build_partition_spec(iceberg_schema, partition_spec or [])
         props = {str(k): str(v) for k, v in (properties or {}).items()}
-        props.setdefault("format-version", str(format_version))
+        props["format-version"] = str(table_format_version(props, format_version))
         body: dict[str, Any] = {
             "name": ident[-1],
             "schema": iceberg_schema.to_json(),

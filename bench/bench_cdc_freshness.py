@@ -1,0 +1,152 @@
+"""End-to-end freshness of the CDC pipeline: PostgreSQL commit → Debezium → Kafka →
+Spark's Kafka source → ``from_debezium`` → IcebergSink (upsert), until the change is
+readable in the Iceberg table.
+
+Run: ``python bench/bench_cdc_freshness.py [rates] [seconds] [trigger]`` (defaults
+``5,20,50,100`` changes per second, 40 s each, trigger ``1 second``).
+
+A writer commits single-row updates at a steady rate, each stamping its sequence number
+into the row (50 keys, round robin) and noting its commit time; a reader polls the table
+(Hadoop catalog, local disk) and, for every sequence number newly visible, records
+commit → visible. Batches commit in order, so the highest visible number implies all
+earlier ones. Per rate it prints p50 and p99 freshness, the ratio of p50 to the lowest
+rate's (the baseline, same session), and whether the rate was held: the last third's
+median freshness within 1.5 times (+1 s) the first third's, and the backlog drained
+within 30 s of the writer stopping. The highest rate held is printed last, with peak
+memory (this process, its children).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "cdc")]
+
+import pyarrow as pa  # noqa: E402
+from cdc_stack import peer_jars, running_stack  # noqa: E402
+from debezium_pipeline import SINK_OPTIONS, kafka_stream, sql, start  # noqa: E402
+
+import stream_sink as ss  # noqa: E402
+from stream_sink.spark import IcebergSink, local_session  # noqa: E402
+
+KEYS = 50
+ROW_SCHEMA = "pk bigint, v string, n bigint"
+
+
+def write_steadily(url: str, rate: float, seconds: float, first: int, commits: dict) -> int:
+    """Commit ``rate`` updates per second for ``seconds``; the next sequence number."""
+    import psycopg
+
+    n = first
+    with psycopg.connect(url, autocommit=True) as conn:
+        t0 = time.monotonic()
+        while (elapsed := time.monotonic() - t0) < seconds:
+            due = t0 + (n - first) / rate
+            if due > time.monotonic():
+                time.sleep(due - time.monotonic())
+            conn.execute("UPDATE fresh SET n = %s WHERE pk = %s", (n, n % KEYS))
+            commits[n] = time.time()
+            n += 1
+        del elapsed
+    return n
+
+
+class Reader(threading.Thread):
+    """Polls the table; ``seen[n]`` is when sequence number n became visible."""
+
+    def __init__(self, catalog: Any) -> None:
+        super().__init__(daemon=True)
+        self.catalog, self.seen, self.high, self.stop = catalog, {}, -1, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = self.catalog.load_table("db.fresh").scan().to_arrow()
+            now = time.time()
+            high = max(t.column("n").to_pylist() or [-1])
+            for n in range(self.high + 1, high + 1):
+                self.seen[n] = now
+            self.high = max(self.high, high)
+            time.sleep(0.2)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def main(rates: list[float], seconds: float, trigger: str) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-cdc-"))
+    with running_stack(root, schemas=False, tables="public.fresh") as stack:
+        url = stack.postgres.url
+        sql(
+            url,
+            "CREATE TABLE fresh (pk bigint PRIMARY KEY, v text, n bigint)",
+            f"INSERT INTO fresh SELECT g, 'k' || g, -1 FROM generate_series(0, {KEYS - 1}) g",
+        )
+        connect = stack.start_connect()
+        catalog = ss.load_catalog("b", type="hadoop", warehouse=str(root / "wh"))
+        catalog.create_namespace("db")
+        schema = pa.schema(
+            [pa.field("pk", pa.int64(), False), ("v", pa.string()), ("n", pa.int64())]
+        )
+        catalog.create_table("db.fresh", schema=schema, identifier_fields=["pk"])
+        spark = local_session("bench-cdc", conf={"spark.jars": ",".join(peer_jars("spark-kafka"))})
+        sink = IcebergSink(
+            catalog=catalog,
+            table="db.fresh",
+            checkpoint_location=str(root / "chk"),
+            state_dir=str(root / "state"),
+            **SINK_OPTIONS,
+        )
+        df = kafka_stream(spark, stack.kafka.bootstrap, connect.topic("public.fresh"))
+        query = start(df, sink, row_schema=ROW_SCHEMA, processing_time=trigger)
+        reader = Reader(catalog)
+        reader.start()
+        while reader.high < -1 or len(catalog.load_table("db.fresh").scan().to_arrow()) < KEYS:
+            time.sleep(1)  # the snapshot is in
+        print(f"trigger {trigger}; {seconds:.0f} s per rate; {KEYS} keys", flush=True)
+        commits: dict[int, float] = {}
+        n, results, baseline = 0, [], None
+        for rate in rates:
+            first = n
+            n = write_steadily(url, rate, seconds, first, commits)
+            drained = time.monotonic() + 30
+            while reader.high < n - 1 and time.monotonic() < drained:
+                time.sleep(0.2)
+            lags = [reader.seen[i] - commits[i] for i in range(first, n) if i in reader.seen]
+            third = max(1, len(lags) // 3)
+            held = (
+                len(lags) == n - first
+                and statistics.median(lags[-third:]) <= 1.5 * statistics.median(lags[:third]) + 1
+            )
+            p50, p99 = pct(lags, 0.5), pct(lags, 0.99) if lags else (float("nan"),) * 2
+            baseline = baseline or p50
+            results.append((rate, held))
+            print(
+                f"rate {rate:6.1f}/s  changes {n - first:6d}  freshness p50 {p50:6.2f} s  "
+                f"p99 {p99:6.2f} s  p50/baseline {p50 / baseline:5.2f}  "
+                f"{'held' if held else 'FELL BEHIND'}",
+                flush=True,
+            )
+        reader.stop.set()
+        query.stop()
+        sink.close()
+        best = max((r for r, held in results if held), default=0.0)
+        self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        kids_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"highest rate held: {best:.1f} changes/s (trigger {trigger})")
+        print(f"peak memory: this process {self_mb:.0f} MiB, largest child {kids_mb:.0f} MiB")
+
+
+if __name__ == "__main__":
+    rates = [float(r) for r in (sys.argv[1] if len(sys.argv) > 1 else "5,20,50,100").split(",")]
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 40.0
+    main(rates, seconds, sys.argv[3] if len(sys.argv) > 3 else "1 second")

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The production topology of a CDC pipeline on this machine, as local processes:
+# PostgreSQL (wal_level=logical) with the table public.source, SeaweedFS (S3 and its
+# Iceberg REST catalog, table bucket "warehouse", bucket "ckpt"), an Apache Kafka broker
+# (KRaft), Kafka Connect with Debezium's PostgreSQL connector (topic cdc.public.source),
+# and a Spark master with two workers. The configuration files are docker/cdc/*.properties,
+# the same as docker-compose.yml's.
+#
+#   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh test)
+#   scripts/cluster.sh status   what runs, and its addresses as KEY=VALUE lines
+#   scripts/cluster.sh down     stop everything it started
+#
+# Its files live in $STREAM_SINK_CLUSTER_DIR (default .cluster in the repository); the
+# addresses in $STREAM_SINK_CLUSTER_DIR/env (POSTGRES_URL, KAFKA_BOOTSTRAP, CONNECT_URL,
+# TOPIC, SPARK_MASTER, CATALOG_JSON, S3_ENDPOINT). Ports are free ones, picked at start.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR="${STREAM_SINK_CLUSTER_DIR:-$PWD/.cluster}"
+PIDFILE="$DIR/supervisor.pid"
+
+running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+
+up() {
+  if running; then status; return; fi
+  scripts/setup.sh test >&2
+  mkdir -p "$DIR"
+  rm -f "$DIR/env"
+  JAVA_HOME="$(scripts/java-home.sh)"
+  export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
+  export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+  setsid .venv/bin/python tests/cdc_stack.py --dir "$DIR" --cluster \
+    >"$DIR/cluster.log" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  echo "cluster: starting (log: $DIR/cluster.log)" >&2
+  for _ in $(seq 1 900); do
+    if [ -f "$DIR/env" ]; then status; return; fi
+    if ! running; then
+      tail -n 40 "$DIR/cluster.log" >&2
+      echo "cluster: failed to start" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "cluster: not up after 900 s (log: $DIR/cluster.log)" >&2
+  exit 1
+}
+
+down() {
+  if running; then
+    kill -TERM "$(cat "$PIDFILE")"
+    for _ in $(seq 1 180); do running || break; sleep 1; done
+    if running; then kill -KILL -- "-$(cat "$PIDFILE")" 2>/dev/null || true; fi
+    echo "cluster: stopped" >&2
+  else
+    echo "cluster: not running" >&2
+  fi
+  rm -f "$PIDFILE" "$DIR/env"
+}
+
+status() {
+  if running && [ -f "$DIR/env" ]; then
+    echo "cluster: up (supervisor pid $(cat "$PIDFILE"))" >&2
+    cat "$DIR/env"
+  elif running; then
+    echo "cluster: starting (log: $DIR/cluster.log)" >&2
+    return 1
+  else
+    echo "cluster: down" >&2
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  *) sed -n 9,11p "$0" >&2; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+"""Bitmaps shared by the table formats (Roaring, portable layout)."""

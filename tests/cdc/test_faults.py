@@ -1,0 +1,143 @@
+"""Faults of the CDC pipeline's parts: Debezium killed and restarted replays changes it
+had already sent (duplicates upstream, none in the table), and offsets Spark still needs
+dropped by Kafka's retention stop the query (``failOnDataLoss``, Spark's default)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from cdc_stack import Connect, Stack
+from debezium_pipeline import SINK_OPTIONS, Workload, kafka_stream, source_rows, sql, start
+
+import stream_sink as ss
+from stream_sink.spark import IcebergSink
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # real JVMs: minutes on a busy machine
+
+ROW_SCHEMA = "pk bigint, v string, n bigint"
+MIRROR = pa.schema([pa.field("pk", pa.int64(), False), ("v", pa.string()), ("n", pa.int64())])
+
+
+def _catalog(tmp_path: Path) -> Any:
+    catalog = ss.load_catalog("f", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.mirror", schema=MIRROR, identifier_fields=["pk"])
+    return catalog
+
+
+def _run(
+    spark: Any, bootstrap: str, topic: str, catalog: Any, tmp_path: Path, **kafka: str
+) -> None:
+    sink = IcebergSink(
+        catalog=catalog,
+        table="db.mirror",
+        checkpoint_location=str(tmp_path / "chk"),
+        state_dir=str(tmp_path / "state"),
+        **SINK_OPTIONS,
+    )
+    try:
+        df = kafka_stream(spark, bootstrap, topic, **kafka)
+        start(df, sink, row_schema=ROW_SCHEMA).awaitTermination()
+    finally:
+        sink.close()
+
+
+def _table_rows(catalog: Any) -> list[tuple]:
+    t = catalog.load_table("db.mirror").scan().to_arrow()
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("pk", "v", "n")), strict=True))
+
+
+def _catch_up(spark: Any, stack: Stack, topic: str, catalog: Any, tmp_path: Path) -> None:
+    deadline = time.monotonic() + 240
+    while True:
+        _run(spark, stack.kafka.bootstrap, topic, catalog, tmp_path)
+        if _table_rows(catalog) == source_rows(stack.postgres.url, "flt_replay"):
+            return
+        assert time.monotonic() < deadline, "the table did not catch up with the source"
+        time.sleep(2)
+
+
+def test_debezium_killed_replays_changes_and_the_table_has_no_duplicates(
+    kafka_spark: Any, cdc_stack: Stack, tmp_path: Path
+) -> None:
+    url = cdc_stack.postgres.url
+    sql(
+        url,
+        "CREATE TABLE flt_replay (pk bigint PRIMARY KEY, v text, n bigint)",
+        "INSERT INTO flt_replay SELECT g, 's' || g, g FROM generate_series(1, 20) g",
+    )
+    connect = Connect(
+        cdc_stack.directory / "connect-flt",
+        cdc_stack.kafka.jars,
+        cdc_stack.kafka,
+        cdc_stack.postgres,
+        tables="public.flt_replay",
+        topic_prefix="flt",
+        name="flt",
+        schemas=False,
+        flush_ms=1000,
+    )
+    topic = connect.topic("public.flt_replay")
+    catalog = _catalog(tmp_path)
+    workload = Workload(url, "flt_replay", seed=5)
+    try:
+        connect.start()
+        workload.run(40)
+        _catch_up(kafka_spark, cdc_stack, topic, catalog, tmp_path)
+        connect.stop(signal.SIGKILL)
+        workload.run(20)
+        connect.start()
+        workload.run(20)
+        _catch_up(kafka_spark, cdc_stack, topic, catalog, tmp_path)
+    finally:
+        connect.stop()
+    events = (
+        kafka_spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", cdc_stack.kafka.bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .where("value IS NOT NULL")
+        .selectExpr(
+            "get_json_object(cast(value AS string), '$.source.lsn') AS lsn",
+            "get_json_object(cast(value AS string), '$.op') AS op",
+            "get_json_object(cast(value AS string), '$.after') AS after",
+        )
+    )
+    # it resumed from its stored offset (no second snapshot), replaying from there
+    assert events.where("op = 'r'").count() == 20
+    rows = _table_rows(catalog)
+    assert len({r[0] for r in rows}) == len(rows)
+    assert rows == source_rows(url, "flt_replay")
+
+
+def _event(pk: int, lsn: int) -> tuple[str, str]:
+    value = {"op": "c", "after": {"pk": pk, "v": f"v{pk}", "n": lsn}, "source": {"lsn": lsn}}
+    return json.dumps({"pk": pk}), json.dumps(value)
+
+
+def test_offsets_dropped_by_retention_stop_the_query_naming_failondataloss(
+    kafka_spark: Any, cdc_stack: Stack, tmp_path: Path
+) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    kafka, topic = cdc_stack.kafka, "retention_loss"
+    catalog = _catalog(tmp_path)
+    kafka.produce(topic, [_event(pk, pk) for pk in (1, 2, 3)])
+    _run(kafka_spark, kafka.bootstrap, topic, catalog, tmp_path)
+    assert [r[0] for r in _table_rows(catalog)] == [1, 2, 3]
+
+    kafka.produce(topic, [_event(pk, pk) for pk in (4, 5, 6)])
+    kafka.delete_records_before(topic, 5)  # offsets 3 and 4 (pk 4, 5) are gone
+    with pytest.raises(StreamingQueryException, match="failOnDataLoss"):
+        _run(kafka_spark, kafka.bootstrap, topic, catalog, tmp_path)
+    assert [r[0] for r in _table_rows(catalog)] == [1, 2, 3]  # nothing of the gap applied
+
+    # knowingly going on: the table misses what retention dropped
+    _run(kafka_spark, kafka.bootstrap, topic, catalog, tmp_path, failOnDataLoss="false")
+    assert [r[0] for r in _table_rows(catalog)] == [1, 2, 3, 6]
