@@ -15,7 +15,7 @@ Input: ``files`` Parquet files of ``rows`` changes each (one file per micro-batc
   rest; the table has ``write.{delete,update,merge}.mode=merge-on-read``.
 - (b) ours: ``IcebergSink(mode="upsert", row_kind_column="_row_kind", order_by="seq")``.
   Each batch is one small file, read in one partition, so the sink orders it inside
-  its one task (``stream_sink.spark.single_task``).
+  its one task (``stream_sink.spark.foreach_batch.single_task``).
 - (c) ours, shuffled: the same sink forced onto the route it takes for batches read in
   several partitions (shuffle by key, Spark's sort), to show what (b) saves.
 
@@ -49,7 +49,7 @@ from iceberg_spark import iceberg_session
 from streams import drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
-import stream_sink.spark.sink as sink_module
+import stream_sink.spark.foreach_batch.iceberg as sink_module
 from stream_sink.spark import IcebergSink
 
 COLUMNS = "id BIGINT NOT NULL, name STRING, amount DOUBLE, qty INT, seq BIGINT"

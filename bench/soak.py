@@ -269,7 +269,7 @@ class Run:
 
     def _delta(self) -> None:
         from stream_sink.delta import DeltaMaintenanceOptions
-        from stream_sink.spark.delta_sink import DeltaSink
+        from stream_sink.spark.foreach_batch.delta import DeltaSink
 
         self.location = self.root / "delta" / "t"
         self.metadata_dir = self.location / "_delta_log"

@@ -614,16 +614,7 @@ class FilesCommitter:
         self.state.write(write)
         self._pending = [b for b in self._pending if b not in set(batch_ids)]
 
-    # --- end of input and close -------------------------------------------------------------
-
-    def end_input(self) -> None:
-        """Bounded input ended: checkpoint the pending batches and commit everything."""
-        if self._pending:
-            ckpt = self._pending[-1]
-            self.snapshot_state(ckpt)
-            self.complete_checkpoint(ckpt)
-        if self._staged:
-            self.notify_checkpoint_complete(max(self._staged))
+    # --- close --------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the state when the committer opened it; staged work stays durable."""

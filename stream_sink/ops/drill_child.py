@@ -47,8 +47,8 @@ def run_plan(plan: dict[str, Any], status_path: str) -> None:
 def _report_batches(status_path: str, current: list[int]) -> None:
     """Make every IcebergSink and DeltaSink of this process report the micro-batches it
     starts."""
-    from stream_sink.spark.delta_sink import DeltaSink
-    from stream_sink.spark.sink import IcebergSink
+    from stream_sink.spark.foreach_batch.delta import DeltaSink
+    from stream_sink.spark.foreach_batch.iceberg import IcebergSink
 
     for cls in (IcebergSink, DeltaSink):
         cls.foreach_batch = _reporting(cls.foreach_batch, status_path, current)  # type: ignore[method-assign]

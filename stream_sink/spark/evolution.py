@@ -14,7 +14,7 @@ Invariants:
   schema it lacks; the replayed batch finds the change already made and commits
   nothing more (the change is computed against the table's current schema).
 - Every user column is added, order columns included; only the sink's control columns
-  (row kind, routing, ``from_debezium``'s, see :mod:`.control_columns`) never are.
+  (row kind, routing, ``from_debezium``'s, see :mod:`.cdc.control_columns`) never are.
 - Columns are never dropped or narrowed; incompatible changes (string→int, narrowing)
   raise IncompatibleSchemaChangeError naming the column, both types and the option.
 """
@@ -28,7 +28,7 @@ import pyarrow as pa
 from stream_sink.exceptions import IncompatibleSchemaChangeError, SchemaMismatchError
 from stream_sink.failpoints import AFTER_SCHEMA_CHANGE, failpoint
 from stream_sink.spark import schema_check
-from stream_sink.spark.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.options import SinkOptions
 
 if TYPE_CHECKING:

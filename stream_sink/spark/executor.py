@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stream_sink.spark.task_sort import TaskSort
-from stream_sink.spark.ties import add_to, count_ties
+from stream_sink.spark.cdc.ordering import TaskSort
+from stream_sink.spark.cdc.ties import add_to, count_ties
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory

@@ -29,6 +29,10 @@ SchemaEvolution = Literal["none", "add-columns", "compatible"]
 
 WRITE_MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
 CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
+DEFAULT_DRIVER_KEY_LIMIT = 1_000_000
+"""Distinct keys of a batch held on the driver at most: bench/bench_delta_keys.py found
+8M long keys held and 32M failing at the default 1g driver memory; the rewrite tasks
+also carry the keys, so the limit stays well below."""
 DISTRIBUTIONS: tuple[str, ...] = ("none", "hash", "range")
 SCHEMA_EVOLUTIONS: tuple[str, ...] = ("none", "add-columns", "compatible")
 SPARK_CHECKPOINT_DIR = "spark"

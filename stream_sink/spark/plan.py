@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.spark import cdc_guard, distribution, schema_check
-from stream_sink.spark.control_columns import control_columns
+from stream_sink.spark import schema_check
+from stream_sink.spark.cdc import distribution
+from stream_sink.spark.cdc import guard as cdc_guard
+from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.options import SinkOptions
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
@@ -54,7 +56,7 @@ class BatchPlan:
 
     def prepare(self, df: DataFrame, batch_id: int | None = None) -> DataFrame:
         """``df`` distributed for the writers and cut to the columns they take (CDC
-        batches checked and tie-broken first, see :mod:`.cdc_guard`)."""
+        batches checked and tie-broken first, see :mod:`.cdc.guard`)."""
         opts = self.options
         if opts.is_cdc:
             df = cdc_guard.guarded(df, self.equality_fields, opts.order_by, batch_id)

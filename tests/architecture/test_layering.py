@@ -17,6 +17,15 @@ imports boto3 (S3's conditional PUT, an optional extra), ``table/``
 and ``delta/`` never import each other, nothing outside ``cli/`` imports ``cli/``, and
 the format-agnostic part of ``commit/`` reaches a table format only through the target
 interface (``commit/target.py``).
+
+Inside ``spark/``, sub-packages by front door: ``foreach_batch/`` (``IcebergSink``,
+``DeltaSink``, the router), ``datasource/`` (``format("stream_sink")``), ``read/``
+(``read_table``), and ``cdc/`` (CDC preparation, which every front door uses); what they
+share sits at ``spark/``'s top (among them ``runtime.py``, which opens every front
+door's commit driver). Front doors do not import each other, the shared modules and
+``cdc/`` import no front door, and ``cdc/`` takes from the shared
+modules only ``errors``. Only the commit driver (``commit/driver.py``) calls the
+committer's protocol steps; no file name repeats a folder's name as a prefix.
 """
 
 from __future__ import annotations
@@ -68,7 +77,15 @@ NEVER_EACH_OTHER = ({"table", "delta"},)
 
 FORMAT_AGNOSTIC = {
     f"stream_sink.commit.{m}"
-    for m in ("committer", "target", "shapes", "committer_state", "state_recovery")
+    for m in (
+        "committer",
+        "driver",
+        "schedule",
+        "target",
+        "shapes",
+        "committer_state",
+        "state_recovery",
+    )
 }
 """Modules of ``commit/`` that know no table format."""
 FORMAT_SPECIFIC = (
@@ -159,7 +176,7 @@ def test_every_top_level_package_has_a_floor() -> None:
 @pytest.mark.parametrize(
     ("module", "target", "why"),
     [
-        ("stream_sink.table.x", "stream_sink.spark.sink", "higher floor"),
+        ("stream_sink.table.x", "stream_sink.spark.foreach_batch.iceberg", "higher floor"),
         ("stream_sink.table.x", "stream_sink.delta.log", "never import each other"),
         ("stream_sink.write.x", "pyspark.sql", "only ['spark'] may"),
         ("stream_sink.commit.committer", "stream_sink.table.table", "through the target"),
@@ -175,3 +192,148 @@ def test_the_checker_catches_an_upward_arrow(
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path / "stream_sink")
     (found,) = violations()
     assert why in found and target in found
+
+
+# --- spark/ by front door ------------------------------------------------------------------
+
+SPARK = "stream_sink.spark"
+FRONT_DOORS = {"foreach_batch", "datasource", "read"}
+SPARK_MAY_IMPORT: dict[str | None, set[str]] = {
+    None: {"cdc"},  # the shared modules at spark/'s top
+    "cdc": set(),
+    "read": set(),
+    "foreach_batch": {"cdc"},
+    "datasource": {"cdc"},
+}
+"""Which of spark/'s sub-packages the modules of each may import (besides their own)."""
+CDC_SHARED = {"errors"}
+"""The shared modules at spark/'s top that cdc/ may import."""
+
+
+def spark_part(module: str) -> tuple[str | None, str] | None:
+    """(sub-package, or None for spark/'s top; the next name) of a ``stream_sink.spark``
+    module; None outside spark/ and for spark/ itself (its lazy public names)."""
+    parts = module.split(".")
+    if parts[:2] != ["stream_sink", "spark"] or len(parts) < 3:
+        return None
+    if parts[2] in SPARK_MAY_IMPORT:
+        return parts[2], ".".join(parts[3:])
+    return None, parts[2]
+
+
+def spark_violations() -> list[str]:
+    found: list[str] = []
+    for module, path in modules():
+        here = spark_part(module)
+        if here is None:
+            continue
+        for line, target in imports_of(module, path):
+            there = spark_part(target)
+            if there is None or there[0] == here[0]:
+                continue
+            where = f"{path.relative_to(ROOT.parent)}:{line} imports {target}"
+            if there[0] is not None and there[0] not in SPARK_MAY_IMPORT[here[0]]:
+                found.append(f"{where}: spark/{here[0] or ''} may not import spark/{there[0]}/")
+            if here[0] == "cdc" and there[0] is None and there[1] not in CDC_SHARED:
+                found.append(f"{where}: cdc/ takes only {sorted(CDC_SHARED)} from spark/")
+    return found
+
+
+def test_spark_sub_packages_import_only_what_they_may() -> None:
+    assert spark_violations() == []
+
+
+def test_spark_sub_packages_are_the_known_ones() -> None:
+    subs = {p.name for p in (ROOT / "spark").iterdir() if (p / "__init__.py").exists()}
+    assert subs == set(SPARK_MAY_IMPORT) - {None}
+
+
+def test_commit_knows_nothing_of_spark() -> None:
+    found = [
+        f"{module}:{line} imports {target}"
+        for module, path in modules()
+        if module.startswith("stream_sink.commit")
+        for line, target in imports_of(module, path)
+        if target.split(".")[0] in {"pyspark", "py4j"} or target.startswith(SPARK)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("module", "target", "why"),
+    [
+        ("stream_sink.spark.cdc.x", "stream_sink.spark.foreach_batch.iceberg", "may not import"),
+        ("stream_sink.spark.plan", "stream_sink.spark.datasource.commit", "may not import"),
+        ("stream_sink.spark.foreach_batch.x", "stream_sink.spark.read.tasks", "may not import"),
+        ("stream_sink.spark.cdc.x", "stream_sink.spark.plan", "takes only"),
+    ],
+)
+def test_the_spark_checker_catches_a_forbidden_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, target: str, why: str
+) -> None:
+    path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True)
+    for folder in [path.parent, *path.parent.parents][: len(module.split(".")) - 1]:
+        (folder / "__init__.py").touch()
+    path.write_text(f"import {target}\n")
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path / "stream_sink")
+    (found,) = spark_violations()
+    assert why in found and target in found
+
+
+def test_no_file_name_repeats_its_folder() -> None:
+    """``spark/source_commit.py`` belongs in ``spark/datasource/commit.py``."""
+    found = [
+        str(path.relative_to(ROOT.parent))
+        for _, path in modules()
+        for folder in path.relative_to(ROOT.parent).parts[:-1]
+        if path.stem.startswith(f"{folder}_")
+    ]
+    assert found == []
+
+
+# --- one driver of the commit protocol ---------------------------------------------------------
+
+PROTOCOL_STEPS = {
+    "process",
+    "snapshot_state",
+    "complete_checkpoint",
+    "notify_checkpoint_complete",
+    "restore",
+}
+DRIVER = "stream_sink.commit.driver"
+COMMITTER = "stream_sink.commit.committer"
+
+
+def protocol_calls(root: Path) -> list[str]:
+    """Calls of a protocol step outside the driver (the committer's calls on itself,
+    ``self.<step>``, are its own restore finishing a job)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(p for p in parts if p != "__init__")
+        if module == DRIVER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr not in PROTOCOL_STEPS:
+                continue
+            own = isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
+            if module == COMMITTER and own:
+                continue
+            found.append(f"{module}:{node.lineno} calls {ast.unparse(node.func)}()")
+    return found
+
+
+def test_only_the_driver_calls_the_protocol_steps() -> None:
+    assert protocol_calls(ROOT) == []
+
+
+def test_the_protocol_check_catches_a_second_caller(tmp_path: Path) -> None:
+    front = tmp_path / "stream_sink" / "spark" / "sink.py"
+    front.parent.mkdir(parents=True)
+    front.write_text("def checkpoint(c, n):\n    c.snapshot_state(n)\n")
+    assert protocol_calls(tmp_path / "stream_sink") == [
+        "stream_sink.spark.sink:2 calls c.snapshot_state()"
+    ]

@@ -23,6 +23,7 @@ from stream_sink.checkpoints import (
     CheckpointStorage,
 )
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, failpoint
+from stream_sink.commit.driver import end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 
 JOB_ID = "query-1"
@@ -68,7 +69,7 @@ def main(root: str, backend: str, interval: int) -> None:
             committer.complete_checkpoint(batch_id)
             committer.notify_checkpoint_complete(batch_id)
         acknowledge(commits, batch_id)
-    committer.end_input()
+    end_input(committer)
     committer.close()
 
 

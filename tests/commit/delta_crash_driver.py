@@ -21,6 +21,7 @@ from crash_driver import acknowledge
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, StateDirectory, failpoint
 from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.driver import end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.merge import copy_on_write
@@ -106,7 +107,7 @@ def main(root: str, backend: str) -> None:
         committer.complete_checkpoint(batch_id)
         committer.notify_checkpoint_complete(batch_id)
         acknowledge(commits, batch_id)
-    committer.end_input()
+    end_input(committer)
     committer.close()
 
 

@@ -31,6 +31,7 @@ from stream_sink.commit import (
     read_staged_files,
 )
 from stream_sink.commit.committer_state import decode_staged, staged_key
+from stream_sink.commit.driver import end_input
 from stream_sink.table.partitioning import build_partition_spec
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -284,7 +285,7 @@ def test_bounded_stream(table: Table, harness: MakeHarness) -> None:
     h = harness(snapshot_properties=PROPS)
     assert h.staging_manifests() == [] and snapshot_count(table) == 0
     h.process(1, write_rows(table, [(1, "word-1")]))
-    h.c.end_input()
+    end_input(h.c)
     assert h.staging_manifests() == []
     assert table_rows(table) == [(1, "word-1")]
     assert snapshot_count(table) == 1 and h.watermark() == 1

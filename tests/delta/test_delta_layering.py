@@ -9,7 +9,15 @@ from pathlib import Path
 import stream_sink
 
 ROOT = Path(stream_sink.__file__).parent
-CORE = ("committer.py", "shapes.py", "target.py", "committer_state.py", "state_recovery.py")
+CORE = (
+    "committer.py",
+    "driver.py",
+    "schedule.py",
+    "shapes.py",
+    "target.py",
+    "committer_state.py",
+    "state_recovery.py",
+)
 
 
 def imported(path: Path) -> set[str]:
@@ -45,11 +53,12 @@ def test_commit_protocol_core_imports_no_table_format() -> None:
 def test_only_the_delta_adapters_import_delta() -> None:
     allowed = {
         "commit/delta_target.py",
-        "spark/delta_sink.py",
+        "spark/foreach_batch/delta.py",
         "spark/delta_tasks.py",
-        "spark/delta_touched.py",
-        "spark/source_delta_commit.py",
-        "spark/source_delta_write.py",
+        "spark/runtime.py",
+        "spark/foreach_batch/delta_touched.py",
+        "spark/datasource/delta/commit.py",
+        "spark/datasource/delta/write.py",
         "cli/delta_commands.py",
         "ops/drill.py",
         "ops/drill_jobs.py",

@@ -55,8 +55,8 @@ def test_the_command_line_reference_is_up_to_date() -> None:
 
 
 def test_every_data_source_option_is_documented() -> None:
-    from stream_sink.spark.source_delta_options import DELTA_OPTIONS
-    from stream_sink.spark.source_options import NOT_ON_THIS_ROUTE, SINK_OPTIONS
+    from stream_sink.spark.datasource.delta.options import DELTA_OPTIONS
+    from stream_sink.spark.datasource.options import NOT_ON_THIS_ROUTE, SINK_OPTIONS
 
     text = (REPO / "docs" / "spark-datasource.md").read_text()
     iceberg, delta = text.split("## Delta Lake as the target", 1)

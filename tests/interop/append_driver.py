@@ -17,6 +17,7 @@ import pyarrow as pa
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+from stream_sink.commit.driver import end_input
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 JOB_ID = "query-1"
@@ -64,7 +65,7 @@ def main(root: str, name: str, batches: int) -> None:
         committer.complete_checkpoint(b)
         committer.notify_checkpoint_complete(b)
         acknowledge(commits, b)
-    committer.end_input()
+    end_input(committer)
     committer.close()
 
 

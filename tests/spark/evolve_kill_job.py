@@ -18,7 +18,7 @@ from many_tables import SOURCE_SCHEMA, TABLES
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink, local_session
-from stream_sink.spark.cdc import from_debezium
+from stream_sink.spark.cdc.debezium import from_debezium
 
 EVO_SOURCE = "id long, n long, must string, note string"
 

@@ -143,7 +143,7 @@ def test_a_batch_read_in_one_task_and_a_shuffled_batch_give_the_same_table(
     """A small batch Spark reads in one partition is ordered inside its task (no
     shuffle); a batch read in two partitions (two files per trigger) is shuffled by key.
     Updates, deletes, re-inserts and ties give the same rows and tie counts either way."""
-    from stream_sink.spark.single_task import runs_in_one_task
+    from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 
     catalog = orders_catalog(tmp_path)
     first = [{**order(i, "new", float(i)), "seq": i, "kind": "+I"} for i in range(1, 7)]

@@ -14,7 +14,7 @@ from cluster import cluster_env, standalone_cluster
 from kill_harness import kill_rng
 from test_kill import SOURCE_FILES, check_exactly_once, kill_job, prepare
 
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

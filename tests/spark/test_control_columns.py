@@ -1,4 +1,4 @@
-"""Which columns are the sink's own: one rule (``stream_sink.spark.control_columns``) for
+"""Which columns are the sink's own: one rule (``stream_sink.spark.cdc.control_columns``) for
 routed tables, schema evolution and Delta tables. A user's order column is data; the
 routing column, the row kind column and ``from_debezium``'s columns are not."""
 
@@ -12,7 +12,7 @@ from streams import run_available, write_batches
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.control_columns import MARK, control_columns, data_columns
+from stream_sink.spark.cdc.control_columns import MARK, control_columns, data_columns
 
 
 def _schema(*fields: StructField) -> StructType:
@@ -40,7 +40,7 @@ def test_order_columns_are_data_and_the_sinks_columns_are_not() -> None:
 
 
 def test_from_debezium_marks_its_columns(spark: Any) -> None:
-    from stream_sink.spark.cdc import from_debezium
+    from stream_sink.spark.cdc.debezium import from_debezium
 
     df = spark.createDataFrame(
         [('{"op": "c", "after": {"id": 1}, "source": {"lsn": 1}}', '{"id": 1}')],

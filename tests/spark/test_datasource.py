@@ -15,7 +15,7 @@ from streams import write_batches
 import stream_sink as ss
 from stream_sink.exceptions import InvalidOptionError, ValidationError
 from stream_sink.spark import register
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 pytestmark = pytest.mark.skipif(
     not supports_data_source(), reason="Spark's Python Data Source API needs pyspark >= 4.0"
@@ -154,7 +154,7 @@ def test_bad_options_fail_at_start(spark: Any, tmp_path: Path, warehouse: Any) -
         ({"distribution": "hash"}, "repartition"),
         ({"checkpoint-interval-batches": "3"}, "only 1"),
     ):
-        from stream_sink.spark.source_options import parse_source_options
+        from stream_sink.spark.datasource.options import parse_source_options
 
         with pytest.raises(InvalidOptionError, match=error):
             parse_source_options(

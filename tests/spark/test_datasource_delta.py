@@ -15,7 +15,7 @@ from streams import write_batches
 
 from stream_sink.delta import DeltaTable
 from stream_sink.spark import register
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 pytestmark = pytest.mark.skipif(
     not supports_data_source(), reason="Spark's Python Data Source API needs pyspark >= 4.0"

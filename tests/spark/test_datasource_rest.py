@@ -12,7 +12,7 @@ import pytest
 from streams import write_batches
 
 from stream_sink.spark import register
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 pytestmark = [
     pytest.mark.slow,

@@ -21,8 +21,8 @@ from kill_harness import (
 
 from stream_sink.commit.delta_target import app_id
 from stream_sink.delta import DeltaTable
+from stream_sink.spark.datasource.register import supports_data_source
 from stream_sink.spark.query import read_query_id
-from stream_sink.spark.route import supports_data_source
 
 JOB = Path(__file__).with_name("delta_kill_job.py")
 FILES, APPEND_ROWS, KEYS = 5, 30, 10

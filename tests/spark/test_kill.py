@@ -22,7 +22,7 @@ from kill_harness import (
 from readers import duckdb_rows
 
 import stream_sink as ss
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 JOB = Path(__file__).with_name("kill_job.py")
 # 12 micro-batches in all: the kill at the third staged write and the random one land

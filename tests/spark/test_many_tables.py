@@ -16,7 +16,7 @@ from streams import run_available, write_batches
 import stream_sink as ss
 from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.cdc import from_debezium
+from stream_sink.spark.cdc.debezium import from_debezium
 from stream_sink.state import state_dir_for
 from stream_sink.table.catalog import Catalog
 

@@ -96,8 +96,8 @@ def test_errors_raised_inside_spark_come_back_as_their_class() -> None:
 def test_data_source_options_of_a_delta_target_are_checked_before_the_query_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stream_sink.spark.source_delta_options import DeltaRouteOptions
-    from stream_sink.spark.source_options import SourceOptions, parse_route_options
+    from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
+    from stream_sink.spark.datasource.options import SourceOptions, parse_route_options
 
     monkeypatch.chdir(tmp_path)
     base = {"target": "delta", "path": "lake/t", "checkpointLocation": "chk"}

@@ -19,7 +19,7 @@ from stream_sink.exceptions import MissingFileError, NoSuchSnapshotError, Valida
 from stream_sink.read import IncrementalAppendScan
 from stream_sink.spark import read_table
 from stream_sink.spark.errors import find_stream_sink_error
-from stream_sink.spark.read import read_scan
+from stream_sink.spark.read.dataframe import read_scan
 from stream_sink.table.arrow import schema_to_arrow
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFileContent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.spark.source_write import runs_as_overwrite
+from stream_sink.spark.datasource.write import runs_as_overwrite
 
 ROUTE = {"where": "format('stream_sink')", "batch_where": "df.write.format('stream_sink')"}
 

@@ -25,7 +25,7 @@ import stream_sink as ss
 from stream_sink.delta import DeltaTable
 from stream_sink.io import FileIO
 from stream_sink.spark import DeltaSink, IcebergSink, register
-from stream_sink.spark.route import supports_data_source
+from stream_sink.spark.datasource.register import supports_data_source
 
 
 @pytest.fixture

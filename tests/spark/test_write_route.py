@@ -13,7 +13,7 @@ import pytest
 import stream_sink as ss
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.spark_files import choose_route, rows_per_file
+from stream_sink.spark.foreach_batch.parquet_route import choose_route, rows_per_file
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 PLAIN = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.string()), ("x", pa.float64())])
@@ -99,7 +99,7 @@ def test_the_spark_route_never_changes_its_sessions_settings(spark: Any, tmp_pat
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    from stream_sink.spark.spark_files import write_batch
+    from stream_sink.spark.foreach_batch.parquet_route import write_batch
 
     key = "spark.sql.parquet.outputTimestampType"
     assert spark.conf.get(key) == "INT96"  # Spark's default, which the other query keeps

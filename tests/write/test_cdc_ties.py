@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from stream_sink.spark.ties import count_ties
+from stream_sink.spark.cdc.ties import count_ties
 
 
 def test_ties_are_counted_across_batch_boundaries_and_extra_columns_dropped() -> None:

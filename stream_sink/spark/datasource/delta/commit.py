@@ -1,11 +1,11 @@
 """Driver side of ``format("stream_sink")`` into a Delta table (``target`` ``delta``).
 
-The same steps as the Iceberg route (:mod:`.source_commit`): ``prepare_delta_write``
-when the query starts (options, table, schema checks, the executors' task),
-``commit_stream``/``abort_stream`` once per micro-batch in a fresh Python worker, which
-reopens a :class:`~stream_sink.spark.DeltaSink` on the operator state and runs the
-exactly-once protocol through the Delta commit target, one checkpoint and one commit
-per micro-batch: a copy-on-write MERGE must see the previous batch.
+The same steps as the Iceberg route (:mod:`stream_sink.spark.datasource.commit`):
+``prepare_delta_write`` when the query starts (options, table, schema checks, the
+executors' task), ``commit_stream``/``abort_stream`` once per micro-batch in a fresh
+Python worker, which reopens the sink's runtime (:func:`stream_sink.spark.runtime.open_delta`,
+the one ``DeltaSink`` uses) and hands the batch to the commit driver: one checkpoint
+and one commit per micro-batch, as a copy-on-write MERGE must see the previous batch.
 
 In the CDC modes the commit also does the copy-on-write half of the MERGE: it removes
 the keys the tasks touched from the table's live files, reading and rewriting those
@@ -34,16 +34,23 @@ import pyarrow as pa
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
-from stream_sink.delta.key_spill import SPILL_FOLDER, KeySpill, remove_spills, shared_keys
+from stream_sink.delta.key_spill import (
+    SPILL_FOLDER,
+    KeySpill,
+    remove_spills,
+    rewrite_spilled,
+    shared_keys,
+)
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
 from stream_sink.io.fileio import FileIO
-from stream_sink.spark.control_columns import control_columns
-from stream_sink.spark.delta_sink import DeltaSink
+from stream_sink.spark.cdc.control_columns import control_columns
+from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
+from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, spills_of
+from stream_sink.spark.datasource.write import TaskOutput, refuse_shared_keys, runs_as_overwrite
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
-from stream_sink.spark.source_delta_options import WHERE, DeltaRouteOptions
-from stream_sink.spark.source_delta_write import DeltaPreparedWrite, DeltaSourceTask, spills_of
-from stream_sink.spark.source_write import TaskOutput, refuse_shared_keys, runs_as_overwrite
+from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT
+from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -106,7 +113,8 @@ def _require(where: str, message: str, missing: list[str]) -> None:
 
 def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
     """The table at ``options.path``; created from ``schema`` without its control columns
-    (:mod:`.control_columns`) when missing. ``partition-by`` must match an existing table's."""
+    (:mod:`stream_sink.spark.cdc.control_columns`) when missing. ``partition-by`` must
+    match an existing table's."""
     storage = options.storage
     if DeltaTable.is_delta_table(options.path, storage):
         table = DeltaTable.load(options.path, storage_options=storage)
@@ -159,25 +167,50 @@ def _discard_spills(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput |
         remove_spills(_spill_io(prepared), spills)
 
 
-def _sink(prepared: DeltaPreparedWrite) -> DeltaSink:
-    return DeltaSink(**prepared.options.sink_kwargs())
+def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
+    """The table and the sink's runtime for the current query, restored."""
+    places = DeltaPlaces.resolve(
+        options.path,
+        sink_id=options.sink_id,
+        checkpoint_location=options.checkpoint_location,
+        spark_checkpoint_location=options.spark_checkpoint_location,
+        state_dir=options.state_dir,
+        storage_options=options.storage,
+    )
+    job_id = places.job_id()
+    table = DeltaTable.load(places.path, storage_options=places.storage_options)
+    return table, open_delta(places, table, options.mode, job_id)
 
 
 def commit_stream(
     prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
 ) -> None:
-    """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
+    """Commit micro-batch ``batch_id`` exactly once (see module doc). In CDC modes the
+    keys the batch touched are first removed from the table's live files (the
+    copy-on-write half of the MERGE), against the table as the previous batch left it."""
     started = time.perf_counter()
     written, spills = _written(prepared, outputs, f"batch {batch_id}")
-    sink = _sink(prepared)
+    options = prepared.options
+    table, runtime = _open(options)
     try:
-        watermark = sink.commit_written(batch_id, written, spills, _spill_io(prepared))
+        if spills and not runtime.holds(batch_id):
+            limit = options.driver_key_limit
+            rewritten = rewrite_spilled(
+                table.refresh().snapshot,
+                table.io,
+                _spill_io(prepared),
+                spills,
+                options.equality_fields,
+                DEFAULT_DRIVER_KEY_LIMIT if limit is None else limit,
+            )
+            written = DeltaBatch.merge([rewritten, written])
+        watermark = runtime.record(batch_id, written)
     finally:
-        sink.close()
+        runtime.close()
     _discard_spills(prepared, outputs)
     log.info(
         "Delta sink %s: committed batch %d (%d files added, watermark %d) in %.0f ms",
-        sink.sink_id,
+        runtime.name,
         batch_id,
         len(written.adds),
         watermark,
@@ -188,13 +221,22 @@ def commit_stream(
 def abort_stream(
     prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None], batch_id: int
 ) -> None:
-    """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
+    """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it; when
+    the state cannot be opened nothing is deleted (an orphan is harmless)."""
     written = merge_batches([o.result for o in outputs if o is not None])
-    sink = _sink(prepared)
     try:
-        sink.discard_written(batch_id, written)
-    finally:
-        sink.close()
+        table, runtime = _open(prepared.options)
+    except Exception as e:
+        log.warning("Delta sink: batch %d aborted; files kept (%s)", batch_id, e)
+    else:
+        try:
+            runtime.discard(
+                batch_id,
+                written.all_paths(),
+                lambda path: table.io.delete(absolute_location(table.location, path)),
+            )
+        finally:
+            runtime.close()
     _discard_spills(prepared, outputs)
 
 

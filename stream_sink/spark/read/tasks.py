@@ -30,7 +30,7 @@ from stream_sink.exceptions import CorruptionError, InvalidOptionError, StreamSi
 from stream_sink.io.fileio import FileIO
 from stream_sink.read.planner import FileScanTask
 from stream_sink.read.task_reader import TaskReader
-from stream_sink.spark.read_types import to_spark_batch
+from stream_sink.spark.read.types import to_spark_batch
 from stream_sink.table.manifest import DataFile
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.schema import Schema

@@ -1,8 +1,8 @@
 """``format("stream_sink")``: the sink as a Spark Python Data Source (pyspark >= 4.0).
 
-Imported only through :func:`stream_sink.spark.route.register`, because
+Imported only through :func:`stream_sink.spark.datasource.register.register`, because
 ``pyspark.sql.datasource`` does not exist before pyspark 4.0. The classes here only
-adapt Spark's calls; the work is in ``source_commit`` (driver) and ``source_write``
+adapt Spark's calls; the work is in ``commit`` (driver) and ``write``
 (executors), which is imported only where it runs: executors import the writing side
 only. Writers take Arrow batches where the pyspark version offers an Arrow
 writer, and rows otherwise (converted to Arrow in chunks).
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import datasource as ds
 
-from stream_sink.spark.source_write import PreparedWrite, TaskOutput
+from stream_sink.spark.datasource.write import PreparedWrite, TaskOutput
 
 NAME = "stream_sink"
 ROW_CHUNK = 10_000
@@ -39,8 +39,8 @@ def _outputs(messages: list[Any]) -> list[TaskOutput | None]:
 
 
 def _driver(prepared: Any) -> ModuleType:
-    """The commit module of the prepared write's target (``source_commit`` for Iceberg,
-    ``source_delta_commit`` for Delta), imported only where commits run."""
+    """The commit module of the prepared write's target (``commit`` for Iceberg,
+    ``delta.commit`` for Delta), imported only where commits run."""
     return importlib.import_module(prepared.driver)
 
 
@@ -94,8 +94,8 @@ class SinkStreamWriter(StreamWriterBase):  # type: ignore[misc, valid-type]
 
 
 class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
-    """The ``stream_sink`` format (options: ``stream_sink.spark.source_options``; with
-    ``.option("target", "delta")``, ``stream_sink.spark.source_delta_options``)."""
+    """The ``stream_sink`` format (options: ``stream_sink.spark.datasource.options``; with
+    ``.option("target", "delta")``, ``stream_sink.spark.datasource.delta.options``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -103,19 +103,19 @@ class StreamSinkDataSource(ds.DataSource):  # type: ignore[misc]
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        from stream_sink.spark.source_options import parse_route_options
+        from stream_sink.spark.datasource.options import parse_route_options
 
         parse_route_options(dict(options), streaming=False)  # unknown options fail early
 
     def writer(self, schema: Any, overwrite: bool) -> SinkBatchWriter:
-        from stream_sink.spark.source_commit import prepare_write
+        from stream_sink.spark.datasource.commit import prepare_write
 
         return SinkBatchWriter(
             prepare_write(dict(self.options), schema, streaming=False, overwrite=overwrite)
         )
 
     def streamWriter(self, schema: Any, overwrite: bool) -> SinkStreamWriter:
-        from stream_sink.spark.source_commit import prepare_write
+        from stream_sink.spark.datasource.commit import prepare_write
 
         return SinkStreamWriter(
             prepare_write(dict(self.options), schema, streaming=True, overwrite=overwrite)

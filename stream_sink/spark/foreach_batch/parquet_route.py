@@ -19,7 +19,7 @@ Invariants:
 - Session settings the files depend on (INT64 microsecond timestamps, field ids,
   proleptic Gregorian dates; Spark reads them from the session only, never from write
   options) hold in a private clone of the session the write runs in
-  (:mod:`.private_session`): the caller's session and its other queries never see
+  (:mod:`stream_sink.spark.private_session`): the caller's session and its other queries never see
   them. Codec, its level and the row-group and page sizes travel as per-write options.
 - Files without rows (Spark writes one for an empty batch) are deleted, not committed.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.spark.errors import reraise_stream_sink_error
-from stream_sink.spark.file_columns import (
+from stream_sink.spark.foreach_batch.file_columns import (
     PARTITION_PREFIX,
     PartitionColumn,
     file_columns,

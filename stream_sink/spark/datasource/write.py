@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.exceptions import InvalidOptionError, ValidationError
+from stream_sink.spark.datasource.options import SourceOptions
 from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
-from stream_sink.spark.source_options import SourceOptions
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 HASH_DTYPE = np.dtype("<u8")
@@ -110,7 +110,7 @@ class PreparedWrite:
 
     options: SourceOptions
     task: SourceWriteTask
-    driver = "stream_sink.spark.source_commit"
+    driver = "stream_sink.spark.datasource.commit"
     """The module whose commit and abort functions Spark's commit step calls."""
 
 

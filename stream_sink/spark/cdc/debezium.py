@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
-from stream_sink.spark.control_columns import (
+from stream_sink.spark.cdc.control_columns import (
     KEY_FIELDS_COLUMN,
     ORDER_COLUMN,
     ROW_KIND_COLUMN,

@@ -17,48 +17,31 @@ checkpointed and committed before the next is planned.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from stream_sink.checkpoints import CheckpointStorage
-from stream_sink.commit import FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
-from stream_sink.delta.key_spill import KeySpill, rewrite_spilled
 from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
 from stream_sink.delta.maintenance import due as maintenance_due
 from stream_sink.delta.maintenance import run as run_maintenance
-from stream_sink.delta.merge import rewrite_touched
-from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
-from stream_sink.io.fileio import FileIO
-from stream_sink.spark import query
-from stream_sink.spark.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
     DeltaInsertTask,
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.delta_touched import DEFAULT_DRIVER_KEY_LIMIT, rewrite_touched_files
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
-from stream_sink.spark.options import (
-    CDC_MODES,
-    DEFAULT_CHECKPOINT_ROOT,
-    SPARK_CHECKPOINT_DIR,
-    WRITE_MODES,
-    resolve_location,
-    to_spark_uri,
-)
-from stream_sink.state import state_dir_for, validate_sink_id
+from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
+from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
+from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,9 +51,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Runtime:
-    job_id: str
+    """What the sink holds open between micro-batches of one query: the table and its
+    commit driver (a checkpoint per batch: a MERGE must see the previous batch)."""
+
     table: DeltaTable
-    committer: FilesCommitter
+    commits: SinkRuntime
 
 
 class DeltaSink:
@@ -79,7 +64,8 @@ class DeltaSink:
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     The table is created from the first batch's schema (with ``partition_by``) when
     ``path`` holds none: every column but the control columns (the row kind column and
-    ``from_debezium``'s, see :mod:`.control_columns`); order columns are data. CDC modes
+    ``from_debezium``'s, see
+    :mod:`stream_sink.spark.cdc.control_columns`); order columns are data. CDC modes
     need ``equality_fields`` and ``order_by``; changelog mode needs ``row_kind_column``
     (``+I/-U/+U/-D``).
 
@@ -118,20 +104,26 @@ class DeltaSink:
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
-        self.path = resolve_location(path)
+        self.places = DeltaPlaces.resolve(
+            path,
+            sink_id=sink_id,
+            checkpoint_location=checkpoint_location,
+            spark_checkpoint_location=spark_checkpoint_location,
+            state_dir=state_dir,
+            storage_options=dict(storage_options or {}),
+        )
+        self.path = self.places.path
         self.mode = mode
         self.partition_by = tuple(partition_by or ())
         self.keys = tuple(equality_fields or ())
         self.row_kind_column = row_kind_column
         self.order_by = (order_by,) if isinstance(order_by, str) else tuple(order_by or ())
-        self.sink_id = validate_sink_id(sink_id or os.path.basename(self.path))
-        root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{self.sink_id}")
-        self.checkpoint_location = root
-        spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
-        self.spark_checkpoint_location = to_spark_uri(resolve_location(spark_root))
-        self.state_dir = state_dir_for(resolve_location(state_dir), self.sink_id)
+        self.sink_id = self.places.sink_id
+        self.checkpoint_location = self.places.checkpoint_location
+        self.spark_checkpoint_location = self.places.spark_checkpoint_location
+        self.state_dir = self.places.state_dir
         self.configuration = dict(configuration or {})
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = self.places.storage_options
         if driver_key_limit < 0:
             raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
@@ -164,74 +156,10 @@ class DeltaSink:
         try:
             runtime = self._open(df)
             result = self._write(df, runtime.table.refresh(), batch_id)
-            failpoint(AFTER_DATA_FILES)
-            committer = runtime.committer
-            if committer.process(batch_id, result):
-                committer.snapshot_state(batch_id)
-                committer.complete_checkpoint(batch_id)
-                committer.notify_checkpoint_complete(batch_id)
-                self._maintain(runtime.table)
+            runtime.commits.record(batch_id, result)
         except BaseException:
             self.close()
             raise
-
-    def commit_written(
-        self,
-        batch_id: int,
-        written: DeltaBatch,
-        touched: pa.Table | Sequence[KeySpill] | None = None,
-        spill_io: FileIO | None = None,
-    ) -> int:
-        """Record micro-batch ``batch_id`` whose files were written elsewhere (by
-        ``format("stream_sink")``'s executors) and commit it: durable (exactly once) on
-        return. ``touched``: in CDC modes, the keys the batch changed (a table, or the
-        tasks' spills read through ``spill_io``); their rows are removed from the table's
-        live files here (the copy-on-write half of the MERGE), against the table as the
-        previous batch left it; spilled keys are held only up to ``driver_key_limit``,
-        else streamed (:mod:`stream_sink.delta.key_spill`). Returns the watermark after."""
-        try:
-            runtime = self._open(None)
-            committer = runtime.committer
-            if touched is not None and len(touched) and not committer.holds(batch_id):
-                snapshot = runtime.table.refresh().snapshot
-                io = runtime.table.io
-                rewritten = (
-                    rewrite_touched(snapshot, io, touched, self.keys)
-                    if isinstance(touched, pa.Table)
-                    else rewrite_spilled(
-                        snapshot, io, spill_io or io, touched, self.keys, self.driver_key_limit
-                    )
-                )
-                written = DeltaBatch.merge([rewritten, written])
-            failpoint(AFTER_DATA_FILES)
-            if committer.process(batch_id, written):
-                committer.snapshot_state(batch_id)
-                committer.complete_checkpoint(batch_id)
-                committer.notify_checkpoint_complete(batch_id)
-                self._maintain(runtime.table)
-            return committer.watermark
-        except BaseException:
-            self.close()
-            raise
-
-    def discard_written(self, batch_id: int, written: DeltaBatch) -> None:
-        """Delete the files of an aborted ``batch_id`` unless the sink already holds the
-        batch; when the state cannot be opened nothing is deleted (an orphan is harmless)."""
-        try:
-            runtime = self._open(None)
-        except Exception as e:
-            log.warning(
-                "DeltaSink %s: batch %d aborted; files kept (%s)", self.sink_id, batch_id, e
-            )
-            self.close()
-            return
-        if runtime.committer.holds(batch_id):
-            return
-        for path in written.all_paths():
-            try:
-                runtime.table.io.delete(absolute_location(self.path, path))
-            except Exception as e:  # an orphan is harmless
-                log.warning("DeltaSink %s: could not delete %s: %s", self.sink_id, path, e)
 
     def _maintain(self, table: DeltaTable) -> None:
         """A bounded maintenance run when the version just committed makes one due."""
@@ -251,46 +179,27 @@ class DeltaSink:
     def close(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
-            try:
-                runtime.committer.close()
-            except Exception as e:  # must not hide the original error
-                log.warning("DeltaSink %s: closing the state failed: %s", self.sink_id, e)
+            runtime.commits.close()  # logs, never raises: must not hide the original error
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _open(self, df: DataFrame | None) -> _Runtime:
-        """The runtime for the current query id (restored on first use); ``df`` creates
-        the table from its schema when there is none yet (None: it must exist)."""
-        spark_io = query.io_for(self.spark_checkpoint_location, self.storage_options)
-        job_id = query.read_query_id(self.spark_checkpoint_location, spark_io)
-        if self._runtime is not None and self._runtime.job_id == job_id:
+    def _open(self, df: DataFrame) -> _Runtime:
+        """The runtime for the current query id (restored on first use); the table is
+        created from ``df``'s schema when there is none yet."""
+        job_id = self.places.job_id()
+        if self._runtime is not None and self._runtime.commits.job_id == job_id:
             return self._runtime
         self.close()
         table = self._table(df)
-        committer = FilesCommitter(
-            DeltaTarget(table),
-            StateDirectory(self.state_dir),
-            CheckpointStorage(
-                self.checkpoint_location,
-                self.sink_id,
-                FileIO.for_location(self.checkpoint_location, self.storage_options),
-            ),
-            job_id=job_id,
-            operator_id=self.sink_id,
-            mode="overwrite" if self.mode == "overwrite" else "append",
+        commits = open_delta(
+            self.places, table, self.mode, job_id, after_checkpoint=lambda _: self._maintain(table)
         )
-        try:
-            acked = query.acknowledged_batch_ids(self.spark_checkpoint_location, spark_io)
-            committer.restore(acknowledged_batch_ids=acked)
-        except BaseException:
-            committer.close()
-            raise
-        self._runtime = _Runtime(job_id, table, committer)
+        self._runtime = _Runtime(table, commits)
         return self._runtime
 
-    def _table(self, df: DataFrame | None) -> DeltaTable:
+    def _table(self, df: DataFrame) -> DeltaTable:
         options = self.storage_options
-        if df is None or DeltaTable.is_delta_table(self.path, options):
+        if DeltaTable.is_delta_table(self.path, options):
             return DeltaTable.load(self.path, storage_options=options)
         from pyspark.sql.pandas.types import to_arrow_schema
 

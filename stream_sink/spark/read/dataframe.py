@@ -7,7 +7,7 @@ own Spark partition with the project's TaskReader, deletes applied with Arrow.
 
 Invariants:
 - Rows equal ``table.scan(...).to_arrow()`` of the same arguments, in the Spark types
-  of ``stream_sink.spark.read_types`` (uuid as string, timestamp as TIMESTAMP_NTZ,
+  of ``stream_sink.spark.read.types`` (uuid as string, timestamp as TIMESTAMP_NTZ,
   timestamptz as TIMESTAMP, fixed as BINARY, time as TIME(6) where Spark enables TIME,
   else microseconds since midnight as BIGINT).
 - Bad input (a snapshot, ref or time that does not exist, an unknown column, a filter
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.read.scan import IncrementalAppendScan, RowFilter, TableScan
-from stream_sink.spark import read_tasks
-from stream_sink.spark.read_types import spark_arrow_schema, spark_schema
+from stream_sink.spark.read import tasks as read_tasks
+from stream_sink.spark.read.types import spark_arrow_schema, spark_schema
 from stream_sink.table.table import Table
 
 if TYPE_CHECKING:

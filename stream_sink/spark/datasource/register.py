@@ -33,6 +33,6 @@ def register(spark: Any) -> None:
             f"format('stream_sink') needs pyspark 4.0 or later (this is {pyspark.__version__}): "
             "use IcebergSink with writeStream.foreachBatch(sink.foreach_batch), or sink.start(df)"
         )
-    from stream_sink.spark.datasource import StreamSinkDataSource
+    from stream_sink.spark.datasource.adapter import StreamSinkDataSource
 
     spark.dataSource.register(StreamSinkDataSource)

@@ -48,11 +48,6 @@ from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-DEFAULT_DRIVER_KEY_LIMIT = 1_000_000
-"""Distinct keys of a batch held on the driver at most: bench/bench_delta_keys.py found
-8M long keys held and 32M failing at the default 1g driver memory; the rewrite tasks
-also carry the keys, so the limit stays well below."""
-
 _MAX_LIMIT = 2**31 - 2
 """Spark's ``limit`` takes an int: a larger ``driver_key_limit`` means this one."""
 

@@ -3,11 +3,12 @@ commit or abort what the executors wrote.
 
 Spark runs each of these in a Python worker on the driver: ``prepare_write`` when
 the query (or batch write) starts, ``commit_stream``/``abort_stream`` once per
-micro-batch, in a fresh worker each time. So each commit reopens the sink: it reads
-the query id from Spark's checkpoint location, opens the operator state, restores the
-FilesCommitter (which finishes whatever a crash left), records the batch, takes the
-checkpoint and commits it, then releases the state. The protocol is the one
-``IcebergSink.foreach_batch`` runs, one checkpoint per micro-batch.
+micro-batch, in a fresh worker each time. So each commit reopens the sink's runtime
+(:func:`stream_sink.spark.runtime.open_iceberg`: the query id from Spark's checkpoint
+location, the operator state, the committer restored, which finishes whatever a crash
+left), hands the batch to the commit driver, which records it, checkpoints and commits
+it, then releases the state: the protocol ``IcebergSink.foreach_batch`` runs, through
+the same driver.
 
 Invariants:
 - Every check of the DataFrame against the table runs in ``prepare_write``, so a bad
@@ -25,18 +26,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stream_sink.spark.executor import merge_results
-from stream_sink.spark.plan import plan_batch
-from stream_sink.spark.sink import IcebergSink
-from stream_sink.spark.source_delta_options import DeltaRouteOptions
-from stream_sink.spark.source_options import parse_route_options
-from stream_sink.spark.source_write import (
+from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
+from stream_sink.spark.datasource.options import parse_route_options
+from stream_sink.spark.datasource.write import (
     PreparedWrite,
     SourceWriteTask,
     TaskOutput,
     check_keys_disjoint,
     runs_as_overwrite,
 )
+from stream_sink.spark.executor import merge_results
+from stream_sink.spark.plan import plan_batch
+from stream_sink.spark.runtime import open_iceberg
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
@@ -45,7 +46,7 @@ from stream_sink.write.writer_factory import TaskWriterFactory
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from stream_sink.spark.source_delta_write import DeltaPreparedWrite
+    from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite
 
 log = logging.getLogger("stream_sink.spark.source")
 
@@ -54,10 +55,10 @@ def prepare_write(
     options: Mapping[str, str], schema: StructType, *, streaming: bool, overwrite: bool
 ) -> PreparedWrite | DeltaPreparedWrite:
     """Parse ``options``, check ``schema`` against the table, plan the executors' work
-    (a Delta target's: :func:`.source_delta_commit.prepare_delta_write`)."""
+    (a Delta target's: :func:`.delta.commit.prepare_delta_write`)."""
     route = parse_route_options(options, streaming=streaming)
     if isinstance(route, DeltaRouteOptions):
-        from stream_sink.spark.source_delta_commit import prepare_delta_write
+        from stream_sink.spark.datasource.delta.commit import prepare_delta_write
 
         return prepare_delta_write(route, schema, streaming=streaming, overwrite=overwrite)
     parsed = route
@@ -110,19 +111,22 @@ def commit_stream(
     """Commit micro-batch ``batch_id`` exactly once (see module doc)."""
     started = time.perf_counter()
     result = _merged(prepared, outputs, f"batch {batch_id}")
+    opts = prepared.options.sink
     catalog = prepared.options.open_catalog()
-    sink = IcebergSink(catalog=catalog, **prepared.options.sink.as_kwargs())
     try:
-        watermark = sink.commit_result(batch_id, result)
+        runtime = open_iceberg(catalog, opts, catalog.load_table(opts.table))
+        try:
+            watermark = runtime.record(batch_id, result)
+        finally:
+            runtime.close()
     finally:
-        sink.release()
         catalog.close()
     rows = sum(f.record_count for f in result.data_files)
     ms = (time.perf_counter() - started) * 1e3
     log.info(
         "sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
         "watermark %d) in %.0f ms",
-        sink.sink_id,
+        opts.sink_id,
         batch_id,
         rows,
         len(result.data_files),
@@ -137,12 +141,25 @@ def abort_stream(
 ) -> None:
     """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
     result = merge_results([o.result for o in outputs if o is not None])
+    opts = prepared.options.sink
     catalog = prepared.options.open_catalog()
-    sink = IcebergSink(catalog=catalog, **prepared.options.sink.as_kwargs())
     try:
-        sink.discard_result(batch_id, result)
+        table = catalog.load_table(opts.table)
+        try:
+            runtime = open_iceberg(catalog, opts, table)
+        except Exception as e:
+            log.warning(
+                "sink %s: batch %d aborted; its files are kept (state unavailable: %s)",
+                opts.sink_id,
+                batch_id,
+                e,
+            )
+            return
+        try:
+            runtime.discard(batch_id, result.all_paths(), table.io.delete)
+        finally:
+            runtime.close()
     finally:
-        sink.release()
         catalog.close()
 
 

@@ -8,7 +8,8 @@
 - CDC modes, whatever the option: hash by the equality key (``range`` uses a range on the
   key) and sort within each task by (key, order columns). That is the correctness rule
   of CDC: every change of one key reaches one task, in source order. (A CDC batch
-  Spark reads in one small partition skips all this: see :mod:`.single_task`.)
+  Spark reads in one small partition skips all this: see
+  :mod:`stream_sink.spark.foreach_batch.single_task`.)
 
 Invariant: distribution only moves and orders rows; it never drops or changes one.
 Clustering expressions approximate the partition transforms (bucket hashes by its source

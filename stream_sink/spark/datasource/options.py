@@ -9,7 +9,7 @@ are ``catalog.<key>``; snapshot summary properties are ``snapshot-property.<key>
 option                         meaning (default)
 =============================  ======================================================
 ``target``                     ``iceberg`` (the default) or ``delta`` (options of a
-                               Delta target: ``source_delta_options``)
+                               Delta target: ``delta.options``)
 ``table``                      target table, ``db.name`` (required)
 ``mode``                       ``append`` | ``overwrite`` | ``upsert`` | ``changelog``
                                (``append``); batch writes: ``append`` | ``overwrite``
@@ -45,12 +45,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.spark.options import SinkOptions, parse_options, resolve_location
-from stream_sink.spark.source_delta_options import (
+from stream_sink.spark.datasource.delta.options import (
     DeltaRouteOptions,
     parse_delta_options,
     target_of,
 )
+from stream_sink.spark.options import SinkOptions, parse_options, resolve_location
 
 CATALOG_PREFIX = "catalog."
 SNAPSHOT_PREFIX = "snapshot-property."

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,10 +46,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
+from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator
 from stream_sink.checkpoints.route_log import RouteLog
-from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
+from stream_sink.commit.driver import CommitDriver
 from stream_sink.exceptions import (
     AlreadyExistsError,
     InvalidOptionError,
@@ -58,15 +56,16 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.maintenance import MaintenanceOptions
-from stream_sink.spark import distribution, query, schema_check
-from stream_sink.spark.control_columns import KEY_FIELDS_COLUMN, data_columns
+from stream_sink.spark import query, schema_check
+from stream_sink.spark.cdc import distribution
+from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
+from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.routed_maintenance import RoutedMaintenance
-from stream_sink.state import state_dir_for
+from stream_sink.spark.runtime import iceberg_committer
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.table import Table
@@ -208,7 +207,6 @@ class TableTemplate:
 @dataclass
 class _TableSink:
     table: Table
-    committer: FilesCommitter
     options: SinkOptions
 
 
@@ -216,14 +214,13 @@ class _TableSink:
 class RoutedRuntime:
     job_id: str
     tables: dict[str, _TableSink]
-    coordinator: CheckpointCoordinator
+    driver: CommitDriver
     routes: RouteLog
     acknowledged: list[int] = field(default_factory=list)
     """Batches Spark had acknowledged when the runtime was opened."""
 
     def close(self) -> None:
-        for t in self.tables.values():
-            t.committer.close()
+        self.driver.close()
 
 
 @dataclass(frozen=True)
@@ -283,14 +280,9 @@ class Router:
             results = self._write(df, plans, runtime, batch_id, dead) if plans or dead else {}
         finally:
             df.unpersist()
-        failpoint(AFTER_DATA_FILES)
-        if results:
+        if results:  # before any table records it: the loss check reads it per table
             runtime.routes.record(batch_id, results)
-        processed = False
-        for name in sorted(results):
-            processed |= runtime.tables[name].committer.process(batch_id, results[name])
-        if processed and runtime.coordinator.on_batch(batch_id, int(time.time() * 1000)):
-            self.checkpoint(runtime, batch_id)
+        runtime.driver.record(batch_id, results)
         return WriteResult.merge(results.values())
 
     def discover(self, df: DataFrame) -> BatchTables:
@@ -324,7 +316,7 @@ class Router:
 
     def _data_columns(self, schema: StructType) -> tuple[str, ...]:
         """The user's columns: all but the routing, row kind and ``from_debezium``'s
-        columns (:mod:`.control_columns`); order columns are data."""
+        columns (:mod:`stream_sink.spark.cdc.control_columns`); order columns are data."""
         return data_columns(
             schema, row_kind_column=self.options.row_kind_column, table_column=self.table_column
         )
@@ -513,7 +505,8 @@ class Router:
             job_id,
         )
         acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
-        runtime = RoutedRuntime(job_id, {}, CheckpointCoordinator(config), routes, acknowledged)
+        driver = CommitDriver(CheckpointCoordinator(config), after_checkpoint=self._committed)
+        runtime = RoutedRuntime(job_id, {}, driver, routes, acknowledged)
         try:
             for name in self.registry.load():
                 runtime.tables[name] = self._open_committer(runtime, name)
@@ -527,54 +520,31 @@ class Router:
         """The committer of table ``name``, restored; the acknowledged batches the route
         log records for the table must be accounted for (``loss_check``)."""
         opts = self.options
-        operator_id = f"{opts.sink_id}={name}"
         table = self.catalog.load_table(name)
-        io = self.catalog.io_for(opts.checkpoint_location)
-        committer = FilesCommitter(
-            IcebergTarget(
-                table, branch=opts.branch, snapshot_properties=opts.snapshot_property_map
-            ),
-            StateDirectory(state_dir_for(opts.state_dir, operator_id)),
-            CheckpointStorage(opts.checkpoint_location, operator_id, io),
-            job_id=runtime.job_id,
-            operator_id=operator_id,
-            mode="overwrite" if opts.mode == "overwrite" else "append",
+        committer = iceberg_committer(
+            self.catalog, table, opts, operator_id=f"{opts.sink_id}={name}", job_id=runtime.job_id
         )
-        try:
-            acknowledged = runtime.routes.acknowledged_for(name, runtime.acknowledged)
-            committer.restore(acknowledged_batch_ids=acknowledged)
-        except BaseException:
-            committer.close()
-            raise
+        acknowledged = runtime.routes.acknowledged_for(name, runtime.acknowledged)
+        runtime.driver.open(name, committer, acknowledged)
         if self.maintenance is not None:
             self.maintenance.open_table(name, committer.uncommitted_paths)
-        return _TableSink(table, committer, replace(opts, table=name, table_column=None))
+        return _TableSink(table, replace(opts, table=name, table_column=None))
 
-    def checkpoint(self, runtime: RoutedRuntime, checkpoint_id: int) -> None:
-        committed = {}
-        for name in sorted(runtime.tables):
-            c = runtime.tables[name].committer
-            if not c.pending_batch_ids and not c.staged_checkpoints:
-                continue
-            c.snapshot_state(checkpoint_id)
-            c.complete_checkpoint(checkpoint_id)
-            c.notify_checkpoint_complete(checkpoint_id)
-            committed[name] = runtime.tables[name].table.metadata
-        runtime.routes.drop_committed(
-            {name: t.committer.watermark for name, t in runtime.tables.items()}
-        )
-        if self.maintenance is not None and committed:
-            self.maintenance.after_checkpoint(committed)
-
-    def end_input(self) -> None:
+    def _committed(self, names: tuple[str, ...]) -> None:
+        """After each checkpoint's commits: the route log forgets what every table's
+        watermark covers; the committed tables are offered to their maintenance."""
         runtime = self.runtime
         if runtime is None:
             return
-        ckpt = runtime.coordinator.force(int(time.time() * 1000))
-        if ckpt is not None:
-            self.checkpoint(runtime, ckpt)
-        for t in runtime.tables.values():
-            t.committer.end_input()
+        runtime.routes.drop_committed(runtime.driver.watermarks())
+        if self.maintenance is not None and names:
+            self.maintenance.after_checkpoint(
+                {name: runtime.tables[name].table.metadata for name in names}
+            )
+
+    def end_input(self) -> None:
+        if self.runtime is not None:
+            self.runtime.driver.end_input()
 
     def abandon(self) -> None:
         runtime, self.runtime = self.runtime, None
@@ -592,6 +562,6 @@ def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructT
 
 
 def _ddl_to_arrow(ddl: str) -> pa.Schema:
-    from stream_sink.spark.cdc import to_spark_schema
+    from stream_sink.spark.cdc.debezium import to_spark_schema
 
     return schema_check.spark_to_arrow(to_spark_schema(ddl), "table_template")

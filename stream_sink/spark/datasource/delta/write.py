@@ -31,10 +31,10 @@ from stream_sink.delta.merge import MergeMode, net_changes
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.writer import write_data_files
 from stream_sink.io.fileio import FileIO
+from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
+from stream_sink.spark.datasource.write import TaskOutput, key_hashes
 from stream_sink.spark.delta_tasks import TableShape
 from stream_sink.spark.executor import current_task_ids
-from stream_sink.spark.source_delta_options import DeltaRouteOptions
-from stream_sink.spark.source_write import TaskOutput, key_hashes
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class DeltaPreparedWrite:
 
     options: DeltaRouteOptions
     task: DeltaSourceTask
-    driver = "stream_sink.spark.source_delta_commit"
+    driver = "stream_sink.spark.datasource.delta.commit"
     """The module whose commit and abort functions Spark's commit step calls."""
 
 

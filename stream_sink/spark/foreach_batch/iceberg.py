@@ -8,9 +8,9 @@ Per micro-batch (driver):
    InvalidOptionError) before any file is written.
 3. Distribute (``distribution.py``), run TaskWriters on the executors with
    ``mapInArrow``, collect the serialized WriteResults (file metadata only).
-4. ``committer.process(batch_id, result)`` makes the batch durable before returning.
-5. When the coordinator says a checkpoint is due: snapshot_state, complete_checkpoint,
-   notify_checkpoint_complete.
+4. The commit driver (:class:`~stream_sink.commit.driver.CommitDriver`) records the
+   batch durably before returning and, when a checkpoint is due, checkpoints and
+   commits it (the protocol's steps are all there).
 
 Invariants:
 - An error before step 4 commits nothing of the batch: executors abort their writers,
@@ -33,9 +33,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
-from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, failpoint
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
 from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
 from stream_sink.io import FileIO
@@ -44,23 +41,23 @@ from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
-from stream_sink.spark import query
+from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
-from stream_sink.spark.options import SinkOptions, parse_options
-from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.routed_maintenance import RoutedMaintenance
-from stream_sink.spark.routing import Router, TableTemplate
-from stream_sink.spark.single_task import runs_in_one_task
-from stream_sink.spark.spark_files import (
+from stream_sink.spark.foreach_batch.parquet_route import (
     ROUTES,
     Projection,
     choose_route,
     rows_per_file,
     write_batch,
 )
-from stream_sink.spark.task_sort import TaskSort
+from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
+from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
+from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
+from stream_sink.spark.options import SinkOptions, parse_options
+from stream_sink.spark.plan import BatchPlan, plan_batch
+from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, open_iceberg
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -77,13 +74,15 @@ log = logging.getLogger(__name__)
 class _Runtime:
     """What the sink holds open between micro-batches of one query."""
 
-    job_id: str
     table: Table
-    committer: FilesCommitter
-    coordinator: CheckpointCoordinator
+    commits: SinkRuntime
+
+    @property
+    def job_id(self) -> str:
+        return self.commits.job_id
 
     def close(self) -> None:
-        self.committer.close()
+        self.commits.close()
 
 
 class IcebergSink:
@@ -97,13 +96,13 @@ class IcebergSink:
 
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
-    ``stream_sink.spark.routing``); rows whose value names no table stop the query, or go
+    ``.routing``); rows whose value names no table stop the query, or go
     to ``dead_letter_table`` (append only, every column) when given. ``maintenance``
-    then runs per table, one table's run at a time (``stream_sink.spark.routed_maintenance``).
+    then runs per table, one table's run at a time (``.routed_maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
     (Spark's own Parquet writer where it writes the table's files exactly, pyarrow
-    otherwise; see ``stream_sink.spark.spark_files``), ``"spark"`` (insist; falls back
+    otherwise; see ``.parquet_route``), ``"spark"`` (insist; falls back
     only where Spark cannot), ``"arrow"`` (always pyarrow). CDC modes always use pyarrow.
 
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
@@ -255,7 +254,7 @@ class IcebergSink:
             with in_step(self.sink_id, runtime.table.name, step, NOT_ACKNOWLEDGED):
                 result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
-            self._record(runtime, batch_id, result)
+            runtime.commits.record(batch_id, result)
         except BaseException:
             self._abandon()
             raise
@@ -269,52 +268,10 @@ class IcebergSink:
             router.abandon()
             raise
 
-    def commit_result(self, batch_id: int, result: WriteResult) -> int:
-        """Record ``result`` (written elsewhere, e.g. by ``format("stream_sink")``'s
-        executors) as micro-batch ``batch_id``: durable (exactly once) on return.
-        Returns the committed watermark afterwards."""
-        try:
-            runtime = self._open()
-            self._record(runtime, batch_id, result)
-            return runtime.committer.watermark
-        except BaseException:
-            self._abandon()
-            raise
-
-    def discard_result(self, batch_id: int, result: WriteResult) -> None:
-        """Delete the files of an aborted ``batch_id`` unless the sink already holds the
-        batch (in state or in the table): those files are the batch's, not leftovers.
-        When the state cannot be opened nothing is deleted (an orphan is harmless)."""
-        try:
-            runtime = self._open()
-        except Exception as e:
-            log.warning(
-                "sink %s: batch %d aborted; its files are kept (state unavailable: %s)",
-                self.sink_id,
-                batch_id,
-                e,
-            )
-            self._abandon()
-            return
-        if runtime.committer.holds(batch_id):
-            return
-        for path in result.all_paths():
-            try:
-                runtime.table.io.delete(path)
-            except Exception as e:  # an orphan is harmless
-                log.warning("sink %s: could not delete %s: %s", self.sink_id, path, e)
-
     def release(self) -> None:
         """Release the operator state without a final checkpoint (batches already
         recorded stay durable and are committed by the next use)."""
         self._abandon()
-
-    def _record(self, runtime: _Runtime, batch_id: int, result: WriteResult) -> None:
-        failpoint(AFTER_DATA_FILES)
-        if runtime.committer.process(batch_id, result):
-            now_ms = int(time.time() * 1000)
-            if runtime.coordinator.on_batch(batch_id, now_ms):
-                self._checkpoint(runtime, batch_id)
 
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed (end of input or stop)."""
@@ -329,10 +286,7 @@ class IcebergSink:
         if runtime is None:
             return
         try:
-            ckpt = runtime.coordinator.force(int(time.time() * 1000))
-            if ckpt is not None:
-                self._checkpoint(runtime, ckpt)
-            runtime.committer.end_input()
+            runtime.commits.end_input()
         except BaseException:
             self._abandon()
             raise
@@ -369,7 +323,7 @@ class IcebergSink:
         """The writers' and the committer's metrics now (the committer's as of its last use
         when the sink is closed)."""
         runtime = self._runtime
-        committer = runtime.committer.metrics.snapshot() if runtime else self._committer_metrics
+        committer = runtime.commits.metrics() if runtime else self._committer_metrics
         return SinkMetricsSnapshot(
             self.sink_id,
             self.options.table,
@@ -425,43 +379,19 @@ class IcebergSink:
 
     def _open(self) -> _Runtime:
         """The runtime for the current query id, restoring the committer on first use."""
-        opts = self.options
-        io = self.catalog.io_for(opts.checkpoint_location)
-        spark_io = self.catalog.io_for(opts.spark_checkpoint_location)
-        job_id = query.read_query_id(opts.spark_checkpoint_location, spark_io)
+        job_id = iceberg_job_id(self.catalog, self.options)
         if self._runtime is not None and self._runtime.job_id == job_id:
             return self._runtime
         self._abandon()
-        table = self.catalog.load_table(opts.table)
-        storage = CheckpointStorage(opts.checkpoint_location, opts.sink_id, io)
-        committer = FilesCommitter(
-            IcebergTarget(
-                table, branch=opts.branch, snapshot_properties=opts.snapshot_property_map
-            ),
-            StateDirectory(opts.sink_state_dir),
-            storage,
-            job_id=job_id,
-            operator_id=opts.sink_id,
-            mode="overwrite" if opts.mode == "overwrite" else "append",
+        table = self.catalog.load_table(self.options.table)
+        commits = open_iceberg(
+            self.catalog, self.options, table, job_id=job_id, after_checkpoint=self._committed
         )
-        try:
-            acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
-            committer.restore(acknowledged_batch_ids=acknowledged)
-        except BaseException:
-            committer.close()
-            raise
-        config = CheckpointConfig(opts.checkpoint_interval_batches, opts.checkpoint_interval_ms)
-        log.info(
-            "sink %s: restored for query %s (watermark %d)",
-            opts.sink_id,
-            job_id,
-            committer.watermark,
-        )
-        self._runtime = _Runtime(job_id, table, committer, CheckpointCoordinator(config))
-        self._start_maintenance(committer)
+        self._runtime = _Runtime(table, commits)
+        self._start_maintenance(commits.uncommitted_paths)
         return self._runtime
 
-    def _start_maintenance(self, committer: FilesCommitter) -> None:
+    def _start_maintenance(self, uncommitted: Callable[[], frozenset[str]]) -> None:
         """In-job maintenance (``stream_sink.maintenance.in_sink``), kept across restores so
         that a run under way is never doubled."""
         options = self.maintenance_options
@@ -477,7 +407,7 @@ class IcebergSink:
                 f"sink:{self.sink_id}",
                 report=lambda metrics: write_report(io, where, metrics),
             )
-        self._maintenance.protect(committer.uncommitted_paths)
+        self._maintenance.protect(uncommitted)
 
     def _plan(self, df: DataFrame, table: Table) -> BatchPlan:
         """The batch's plan; with schema evolution on, the table's schema is first brought
@@ -554,12 +484,10 @@ class IcebergSink:
             self._projections[key] = projection
         return projection
 
-    def _checkpoint(self, runtime: _Runtime, checkpoint_id: int) -> None:
-        committer = runtime.committer
-        committer.snapshot_state(checkpoint_id)
-        committer.complete_checkpoint(checkpoint_id)
-        committer.notify_checkpoint_complete(checkpoint_id)
-        if self._maintenance is not None:
+    def _committed(self, tables: tuple[str, ...]) -> None:
+        """After each checkpoint's commit: offer the table to in-job maintenance."""
+        runtime = self._runtime
+        if self._maintenance is not None and runtime is not None:
             self._maintenance.after_commit(runtime.table.metadata)
 
     def _abandon(self) -> None:
@@ -569,7 +497,7 @@ class IcebergSink:
         self._plans.clear()
         self._projections.clear()
         if runtime is not None:
-            self._committer_metrics = runtime.committer.metrics.snapshot()
+            self._committer_metrics = runtime.commits.metrics()
             try:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from stream_sink.spark.distribution import column
+from stream_sink.spark.cdc.distribution import column
 from stream_sink.spark.errors import spark_error_message
 
 if TYPE_CHECKING:

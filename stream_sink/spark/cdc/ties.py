@@ -2,7 +2,7 @@
 
 A tie is a change whose key and order value equal those of the change just before it
 in its task (rows arrive sorted by key, order value, input sequence: see
-:mod:`.cdc_guard`); ties are applied in input order, the last one winning, and counted
+:mod:`.guard`); ties are applied in input order, the last one winning, and counted
 so an operator can see when the order column does not order a key's changes.
 """
 

@@ -1,9 +1,10 @@
 """A CDC micro-batch read in one task, checked and ordered inside that task.
 
-When Spark reads a whole CDC micro-batch in one partition (see :mod:`.single_task`),
+When Spark reads a whole CDC micro-batch in one partition (see
+:mod:`stream_sink.spark.foreach_batch.single_task`),
 every change of a key is already in the one task, so the batch needs neither Spark's
 shuffle nor its sort nor the input sequence column: the task gets the rows in input
-order and :class:`TaskSort` does what :mod:`.cdc_guard` and
+order and :class:`TaskSort` does what :mod:`.guard` and
 :func:`.distribution.distribute_cdc` do otherwise.
 
 Invariants (the same as the distributed route's, so readers see the same table):
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stream_sink.exceptions import NullKeyError, ValidationError
-from stream_sink.spark.cdc_guard import ORDER_HINT, SHOWN_CHARS
+from stream_sink.spark.cdc.guard import ORDER_HINT, SHOWN_CHARS
 
 OUT_ROWS = 65_536
 """Rows per batch handed on to the writer."""

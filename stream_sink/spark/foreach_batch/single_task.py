@@ -3,7 +3,7 @@
 A CDC batch that Spark reads in one partition (a file source reading one small file per
 trigger, say) needs no shuffle by key: all its changes are in that one task already. The
 sink then skips the exchange, Spark's sort and the input sequence column, and the task
-orders its rows itself (:mod:`.task_sort`), which saves a stage per micro-batch.
+orders its rows itself (:mod:`stream_sink.spark.cdc.ordering`), which saves a stage per micro-batch.
 
 Invariants:
 - True only when the planned job has no exchange (so planning it ran nothing and its

@@ -145,7 +145,7 @@ def target_of(options: Mapping[str, str]) -> str:
 
 def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> DeltaRouteOptions:
     """Check ``options`` of a Delta target (see module doc); raises InvalidOptionError."""
-    from stream_sink.spark.source_options import SPARK_CHECKPOINT, normalize_key
+    from stream_sink.spark.datasource.options import SPARK_CHECKPOINT, normalize_key
 
     given: dict[str, str] = {}
     storage: dict[str, str] = {}

@@ -1,0 +1,186 @@
+"""The one driver of the commit protocol, for one table or the tables of a routed batch.
+
+Every front door (``IcebergSink``, ``DeltaSink``, the router, both ``format("stream_sink")``
+routes) turns the engine's calls into these, and only this module calls the
+committer's protocol steps (``tests/architecture`` checks it):
+
+- :meth:`CommitDriver.open`: ``restore`` one table's committer: the loss checks against
+  the batches upstream acknowledged, then what a crash left staged or pending is
+  committed (or dropped as a replay the table already holds).
+- :meth:`CommitDriver.record`: ``process`` each table's result of a batch (durable in
+  the operator state on return); when the coordinator says a checkpoint is due,
+  :meth:`checkpoint`.
+- :meth:`CommitDriver.checkpoint`: for every table with work, ``snapshot_state`` then
+  ``complete_checkpoint`` (phase 1: staged and durable), then phase 2
+  (``notify_checkpoint_complete``: the table commits) through the
+  :class:`~.schedule.CommitSchedule`, then the ``after_checkpoint`` hook (maintenance,
+  route log).
+- :meth:`CommitDriver.end_input`, :meth:`CommitDriver.close`, :meth:`CommitDriver.metrics`.
+
+Invariants: a batch is recorded in every table it wrote before :meth:`record` returns
+(so upstream may acknowledge it); tables are visited in name order, each under its own
+operator id and watermark, so a crash between two tables' commits leaves each table
+exact (see ``docs/design.md``); the schedule is drained before the driver changes state
+again, so a committer is never used by two threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from stream_sink.checkpoints import CheckpointCoordinator
+from stream_sink.metrics.committer import CommitterMetricsSnapshot
+
+from .committer import FilesCommitter
+from .failpoints import AFTER_DATA_FILES, failpoint
+from .schedule import CommitSchedule, Synchronous
+from .target import BatchFiles
+
+log = logging.getLogger(__name__)
+
+AfterCheckpoint = Callable[[tuple[str, ...]], None]
+"""Called after each checkpoint's commits with the names of the tables it committed."""
+
+
+class CommitDriver:
+    """Drives the :class:`~.committer.FilesCommitter` of each of its tables (see module).
+
+    ``coordinator`` says when a checkpoint is due; ``schedule`` when its table commits
+    run (default :class:`~.schedule.Synchronous`); ``clock`` returns seconds.
+    """
+
+    def __init__(
+        self,
+        coordinator: CheckpointCoordinator | None = None,
+        *,
+        schedule: CommitSchedule | None = None,
+        after_checkpoint: AfterCheckpoint | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.coordinator = coordinator or CheckpointCoordinator()
+        self._schedule: CommitSchedule = schedule or Synchronous()
+        self._after_checkpoint = after_checkpoint
+        self._clock = clock
+        self._committers: dict[str, FilesCommitter] = {}
+
+    # --- tables ------------------------------------------------------------------------
+
+    def open(
+        self, name: str, committer: FilesCommitter, acknowledged: Iterable[int] | None
+    ) -> FilesCommitter:
+        """Restore ``committer`` as table ``name`` (loss checks against ``acknowledged``,
+        then what its state holds is finished); closed again when that fails."""
+        try:
+            committer.restore(acknowledged_batch_ids=acknowledged)
+        except BaseException:
+            committer.close()
+            raise
+        self._committers[name] = committer
+        log.info(
+            "table %s (sink %s): restored, watermark %d",
+            name,
+            committer.operator_id,
+            committer.watermark,
+        )
+        return committer
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._committers))
+
+    def committer(self, name: str) -> FilesCommitter:
+        return self._committers[name]
+
+    def watermark(self, name: str) -> int:
+        return self._committers[name].watermark
+
+    def watermarks(self) -> dict[str, int]:
+        return {name: c.watermark for name, c in self._committers.items()}
+
+    def holds(self, name: str, batch_id: int) -> bool:
+        """True when table ``name`` has ``batch_id`` (committed, staged or pending)."""
+        self._schedule.drain()
+        return self._committers[name].holds(batch_id)
+
+    # --- batches and checkpoints ------------------------------------------------------------
+
+    def record(self, batch_id: int, results: Mapping[str, BatchFiles]) -> bool:
+        """Record ``batch_id``'s result in each named table (durable on return; a replay's
+        new files are deleted), then take the checkpoint when one is due. True when
+        any table took the batch as new."""
+        self._schedule.drain()
+        failpoint(AFTER_DATA_FILES)
+        new = False
+        for name in sorted(results):
+            new |= self._committers[name].process(batch_id, results[name])
+        now_ms = int(self._clock() * 1000)
+        if new and self.coordinator.on_batch(batch_id, now_ms):
+            self.checkpoint(batch_id)
+        return new
+
+    def checkpoint(self, checkpoint_id: int) -> tuple[str, ...]:
+        """Stage and durably checkpoint every table with work (phase 1), then commit
+        them (phase 2, through the schedule). Returns the tables checkpointed."""
+        self._schedule.drain()
+        names = tuple(n for n in self.names if _has_work(self._committers[n]))
+        for name in names:
+            committer = self._committers[name]
+            committer.snapshot_state(checkpoint_id)
+            committer.complete_checkpoint(checkpoint_id)
+        self._schedule.submit(checkpoint_id, lambda: self._commit(checkpoint_id, names))
+        return names
+
+    def _commit(self, checkpoint_id: int, names: tuple[str, ...]) -> None:
+        for name in names:
+            self._committers[name].notify_checkpoint_complete(checkpoint_id)
+        if self._after_checkpoint is not None:
+            self._after_checkpoint(names)
+
+    def end_input(self) -> None:
+        """Checkpoint and commit every batch not yet committed (end of input or stop)."""
+        self._schedule.drain()
+        ckpt = self.coordinator.force(int(self._clock() * 1000))
+        if ckpt is not None:
+            self.checkpoint(ckpt)
+            self._schedule.drain()
+        for name in self.names:
+            end_input(self._committers[name])
+
+    # --- metrics and close -------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, CommitterMetricsSnapshot]:
+        """Each table's committer metrics now."""
+        return {name: c.metrics.snapshot() for name, c in self._committers.items()}
+
+    def close(self) -> None:
+        """Release every table's state (a commit in flight finishes first); staged work
+        stays durable and is committed by the next ``open``. Never raises: a failure
+        to close is logged (it must not hide the error that led here)."""
+        try:
+            self._schedule.drain()
+        except Exception as e:
+            log.warning("a commit failed while closing: %s (the next restore finishes it)", e)
+        committers, self._committers = self._committers, {}
+        for name, committer in committers.items():
+            try:
+                committer.close()
+            except Exception as e:
+                log.warning("table %s: closing the operator state failed: %s", name, e)
+
+
+def _has_work(committer: FilesCommitter) -> bool:
+    return bool(committer.pending_batch_ids or committer.staged_checkpoints)
+
+
+def end_input(committer: FilesCommitter) -> None:
+    """Bounded input ended for ``committer``: checkpoint its pending batches and commit
+    every staged checkpoint (the bounded job's last checkpoint)."""
+    pending = committer.pending_batch_ids
+    if pending:
+        committer.snapshot_state(pending[-1])
+        committer.complete_checkpoint(pending[-1])
+    staged = committer.staged_checkpoints
+    if staged:
+        committer.notify_checkpoint_complete(max(staged))

@@ -1,0 +1,212 @@
+"""What a front door holds open between micro-batches of one query: its commit driver.
+
+Every front door opens its tables' committers here, so a table's commit target, state
+directory and checkpoint storage are named the same way whichever door writes it:
+operator id ``<sink id>`` for one table, ``<sink id>=<table>`` for a routed one. The
+driver (:mod:`stream_sink.commit.driver`) then runs the protocol.
+
+Invariants: a runtime belongs to one query id (Spark's ``<checkpoint>/metadata``); it is
+opened with the batches Spark's commit log acknowledges, so the loss checks run before
+anything is written; closing it never raises (it must not hide the error that led
+there) and leaves what was recorded durable for the next open.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
+from stream_sink.commit.target import BatchFiles
+from stream_sink.delta import DeltaTable
+from stream_sink.io.fileio import FileIO
+from stream_sink.metrics.committer import CommitterMetricsSnapshot
+from stream_sink.spark import query
+from stream_sink.spark.options import (
+    DEFAULT_CHECKPOINT_ROOT,
+    SPARK_CHECKPOINT_DIR,
+    SinkOptions,
+    resolve_location,
+    to_spark_uri,
+)
+from stream_sink.state import state_dir_for, validate_sink_id
+from stream_sink.table.catalog.base import Catalog
+from stream_sink.table.table import Table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SinkRuntime:
+    """One table's commit driver for query ``job_id`` (the table is ``name`` in it)."""
+
+    job_id: str
+    name: str
+    driver: CommitDriver
+
+    @property
+    def watermark(self) -> int:
+        return self.driver.watermark(self.name)
+
+    def record(self, batch_id: int, result: BatchFiles) -> int:
+        """Record ``batch_id`` (durable on return; committed when a checkpoint is due);
+        the watermark after."""
+        self.driver.record(batch_id, {self.name: result})
+        return self.watermark
+
+    def holds(self, batch_id: int) -> bool:
+        return self.driver.holds(self.name, batch_id)
+
+    def end_input(self) -> None:
+        """Checkpoint and commit every batch not yet committed."""
+        self.driver.end_input()
+
+    def metrics(self) -> CommitterMetricsSnapshot:
+        return self.driver.metrics()[self.name]
+
+    def uncommitted_paths(self) -> frozenset[str]:
+        """Files of batches recorded but not yet in the table (maintenance keeps them)."""
+        return self.driver.committer(self.name).uncommitted_paths()
+
+    def discard(self, batch_id: int, paths: Iterable[str], delete: Callable[[str], None]) -> None:
+        """Delete the files of aborted ``batch_id`` unless the table holds the batch (then
+        they are the batch's, not leftovers). A failed delete leaves a harmless orphan."""
+        if self.holds(batch_id):
+            return
+        for path in paths:
+            try:
+                delete(path)
+            except Exception as e:
+                log.warning("sink %s: could not delete %s: %s", self.name, path, e)
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+# --- Iceberg -------------------------------------------------------------------------------
+
+
+def iceberg_committer(
+    catalog: Catalog, table: Table, options: SinkOptions, *, operator_id: str, job_id: str
+) -> FilesCommitter:
+    """A committer (not yet restored) of ``table`` under ``operator_id`` for query
+    ``job_id``: state in ``<state_dir>/<operator_id>``, checkpoints under the sink's
+    checkpoint location."""
+    io = catalog.io_for(options.checkpoint_location)
+    return FilesCommitter(
+        IcebergTarget(
+            table, branch=options.branch, snapshot_properties=options.snapshot_property_map
+        ),
+        StateDirectory(state_dir_for(options.state_dir, operator_id)),
+        CheckpointStorage(options.checkpoint_location, operator_id, io),
+        job_id=job_id,
+        operator_id=operator_id,
+        mode="overwrite" if options.mode == "overwrite" else "append",
+    )
+
+
+def iceberg_job_id(catalog: Catalog, options: SinkOptions) -> str:
+    """The query id Spark's checkpoint location records for the sink."""
+    spark_io = catalog.io_for(options.spark_checkpoint_location)
+    return query.read_query_id(options.spark_checkpoint_location, spark_io)
+
+
+def open_iceberg(
+    catalog: Catalog,
+    options: SinkOptions,
+    table: Table,
+    *,
+    job_id: str | None = None,
+    after_checkpoint: AfterCheckpoint | None = None,
+) -> SinkRuntime:
+    """The runtime of one-table sink ``options`` writing ``table``, restored (loss checks
+    against Spark's commit log, then what the state holds is finished)."""
+    location = options.spark_checkpoint_location
+    job_id = job_id or iceberg_job_id(catalog, options)
+    acknowledged = query.acknowledged_batch_ids(location, catalog.io_for(location))
+    config = CheckpointConfig(options.checkpoint_interval_batches, options.checkpoint_interval_ms)
+    driver = CommitDriver(CheckpointCoordinator(config), after_checkpoint=after_checkpoint)
+    committer = iceberg_committer(
+        catalog, table, options, operator_id=options.sink_id, job_id=job_id
+    )
+    driver.open(table.name, committer, acknowledged)
+    return SinkRuntime(job_id, table.name, driver)
+
+
+# --- Delta ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeltaPlaces:
+    """Where a Delta sink keeps its table, state and checkpoints (locations resolved)."""
+
+    path: str
+    sink_id: str
+    checkpoint_location: str
+    spark_checkpoint_location: str
+    state_dir: str
+    """``<state_dir>/<sink id>``: the sink's operator state."""
+    storage_options: dict[str, str]
+
+    @staticmethod
+    def resolve(
+        path: str,
+        *,
+        sink_id: str | None = None,
+        checkpoint_location: str | None = None,
+        spark_checkpoint_location: str | None = None,
+        state_dir: str = "state",
+        storage_options: dict[str, str] | None = None,
+    ) -> DeltaPlaces:
+        """Defaults: sink id the table directory's name, checkpoints under
+        ``checkpoints/<sink id>``, Spark's under ``<checkpoint_location>/spark``."""
+        path = resolve_location(path)
+        sink_id = validate_sink_id(sink_id or os.path.basename(path))
+        root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink_id}")
+        spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
+        return DeltaPlaces(
+            path,
+            sink_id,
+            root,
+            to_spark_uri(resolve_location(spark_root)),
+            state_dir_for(resolve_location(state_dir), sink_id),
+            dict(storage_options or {}),
+        )
+
+    def job_id(self) -> str:
+        io = query.io_for(self.spark_checkpoint_location, self.storage_options)
+        return query.read_query_id(self.spark_checkpoint_location, io)
+
+
+def open_delta(
+    places: DeltaPlaces,
+    table: DeltaTable,
+    mode: str,
+    job_id: str,
+    *,
+    after_checkpoint: AfterCheckpoint | None = None,
+) -> SinkRuntime:
+    """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
+    MERGE reads the table the previous batch left)."""
+    committer = FilesCommitter(
+        DeltaTarget(table),
+        StateDirectory(places.state_dir),
+        CheckpointStorage(
+            places.checkpoint_location,
+            places.sink_id,
+            FileIO.for_location(places.checkpoint_location, places.storage_options),
+        ),
+        job_id=job_id,
+        operator_id=places.sink_id,
+        mode="overwrite" if mode == "overwrite" else "append",
+    )
+    location = places.spark_checkpoint_location
+    io = query.io_for(location, places.storage_options)
+    driver = CommitDriver(after_checkpoint=after_checkpoint)
+    driver.open(places.sink_id, committer, query.acknowledged_batch_ids(location, io))
+    return SinkRuntime(job_id, places.sink_id, driver)
