@@ -18,8 +18,6 @@ _WRITER = r"""
 import sys
 from stream_sink.state import StateWriteBatch, open_state_backend
 
-pytestmark = pytest.mark.slow  # a writer process killed
-
 kind, path = sys.argv[1], sys.argv[2]
 b = open_state_backend(kind, path)
 i = 0
