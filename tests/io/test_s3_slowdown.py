@@ -29,19 +29,24 @@ def proxy(seaweed: Any) -> Iterator[FaultProxy]:
     p.close()
 
 
+def _catalog_behind(props: dict[str, Any], tmp_path: Any, name: str) -> Any:
+    """A SQL catalog on ``props`` (the fault proxy's endpoint), with an empty ``db.t``."""
+    catalog = load_catalog(
+        f"{name}{uuid.uuid4().hex[:6]}",
+        type="sql",
+        uri=f"sqlite:///{tmp_path}/catalog.db",
+        warehouse=f"s3://lake/{name}-{uuid.uuid4().hex[:8]}",
+        **props,
+    )
+    catalog.create_namespace("db")
+    return catalog, catalog.create_table("db.t", SCHEMA)
+
+
 def test_slow_down_is_retried_for_files_commits_and_conditional_puts(
     tmp_path: Any, seaweed: Any, proxy: FaultProxy
 ) -> None:
     props = {**seaweed.s3_props, "s3.endpoint": proxy.uri}
-    catalog = load_catalog(
-        f"slow{uuid.uuid4().hex[:6]}",
-        type="sql",
-        uri=f"sqlite:///{tmp_path}/catalog.db",
-        warehouse=f"s3://lake/slow-{uuid.uuid4().hex[:8]}",
-        **props,
-    )
-    catalog.create_namespace("db")
-    table = catalog.create_table("db.t", SCHEMA)
+    catalog, table = _catalog_behind(props, tmp_path, "slow")
     proxy.slow_down(2)
     table.append(pa.table({"id": [1, 2, 3]}, schema=SCHEMA))
     proxy.slow_down(2)
@@ -60,15 +65,7 @@ def test_a_slow_down_storm_past_the_retries_fails_naming_the_endpoint(
     tmp_path: Any, seaweed: Any, proxy: FaultProxy
 ) -> None:
     props = {**seaweed.s3_props, "s3.endpoint": proxy.uri}
-    catalog = load_catalog(
-        f"storm{uuid.uuid4().hex[:6]}",
-        type="sql",
-        uri=f"sqlite:///{tmp_path}/catalog.db",
-        warehouse=f"s3://lake/storm-{uuid.uuid4().hex[:8]}",
-        **props,
-    )
-    catalog.create_namespace("db")
-    table = catalog.create_table("db.t", SCHEMA)
+    catalog, table = _catalog_behind(props, tmp_path, "storm")
     proxy.slow_down(1000)
     with pytest.raises(StreamSinkError) as failed:
         table.append(pa.table({"id": [1]}, schema=SCHEMA))
