@@ -9,15 +9,22 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from maint_support import SCHEMA, CdcTable, live_counts, make_cdc_table, ours, rows_of
+from maint_support import SCHEMA, CdcTable, Row, live_counts, make_cdc_table, ours, rows_of
 from readers import duckdb_rows
 
 from stream_sink.catalogs import load_catalog
+from stream_sink.checkpoints import CheckpointStorage
+from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+from stream_sink.commit.driver import CommitDriver
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.actions import Maintenance
 from stream_sink.table.catalog import Catalog
+from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
+from stream_sink.table.manifest import snapshot_manifests
+from stream_sink.write.writer_factory import TaskWriterFactory
 
 
 @pytest.fixture
@@ -111,3 +118,71 @@ def test_per_run_bounds_are_checked() -> None:
         MaintenanceOptions(max_rewrite_files_per_run=1)
     with pytest.raises(InvalidOptionError, match="max_equality_delete_files_per_run"):
         MaintenanceOptions(max_equality_delete_files_per_run=0)
+
+
+@pytest.mark.slow
+def test_a_long_append_stream_s_commits_stay_the_same_size(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """The sink's own path (driver, committer with RocksDB state, a checkpoint and a
+    commit per batch, in-sink maintenance with expiry): what each commit reads and
+    writes (the metadata JSON, the manifest list, the state) stops growing once expiry
+    and manifest merging keep up, so commit latency cannot grow with the commit count."""
+    table = catalog.create_table(
+        "db.t",
+        schema=SCHEMA,
+        properties={**STREAMING_METADATA_PROPERTIES, "commit.manifest.min-count-to-merge": "8"},
+    )
+    committer = FilesCommitter(
+        IcebergTarget(table),
+        StateDirectory(str(tmp_path / "state"), kind="rocksdb"),
+        CheckpointStorage(str(tmp_path / "checkpoints"), "t"),
+        job_id="job",
+        operator_id="t",
+    )
+    options = MaintenanceOptions(
+        commit_count=5, max_snapshot_age_ms=0, retain_last=4, background=False
+    )
+    maintenance = SinkMaintenance(lambda: catalog.load_table("db.t"), options, "sink:t")
+    maintenance.protect(committer.uncommitted_paths)
+    driver = CommitDriver(after_checkpoint=lambda _: maintenance.after_commit(table.metadata))
+    driver.open("t", committer, None)
+    sizes: list[tuple[int, int, int, int, int]] = []
+    expected: list[Row] = []
+    try:
+        for b in range(60):
+            rows = [(b * 5 + i, f"c{b % 3}", b) for i in range(5)]
+            expected += rows
+            writer = TaskWriterFactory.for_table(table).create(0, b)
+            writer.write(
+                pa.Table.from_pylist(
+                    [dict(zip(SCHEMA.names, r, strict=True)) for r in rows], SCHEMA
+                )
+            )
+            driver.record(b, {"t": writer.complete()})
+            meta = table.metadata
+            head = table.current_snapshot()
+            assert head is not None
+            manifests = len(snapshot_manifests(table.io, head))
+            state_keys = sum(1 for _ in committer.state.scan())
+            sizes.append(
+                (
+                    len(meta.snapshots),
+                    manifests,
+                    len(meta.metadata_log),
+                    len(meta.to_json()),
+                    state_keys,
+                )
+            )
+    finally:
+        driver.close()
+    m = maintenance.metrics
+    assert (m.failures, m.runs) == (0, 12), m.last_error
+    late = sizes[25:]
+    assert max(s[0] for s in late) <= 4 + 5 + 1  # retained, plus the commits between runs
+    assert max(s[1] for s in late) <= 8  # merged once min-count-to-merge is reached
+    assert max(s[2] for s in late) <= 50  # write.metadata.previous-versions-max
+    assert max(s[3] for s in late) <= 1.2 * max(s[3] for s in sizes[15:25])
+    assert max(s[4] for s in sizes) == 0  # every batch committed: nothing left staged
+    assert ours(table) == sorted(expected)
+    assert rows_of(duckdb_rows(table.refresh().metadata_location)) == sorted(expected)
