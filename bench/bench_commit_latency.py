@@ -21,8 +21,10 @@ One catalog per child process (its own peak memory):
     python bench/bench_commit_latency.py [--commits 2000] [--catalogs hadoop,sql,rest]
 
 Prints, per catalog, the median time of ``record`` (process + checkpoint + table
-commit: what a micro-batch waits for) and of the table commit alone over the first and
-the last 100 commits, their ratio (goal: last / first <= 1.3), what the table and the
+commit: what a micro-batch waits for), its CPU time on the calling thread (which moves
+less with the machine's load: wall time is mostly fsync and network waits) and the
+table commit alone, over the first and the last 100 commits, with their ratios (goal:
+last / first <= 1.3), what the table and the
 state hold at the end (snapshots, manifests, metadata JSON bytes, state keys), the
 child's peak RSS and the load average before and after.
 """
@@ -93,15 +95,16 @@ def stream(table: Table, scratch: Path, args: argparse.Namespace) -> dict[str, o
     maintenance.protect(committer.uncommitted_paths)
     driver = CommitDriver(after_checkpoint=lambda _: maintenance.after_commit(table.metadata))
     driver.open("t", committer, None)
-    record_ms, commit_ms = [], []
+    record_ms, record_cpu_ms, commit_ms = [], [], []
     try:
         for b in range(args.commits):
             writer = TaskWriterFactory.for_table(table).create(0, b)
             writer.write(batch(b, args.rows))
             result = writer.complete()
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             driver.record(b, {"t": result})
             record_ms.append((time.perf_counter() - started) * 1000)
+            record_cpu_ms.append((time.thread_time() - cpu) * 1000)
             commit_ms.append(committer.metrics.snapshot().last_commit_duration_ms or 0.0)
         maintenance.wait()
         state_keys = sum(1 for _ in committer.state.scan())
@@ -113,6 +116,7 @@ def stream(table: Table, scratch: Path, args: argparse.Namespace) -> dict[str, o
     m = maintenance.metrics
     return {
         "record_ms": record_ms,
+        "record_cpu_ms": record_cpu_ms,
         "commit_ms": commit_ms,
         "snapshots": len(meta.snapshots),
         "manifests": len(snapshot_manifests(table.io, head)) if head else 0,
@@ -155,6 +159,24 @@ def rest_catalog(props: dict[str, str]) -> Catalog:
     raise AssertionError("unreachable")
 
 
+def start_seaweed(scratch: Path) -> Any:
+    """``weed mini`` on loopback; started again (up to 3 times) when it exits at start
+    (a port taken between picking it and binding it), with its log's tail shown."""
+    from seaweed_server import SeaweedServer
+
+    for attempt in range(3):
+        where = scratch / f"weed{attempt}"
+        try:
+            return SeaweedServer.start(where, buckets=("lake",), table_buckets=("warehouse",))
+        except RuntimeError:
+            log = where / "weed.log"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            print(f"weed mini failed to start (attempt {attempt + 1}):\n{tail}", file=sys.stderr)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def open_table(kind: str, scratch: Path, args: argparse.Namespace) -> Iterator[Table]:
     """A fresh table in catalog ``kind``, with whatever server it needs for the run."""
     properties = dict(STREAMING_METADATA_PROPERTIES)
@@ -165,11 +187,7 @@ def open_table(kind: str, scratch: Path, args: argparse.Namespace) -> Iterator[T
         catalog.create_namespace("bench")
         yield catalog.create_table("bench.t", SCHEMA, properties=properties)
         return
-    from seaweed_server import SeaweedServer
-
-    server = SeaweedServer.start(
-        str(scratch / "weed"), buckets=("lake",), table_buckets=("warehouse",)
-    )
+    server = start_seaweed(scratch)
     try:
         if kind == "rest":
             catalog = rest_catalog(server.rest_props("warehouse"))
@@ -213,11 +231,14 @@ def growth(values: list[float], window: int) -> tuple[float, float, float]:
 
 def report(kind: str, out: dict[str, Any], window: int, load: tuple[float, ...]) -> None:
     record = growth(out["record_ms"], window)
+    cpu = growth(out["record_cpu_ms"], window)
     commit = growth(out["commit_ms"], window)
     after = os.getloadavg()
     print(
         f"{kind:6s} record: first {window} {record[0]:7.1f} ms  last {window} {record[1]:7.1f} ms"
         f"  x{record[2]:.2f} ({'ok' if record[2] <= GOAL else f'above the {GOAL} goal'})\n"
+        f"{'':6s} record's CPU (this thread): {cpu[0]:7.1f} ms -> {cpu[1]:7.1f} ms"
+        f"  x{cpu[2]:.2f}\n"
         f"{'':6s} table commit alone: {commit[0]:7.1f} ms -> {commit[1]:7.1f} ms"
         f"  x{commit[2]:.2f}\n"
         f"{'':6s} at the end: {out['snapshots']} snapshots, {out['manifests']} manifests, "
