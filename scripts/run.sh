@@ -32,11 +32,25 @@ case "$what" in
       .venv/bin/python -m pytest -m "not slow" "$@" || status=$?
       exit "$status"
     fi
-    # one line per test file, with the time so far (tests/conftest.py) and the share done
-    .venv/bin/python -m pytest "$@" || status=$?
-    if [ "$#" -eq 0 ]; then  # the whole suite: also the Spark tests on pyspark 3.5
-      .ci/scripts/spark35.sh || status=$?
+    if [ "$#" -gt 0 ]; then
+      # one line per test file, with the time so far (tests/conftest.py)
+      .venv/bin/python -m pytest "$@" || status=$?
+      exit "$status"
     fi
+    # The whole suite. Most of its time is spent waiting (JVMs starting, triggers, killed
+    # drivers restarting), so it runs on two workers, the Spark session's tests all on
+    # one (tests/conftest.py), and the Spark tests on pyspark 3.5 beside them; their
+    # output follows the main run's.
+    spark35_log="$(mktemp "${TMPDIR:-/tmp}/stream-sink-spark35.XXXXXX")"
+    .ci/scripts/spark35.sh > "$spark35_log" 2>&1 &
+    spark35=$!
+    .venv/bin/python -m pytest -n "${STREAM_SINK_TEST_WORKERS:-2}" --dist loadgroup || status=$?
+    spark35_status=0
+    wait "$spark35" || spark35_status=$?
+    echo "=== the Spark tests on pyspark 3.5 (.ci/scripts/spark35.sh) ==="
+    cat "$spark35_log"
+    rm -f "$spark35_log"
+    [ "$spark35_status" -eq 0 ] || status=$spark35_status
     exit "$status" ;;
   *) echo "usage: scripts/run.sh demo|test|test-fast [args…]" >&2; exit 2 ;;
 esac

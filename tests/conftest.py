@@ -117,15 +117,55 @@ SLOW_MARKERS = ("spark", "interop")
 """Markers of tests that start Spark or a JVM: such a test is ``slow``."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+SPARK_GROUP = "spark-session"
+"""The ``xdist_group`` of every test that uses the session's Spark: with workers
+(``make test`` runs ``-n 2 --dist loadgroup``) they all run on one worker, so the run
+still starts one Spark session per pyspark version."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``spark`` on every test that uses the session's Spark; ``slow`` on every test that
-    starts Spark, a JVM or a server (``make test-fast`` runs ``-m "not slow"``)."""
+    starts Spark, a JVM or a server (``make test-fast`` runs ``-m "not slow"``).
+
+    Each test also gets its ``xdist_group``: the Spark session's tests one group, a test
+    marked ``spread`` one of its own, every other test its file's (a module's fixtures are
+    set up once). With workers, the groups
+    are handed out slowest first: the Spark session's, then files with a slow test, then
+    the rest, which fill the gaps at the end."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
         if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(_group(item, fixtures)))
+    if _distributed(config):
+        slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
+
+        def rank(item: pytest.Item) -> int:
+            if "spark" in getattr(item, "fixturenames", ()):
+                return 0
+            return 1 if item.nodeid.split("::", 1)[0] in slow_files else 2
+
+        items.sort(key=rank)  # stable: each file keeps its order
+
+
+def _group(item: pytest.Item, fixtures: set[str]) -> str:
+    """The Spark session's tests together; a test marked ``spread`` (it shares nothing
+    with the others of its module: a killed driver, a docs page) alone; the rest by
+    file."""
+    if "spark" in fixtures:
+        return SPARK_GROUP
+    if item.get_closest_marker("spread"):
+        return item.nodeid
+    return item.nodeid.split("::", 1)[0]
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """Whether pytest-xdist runs this session's tests on workers."""
+    return config.pluginmanager.hasplugin("xdist") and bool(
+        getattr(config.option, "numprocesses", None)
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -231,10 +271,32 @@ class _FileProgress:
         self.reporter.write(f"(at {elapsed // 60}m{elapsed % 60:02d}s) ")
 
 
+class _WorkerFileProgress:
+    """With workers (``-n``), where pytest prints only dots: a line with the wall time
+    since the run began when a test file's first result arrives."""
+
+    def __init__(self, reporter: Any) -> None:
+        self.reporter = reporter
+        self.started = time.monotonic()
+        self.files: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::", 1)[0]
+        if path in self.files:
+            return
+        self.files.add(path)
+        elapsed = int(time.monotonic() - self.started)
+        self.reporter.write_line(f"(at {elapsed // 60}m{elapsed % 60:02d}s) {path}")
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and config.option.verbose == 0:
+    if reporter is None or config.option.verbose != 0 or hasattr(config, "workerinput"):
+        return
+    if _distributed(config):
+        config.pluginmanager.register(_WorkerFileProgress(reporter), "stream-sink-file-progress")
+    else:
         config.pluginmanager.register(_FileProgress(reporter), "stream-sink-file-progress")
 
 

@@ -30,7 +30,7 @@ def _page_params() -> list[object]:
             continue
         spark = any(h in b.code for b in blocks for h in SPARK_HINTS)
         # a fresh Python process per page (seconds), Spark on most pages (minutes)
-        marks = [pytest.mark.slow, *([pytest.mark.spark] if spark else [])]
+        marks = [pytest.mark.slow, pytest.mark.spread, *([pytest.mark.spark] if spark else [])]
         params.append(pytest.param(page, id=str(page.relative_to(REPO)), marks=marks))
     return params
 

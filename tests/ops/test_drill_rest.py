@@ -19,7 +19,10 @@ from stream_sink.cli.main import main
 from stream_sink.io import FileIO
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
-FAILPOINTS = "after-staged-write,after-table-commit"
+FAILPOINTS = "after-table-commit"
+"""Killed with the REST commit done and the operator state not yet cleaned up: the restart
+must find its commit in the catalog's snapshots. A kill with the batch staged but not
+committed, on both REST servers, is in tests/spark/test_rest_kill.py."""
 
 
 def test_drill_on_a_rest_catalog_keeps_rows_exactly_once_and_leaks_no_secret(
@@ -57,7 +60,7 @@ def test_drill_on_a_rest_catalog_keeps_rows_exactly_once_and_leaks_no_secret(
     assert code == 0, out + err[-3000:]
     report = json.loads(report_path.read_text())
     assert report["ok"] is True
-    assert len(report["scenarios"]) == 2
+    assert len(report["scenarios"]) == 1
     for s in report["scenarios"]:
         assert s["verdict"] == "ok" and s["duplicated"] == s["missing"] == 0
         assert s["found_rows"] == s["expected_rows"] > 0
@@ -69,7 +72,7 @@ def test_drill_on_a_rest_catalog_keeps_rows_exactly_once_and_leaks_no_secret(
     catalog = load_catalog("check", type="rest", **seaweed.rest_props("warehouse"))
     namespaces = [n for n in catalog.list_namespaces() if n[0].startswith("drill_")]
     tables = [catalog.load_table((*ns, "orders")) for ns in namespaces]
-    assert len([t for t in tables if t.current_snapshot() is not None]) >= 2
+    assert len([t for t in tables if t.current_snapshot() is not None]) >= 1
 
     secret = seaweed.secret_key
     leaks = [name for name, text in (("stdout", out), ("stderr", err)) if secret in text]

@@ -26,7 +26,7 @@ from stream_sink.spark.query import read_query_id
 
 JOB = Path(__file__).with_name("delta_kill_job.py")
 FILES, APPEND_ROWS, KEYS = 5, 30, 10
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.spread]
 
 
 def prepare(root: Path, files: int = FILES) -> tuple[list[list[dict]], list[list[dict]]]:

@@ -28,7 +28,7 @@ JOB = Path(__file__).with_name("kill_job.py")
 # 12 micro-batches in all: the kill at the third staged write and the random one land
 # mid-stream
 FILES, APPEND_ROWS, KEYS = 6, 40, 12
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.spread]
 
 
 def write_input(root: Path, files: int, seed: int = 3) -> dict[int, str]:

@@ -23,7 +23,7 @@ from test_rest_sink import duckdb_rest_rows
 from stream_sink.catalogs import load_catalog
 
 FILES = 5
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.spread]
 
 
 @dataclass
