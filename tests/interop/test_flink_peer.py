@@ -30,7 +30,7 @@ from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, IcebergSink, from_d
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-FILES = 4
+FILES = 3
 COLUMNS = ("id", "data", "amount", "qty")
 FLINK_COLUMNS = "id BIGINT, data STRING, amount DOUBLE, qty INT"
 ROW_SCHEMA = "id long, data string, amount double, qty int"
@@ -181,8 +181,8 @@ def test_flink_and_our_sink_write_identical_tables_snapshot_by_snapshot(
             **common,
         )
         run_ours(spark, cdc, upsert_sink)
-        plain = spark.readStream.schema(ROW_SCHEMA).option("maxFilesPerTrigger", 1).json(
-            str(appends)
+        plain = (
+            spark.readStream.schema(ROW_SCHEMA).option("maxFilesPerTrigger", 1).json(str(appends))
         )
         append_sink = IcebergSink(
             table="db.append", checkpoint_location=str(tmp_path / "chk-append"), **common

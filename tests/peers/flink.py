@@ -28,9 +28,11 @@ every ``checkpoint_ms`` (Flink's Iceberg sink commits on checkpoints).
   (two files read at once could be read in either order). The job is cancelled after the
   last file.
 
-Prints one JSON line: ``{"seconds": …, "tables": {table: {"location": …,
-"after_file": [snapshot id after each file (aligned only)]}}}``; ``seconds`` is the job's
-wall time from submission to its end (or to the last file's commit, aligned).
+SPEC may also be a list of such objects: jobs run one after another on one JVM.
+Prints one JSON line per job: ``{"seconds": …, "jvm_peak_mib": …, "tables": {table:
+{"location": …, "snapshots": N, "after_file": [snapshot id after each file (aligned
+only)]}}}``; ``seconds`` is the job's wall time from submission to its end (or to the
+last file's commit, aligned), ``jvm_peak_mib`` the JVM's peak resident memory so far.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def table_env(spec: dict[str, Any]) -> Any:
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     conf = env.get_config()
     conf.set("parallelism.default", str(spec.get("parallelism", 2)))
-    conf.set("execution.checkpointing.interval", f"{spec.get('checkpoint_ms', 1000)}ms")
+    if spec.get("checkpoint_ms", 1000):  # 0: none (a bounded job commits at its end)
+        conf.set("execution.checkpointing.interval", f"{spec.get('checkpoint_ms', 1000)}ms")
     conf.set("table.exec.iceberg.use-v2-sink", "true")  # IcebergSink, not the older FlinkSink
     conf.set("table.exec.sink.upsert-materialize", "NONE")  # rows as the source orders them
     warehouse = os.path.abspath(spec["warehouse"])
@@ -197,11 +200,33 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         result.wait()
         seconds = time.monotonic() - start
-    tables = {
-        p["table"]: {"location": location(spec, p["table"]), "after_file": after.get(p["table"])}
-        for p in spec["pipelines"]
-    }
-    return {"seconds": round(seconds, 3), "tables": tables}
+    tables = {}
+    for p in spec["pipelines"]:
+        snaps = snapshots(location(spec, p["table"]))
+        tables[p["table"]] = {
+            "location": location(spec, p["table"]),
+            "after_file": after.get(p["table"]),
+            "snapshots": len(snaps),
+        }
+    return {"seconds": round(seconds, 3), "tables": tables, "jvm_peak_mib": jvm_peak_mib()}
+
+
+def jvm_peak_mib() -> float:
+    """Peak resident memory (VmHWM) of the JVM pyflink started (a child of this
+    process), so far; 0 when it cannot be read."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != os.getpid():
+                continue
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return round(int(line.split()[1]) / 1024, 1)
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0.0
 
 
 def main() -> int:
@@ -213,16 +238,19 @@ def main() -> int:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     # Flink's log file beside the warehouse, not inside the installed pyflink package
-    os.environ.setdefault("FLINK_LOG_DIR", os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "flink-log"))
+    os.environ.setdefault(
+        "FLINK_LOG_DIR", os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "flink-log")
+    )
     with open(sys.argv[1]) as f:
         spec = json.load(f)
-    try:
-        out = run(spec)
-    except Exception as e:  # the Java exception text is the useful part
-        print(f"peer flink: {type(e).__name__}: {str(e)[:4000]}", file=sys.stderr)
-        return 1
-    answer.write(json.dumps(out) + "\n")
-    answer.flush()
+    for one in spec if isinstance(spec, list) else [spec]:  # several jobs: one after another
+        try:
+            out = run(one)
+        except Exception as e:  # the Java exception text is the useful part
+            print(f"peer flink: {type(e).__name__}: {str(e)[:4000]}", file=sys.stderr)
+            return 1
+        answer.write(json.dumps(out) + "\n")
+        answer.flush()
     return 0
 
 
