@@ -5,8 +5,8 @@
 #   scripts/setup.sh test   also the test tools, readers and PostgreSQL driver (default),
 #                           Maven, Spark's s3a jars (scripts/s3a-jars.sh), and the peer
 #                           sets the tests read with (tests/peers/peer:
-#                           Iceberg and Delta Lake on Spark, cached in ~/.cache after the
-#                           first run)
+#                           Iceberg and Delta Lake on Spark, Flink's Iceberg sink on
+#                           pyflink; cached in ~/.cache after the first run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
