@@ -109,10 +109,16 @@ class IcebergSink:
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
     DataFrame's before the batch is written; see ``stream_sink.spark.evolution``).
 
+    ``commit_mode``: ``"synchronous"`` (a micro-batch returns with its table commit
+    done) or ``"pipelined"`` (it returns once its files are durably staged in the
+    operator state; the table commit runs on a driver thread while the next batch
+    writes, at most one in flight; a failed commit stops the query at the next batch,
+    and a restart commits what was staged). See ``stream_sink.commit.schedule``.
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
-    yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based) and
-    releases the operator state.
+    yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based), waits
+    for the commit in flight (pipelined) and releases the operator state.
     """
 
     def __init__(
@@ -141,6 +147,7 @@ class IcebergSink:
         maintenance: MaintenanceOptions | None = None,
         dead_letter_table: str | None = None,
         write_route: str = "auto",
+        commit_mode: str = "synchronous",
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -165,6 +172,7 @@ class IcebergSink:
             branch=branch,
             schema_evolution=schema_evolution,
             table_column=table_column,
+            commit_mode=commit_mode,
         )
         self._router: Router | None = None
         if self.options.table_column is not None:
@@ -485,10 +493,13 @@ class IcebergSink:
         return projection
 
     def _committed(self, tables: tuple[str, ...]) -> None:
-        """After each checkpoint's commit: offer the table to in-job maintenance."""
+        """After each checkpoint's commit (on the commit's thread when pipelined): offer
+        the metadata it left to in-job maintenance."""
         runtime = self._runtime
         if self._maintenance is not None and runtime is not None:
-            self._maintenance.after_commit(runtime.table.metadata)
+            table = runtime.commits.committed_table()
+            assert isinstance(table, Table)
+            self._maintenance.after_commit(table.metadata)
 
     def _abandon(self) -> None:
         if self._router is not None:
