@@ -5,9 +5,10 @@ Run: ``python bench/bench_pipelined_commit.py [files] [rows_per_file] [rounds] [
 an upsert stream keyed by ``key``). The same Parquet input (one file per micro-batch,
 availableNow) streams through ``foreachBatch`` into a new table per run: IcebergSink
 (append) into an unpartitioned Iceberg table of a Hadoop catalog, DeltaSink (append)
-into a Delta table (without the ``ts`` column), each with ``commit_mode="synchronous"`` and ``"pipelined"``. One
-untimed run of each side first (JVM code paths, Python workers); then rounds
-interleaved, alternating which mode goes first. Every final table is read back and must
+into a Delta table (without the ``ts`` column), each with
+``commit_mode="synchronous"`` and ``"pipelined"``. One untimed run of each side first
+(JVM code paths, Python workers); then rounds interleaved, alternating which mode goes
+first. Every final table is read back and must
 hold every row (Iceberg) or every key (upsert).
 
 Prints per run: rows/s over the whole query (start to stop, as every stream bench
@@ -79,7 +80,8 @@ def timed(sink: Any, df: Any) -> Run:
         in_batch.append(time.perf_counter() - started)
         if isinstance(sink, IcebergSink):
             m = sink.metrics_snapshot().committer
-            waits[:] = [m.commit_wait_ms_total] if m is not None else []
+            pipelined = m is not None and m.last_commit_wait_ms is not None
+            waits[:] = [m.commit_wait_ms_total] if pipelined and m is not None else []
 
     started = time.perf_counter()
     q = (
