@@ -12,10 +12,13 @@ first. Every final table is read back and must
 hold every row (Iceberg) or every key (upsert).
 
 Prints per run: rows/s over the whole query (start to stop, as every stream bench
-here), the median time a micro-batch spent in ``foreach_batch`` (what Spark waits for
-before it acknowledges the batch), the median interval between two batches' starts
-(the pace of the stream), and for pipelined runs the time batches waited for the
-previous commit in all. Then per target the medians and the ratio synchronous /
+here), and per micro-batch (medians): the time spent in ``foreach_batch`` (what Spark
+waits for before it acknowledges the batch), the part of it in the commit driver
+(``record``: phase 1 only when pipelined, with the wait for the previous commit), the
+table commit's own time (``last_commit_duration_ms``: on the batch's path when
+synchronous, beside the next batch when pipelined), the interval between two batches'
+starts (the pace of the stream); for pipelined runs also the time batches waited for
+the previous commit in all. Then per target the medians and the ratio synchronous /
 pipelined time, the peak resident memory of the driver's Python and of the JVM (one
 session: both modes), and the load average at the start and end.
 """
@@ -44,20 +47,46 @@ from streams import jvm_peak_mib, parquet_stream
 import stream_sink as ss
 from stream_sink.delta import DeltaTable
 from stream_sink.spark import DeltaSink, IcebergSink, local_session
+from stream_sink.spark.runtime import SinkRuntime
 
 MODES = ("synchronous", "pipelined")
 TABLE_SCHEMA = pa.schema([f.with_nullable(f.name != "key") for f in SCHEMA])
 
 
+RECORDED: list[float] = []
+"""Seconds each micro-batch spent in the commit driver (``SinkRuntime.record``: phase 1,
+and phase 2 too when synchronous), for the run under way."""
+_record = SinkRuntime.record
+
+
+def _timed_record(self: SinkRuntime, batch_id: int, result: Any) -> int:
+    started = time.perf_counter()
+    try:
+        return _record(self, batch_id, result)
+    finally:
+        RECORDED.append(time.perf_counter() - started)
+
+
+SinkRuntime.record = _timed_record  # type: ignore[method-assign]
+
+
 @dataclass
 class Run:
-    """One timed query: its time, and per micro-batch when it started and how long it
-    spent in ``foreach_batch``."""
+    """One timed query: its time, and per micro-batch when it started, how long it
+    spent in ``foreach_batch`` and in the commit driver, and its table commit's time."""
 
     seconds: float
     starts: list[float]
     in_batch: list[float]
     wait_ms: float | None
+    in_driver: list[float]
+    commit_ms: list[float]
+
+    def median_in_driver_ms(self) -> float:
+        return statistics.median(self.in_driver) * 1000
+
+    def median_commit_ms(self) -> float:
+        return statistics.median(self.commit_ms) if self.commit_ms else 0.0
 
     def median_in_batch_ms(self) -> float:
         return statistics.median(self.in_batch) * 1000
@@ -72,16 +101,20 @@ def timed(sink: Any, df: Any) -> Run:
     starts: list[float] = []
     in_batch: list[float] = []
     waits: list[float] = []
+    commits: list[float] = []
+    RECORDED.clear()
 
     def foreach(batch: Any, batch_id: int) -> None:
         started = time.perf_counter()
         starts.append(started)
         sink.foreach_batch(batch, batch_id)
         in_batch.append(time.perf_counter() - started)
-        if isinstance(sink, IcebergSink):
-            m = sink.metrics_snapshot().committer
-            pipelined = m is not None and m.last_commit_wait_ms is not None
-            waits[:] = [m.commit_wait_ms_total] if pipelined and m is not None else []
+        runtime = sink._runtime  # the bench reads the driver's metrics of either sink
+        m = runtime.commits.metrics() if runtime is not None else None
+        if m is not None and m.last_commit_duration_ms is not None:
+            commits.append(m.last_commit_duration_ms)
+        if m is not None and m.last_commit_wait_ms is not None:
+            waits[:] = [m.commit_wait_ms_total]
 
     started = time.perf_counter()
     q = (
@@ -92,7 +125,8 @@ def timed(sink: Any, df: Any) -> Run:
     )
     q.awaitTermination()
     sink.close()
-    return Run(time.perf_counter() - started, starts, in_batch, waits[0] if waits else None)
+    wait = waits[0] if waits else None
+    return Run(time.perf_counter() - started, starts, in_batch, wait, list(RECORDED), commits)
 
 
 def iceberg_runner(upsert: bool) -> Callable[[Any, Path, Path, str, str], tuple[Run, int]]:
@@ -136,7 +170,11 @@ RUNNERS = {
 }
 
 
-def run_rounds(spark: Any, root: Path, target: str, rounds: int, want: int) -> dict[str, list[Run]]:
+def run_rounds(
+    spark: Any, root: Path, target: str, rounds: int, want: int, total: int
+) -> dict[str, list[Run]]:
+    """Interleaved runs of both modes; ``want`` rows in every final table, ``total``
+    rows streamed."""
     runs: dict[str, list[Run]] = {m: [] for m in MODES}
     for r in range(-1, rounds):  # round -1: the untimed warm-up
         for mode in MODES if r % 2 == 0 else MODES[::-1]:
@@ -151,8 +189,10 @@ def run_rounds(spark: Any, root: Path, target: str, rounds: int, want: int) -> d
             wait = "" if run.wait_ms is None else f"  waited {run.wait_ms:7.0f} ms in all"
             print(
                 f"round {r + 1} {target:14s} {mode:11s} {run.seconds:6.2f} s "
-                f"{want / run.seconds:10,.0f} rows/s  in batch {run.median_in_batch_ms():5.0f} ms"
-                f"  interval {run.median_interval_ms():5.0f} ms{wait}",
+                f"{total / run.seconds:10,.0f} rows/s  in batch {run.median_in_batch_ms():4.0f} ms"
+                f"  in driver {run.median_in_driver_ms():4.0f} ms  table commit "
+                f"{run.median_commit_ms():4.0f} ms  interval {run.median_interval_ms():5.0f} ms"
+                f"{wait}",
                 flush=True,
             )
     return runs
@@ -164,7 +204,9 @@ def report(target: str, runs: dict[str, list[Run]], total: int) -> None:
         seconds = statistics.median(r.seconds for r in rs)
         print(
             f"  {mode:11s} {seconds:6.2f} s {total / seconds:10,.0f} rows/s  "
-            f"in batch {statistics.median(r.median_in_batch_ms() for r in rs):5.0f} ms  "
+            f"in batch {statistics.median(r.median_in_batch_ms() for r in rs):4.0f} ms  "
+            f"in driver {statistics.median(r.median_in_driver_ms() for r in rs):4.0f} ms  "
+            f"table commit {statistics.median(r.median_commit_ms() for r in rs):4.0f} ms  "
             f"interval {statistics.median(r.median_interval_ms() for r in rs):5.0f} ms"
         )
     sync, pipe = runs["synchronous"], runs["pipelined"]
@@ -191,7 +233,8 @@ def main(
         )
         for target in targets.split(","):
             want = _keys(files, rows) if target == "iceberg-upsert" else files * rows
-            report(target, run_rounds(spark, root, target, rounds, want), files * rows)
+            total = files * rows
+            report(target, run_rounds(spark, root, target, rounds, want, total), total)
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
             f"peak RSS (every run, one session): driver Python {own:,.0f} MiB, "
