@@ -28,6 +28,7 @@ from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
 from stream_sink.commit.schedule import ScheduleName, schedule_for
 from stream_sink.commit.target import BatchFiles
 from stream_sink.delta import DeltaTable
+from stream_sink.exceptions import CheckpointError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.spark import query
@@ -108,6 +109,20 @@ def committed_table(driver: CommitDriver, name: str) -> Table | DeltaTable:
     target = driver.committer(name).target
     assert isinstance(target, (IcebergTarget, DeltaTarget))
     return target.table
+
+
+def left_state(state_dir: str, spark_checkpoint_location: str, io: FileIO) -> bool:
+    """True when a run of the query left operator state here (``state_dir`` exists and
+    Spark's checkpoint names the query): a sink closed before any micro-batch of this
+    run then opens it anyway, so what a crash left staged or pending (the last batch's
+    commit in flight, with nothing new to read) is committed now, not at the next batch."""
+    if not os.path.isdir(state_dir):
+        return False
+    try:
+        query.read_query_id(spark_checkpoint_location, io)
+    except CheckpointError:
+        return False
+    return True
 
 
 # --- Iceberg -------------------------------------------------------------------------------

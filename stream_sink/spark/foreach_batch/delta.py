@@ -34,6 +34,7 @@ from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintena
 from stream_sink.delta.maintenance import due as maintenance_due
 from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
+from stream_sink.spark import query
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
@@ -45,7 +46,7 @@ from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
-from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
+from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -202,13 +203,26 @@ class DeltaSink:
     def close(self) -> None:
         """Wait for the commit in flight (pipelined), then release the operator state;
         a failure of that commit is raised once the state is released (the next start
-        commits what it left staged)."""
-        runtime = self._runtime
+        commits what it left staged). When no batch of this run opened the sink but an
+        earlier run left state, it is opened first, which commits what that run left."""
         try:
+            runtime = self._runtime or self._reopen()
             if runtime is not None:
                 runtime.commits.drain()
         finally:
             self._release()
+
+    def _reopen(self) -> _Runtime | None:
+        """The runtime, restored (committing what an earlier run left staged), when no
+        batch of this run opened it but an earlier run left state; None otherwise."""
+        places = self.places
+        spark = places.spark_checkpoint_location
+        io = query.io_for(spark, places.storage_options)
+        if not DeltaTable.is_delta_table(self.path, self.storage_options):
+            return None
+        if not left_state(places.state_dir, spark, io):
+            return None
+        return self._open(None)
 
     def _release(self) -> None:
         """Release the operator state; never raises (a failure of a commit in flight is
@@ -219,7 +233,7 @@ class DeltaSink:
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _open(self, df: DataFrame) -> _Runtime:
+    def _open(self, df: DataFrame | None) -> _Runtime:
         """The runtime for the current query id (restored on first use); the table is
         created from ``df``'s schema when there is none yet."""
         job_id = self.places.job_id()
@@ -238,10 +252,11 @@ class DeltaSink:
         self._runtime = _Runtime(table, commits)
         return self._runtime
 
-    def _table(self, df: DataFrame) -> DeltaTable:
+    def _table(self, df: DataFrame | None) -> DeltaTable:
         options = self.storage_options
         if DeltaTable.is_delta_table(self.path, options):
             return DeltaTable.load(self.path, storage_options=options)
+        assert df is not None, "a Delta table is created from a micro-batch's schema"
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(df.schema)

@@ -57,7 +57,7 @@ from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, open_iceberg
+from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, left_state, open_iceberg
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -282,7 +282,8 @@ class IcebergSink:
         self._abandon()
 
     def end_input(self) -> None:
-        """Checkpoint and commit every batch not yet committed (end of input or stop)."""
+        """Checkpoint and commit every batch not yet committed (end of input or stop),
+        also those an earlier run left staged or pending when no batch of this run came."""
         if self._router is not None:
             try:
                 self._router.end_input()
@@ -290,14 +291,21 @@ class IcebergSink:
                 self._router.abandon()
                 raise
             return
-        runtime = self._runtime
-        if runtime is None:
-            return
         try:
-            runtime.commits.end_input()
+            runtime = self._runtime or self._reopen()
+            if runtime is not None:
+                runtime.commits.end_input()
         except BaseException:
             self._abandon()
             raise
+
+    def _reopen(self) -> _Runtime | None:
+        """The runtime, restored, when no batch of this run opened it but an earlier run
+        left state (see ``runtime.left_state``); None otherwise."""
+        spark = self.options.spark_checkpoint_location
+        if not left_state(self.options.sink_state_dir, spark, self.catalog.io_for(spark)):
+            return None
+        return self._open()
 
     def close(self) -> None:
         """``end_input()``, then release the operator state. The sink may be used again:

@@ -66,7 +66,7 @@ from stream_sink.spark.executor import current_task_ids, with_insert_kind
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import committed_table, iceberg_committer
+from stream_sink.spark.runtime import committed_table, iceberg_committer, left_state
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.metadata import TableMetadata
@@ -552,6 +552,16 @@ class Router:
             )
 
     def end_input(self) -> None:
+        """Commit what every table holds; opens the tables first when no batch of this
+        run did but an earlier run left state (``runtime.left_state``)."""
+        opts = self.options
+        spark = opts.spark_checkpoint_location
+        if (
+            self.runtime is None
+            and self.registry.load()
+            and left_state(opts.state_dir, spark, self.catalog.io_for(spark))
+        ):
+            self.open()
         if self.runtime is not None:
             self.runtime.driver.end_input()
 
