@@ -115,7 +115,11 @@ def test_delta_append_and_upsert_pipelined(spark: Any, tmp_path: Path) -> None:
     common: dict[str, Any] = {"state_dir": str(tmp_path / "state"), "commit_mode": "pipelined"}
     run(
         spark,
-        DeltaSink(path=str(tmp_path / "lake" / "events"), **common),
+        DeltaSink(
+            path=str(tmp_path / "lake" / "events"),
+            checkpoint_location=str(tmp_path / "c1"),
+            **common,
+        ),
         tmp_path / "append-in",
         APPEND,
     )
@@ -126,6 +130,7 @@ def test_delta_append_and_upsert_pipelined(spark: Any, tmp_path: Path) -> None:
             mode="upsert",
             equality_fields=["id"],
             order_by="seq",
+            checkpoint_location=str(tmp_path / "c2"),
             **common,
         ),
         tmp_path / "upsert-in",
