@@ -146,6 +146,7 @@ class DeltaSink:
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
 
     def _check_cdc(self) -> None:
         where = f"DeltaSink {self.sink_id}"
@@ -211,6 +212,7 @@ class DeltaSink:
                 runtime.commits.drain()
         finally:
             self._release()
+            self._opened = False  # the sink may serve another run
 
     def _reopen(self) -> _Runtime | None:
         """The runtime, restored (committing what an earlier run left staged), when no
@@ -218,7 +220,7 @@ class DeltaSink:
         places = self.places
         spark = places.spark_checkpoint_location
         io = query.io_for(spark, places.storage_options)
-        if not DeltaTable.is_delta_table(self.path, self.storage_options):
+        if self._opened or not DeltaTable.is_delta_table(self.path, self.storage_options):
             return None
         if not left_state(places.state_dir, spark, io):
             return None
@@ -250,6 +252,7 @@ class DeltaSink:
             commit_mode=self.commit_mode,
         )
         self._runtime = _Runtime(table, commits)
+        self._opened = True
         return self._runtime
 
     def _table(self, df: DataFrame | None) -> DeltaTable:

@@ -191,6 +191,7 @@ class IcebergSink:
         else:
             _require_table(catalog, self.options.table)
         self._runtime: _Runtime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
         self.maintenance_options = maintenance
         self._maintenance: SinkMaintenance | None = None
         self._plans: dict[str, BatchPlan] = {}
@@ -301,9 +302,11 @@ class IcebergSink:
 
     def _reopen(self) -> _Runtime | None:
         """The runtime, restored, when no batch of this run opened it but an earlier run
-        left state (see ``runtime.left_state``); None otherwise."""
+        left state (see ``runtime.left_state``); None otherwise (also after a failure:
+        the next run restores)."""
         spark = self.options.spark_checkpoint_location
-        if not left_state(self.options.sink_state_dir, spark, self.catalog.io_for(spark)):
+        io = self.catalog.io_for(spark)
+        if self._opened or not left_state(self.options.sink_state_dir, spark, io):
             return None
         return self._open()
 
@@ -314,6 +317,9 @@ class IcebergSink:
             self.end_input()
         finally:
             self._abandon()
+            self._opened = False  # the sink may serve another run
+            if self._router is not None:
+                self._router.run_ended()
             if self._maintenance is not None:
                 self._maintenance.wait()
             if self._router is not None and self._router.maintenance is not None:
@@ -404,6 +410,7 @@ class IcebergSink:
             self.catalog, self.options, table, job_id=job_id, after_checkpoint=self._committed
         )
         self._runtime = _Runtime(table, commits)
+        self._opened = True
         self._start_maintenance(commits.uncommitted_paths)
         return self._runtime
 

@@ -261,6 +261,7 @@ class Router:
             catalog, f"{options.checkpoint_location}/{options.sink_id}.tables.json"
         )
         self.runtime: RoutedRuntime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
 
     @property
     def table_column(self) -> str:
@@ -521,6 +522,7 @@ class Router:
             runtime.close()
             raise
         self.runtime = runtime
+        self._opened = True
         return runtime
 
     def _open_committer(self, runtime: RoutedRuntime, name: str) -> _TableSink:
@@ -558,12 +560,18 @@ class Router:
         spark = opts.spark_checkpoint_location
         if (
             self.runtime is None
+            and not self._opened
             and self.registry.load()
             and left_state(opts.state_dir, spark, self.catalog.io_for(spark))
         ):
             self.open()
         if self.runtime is not None:
             self.runtime.driver.end_input()
+
+    def run_ended(self) -> None:
+        """The query's run ended (the sink closed): a next run that ends before its first
+        batch opens the tables again in ``end_input``."""
+        self._opened = False
 
     def abandon(self) -> None:
         runtime, self.runtime = self.runtime, None
