@@ -16,12 +16,18 @@ committer's protocol steps (``tests/architecture`` checks it):
   :class:`~.schedule.CommitSchedule`, then the ``after_checkpoint`` hook (maintenance,
   route log).
 - :meth:`CommitDriver.end_input`, :meth:`CommitDriver.close`, :meth:`CommitDriver.metrics`.
+- :meth:`CommitDriver.drain`: wait for the commit in flight (a pipelined schedule); a
+  front door calls it before it reads a table the commit changes (a Delta MERGE's file
+  search, the route log).
 
 Invariants: a batch is recorded in every table it wrote before :meth:`record` returns
 (so upstream may acknowledge it); tables are visited in name order, each under its own
 operator id and watermark, so a crash between two tables' commits leaves each table
 exact (see ``docs/design.md``); the schedule is drained before the driver changes state
-again, so a committer is never used by two threads.
+again (``open``, ``record``, ``checkpoint``, ``end_input``, ``close``, ``holds``), so a
+committer is never used by two threads, and a commit that failed in the background is
+raised there. ``watermark`` and ``metrics`` do not wait: with a commit in flight they
+report what is committed so far.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from stream_sink.checkpoints import CheckpointCoordinator
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -72,6 +79,7 @@ class CommitDriver:
     ) -> FilesCommitter:
         """Restore ``committer`` as table ``name`` (loss checks against ``acknowledged``,
         then what its state holds is finished); closed again when that fails."""
+        self._schedule.drain()
         try:
             committer.restore(acknowledged_batch_ids=acknowledged)
         except BaseException:
@@ -105,6 +113,11 @@ class CommitDriver:
         return self._committers[name].holds(batch_id)
 
     # --- batches and checkpoints ------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Wait for the commit in flight, if any (raising its failure): the tables are
+        then as the last checkpoint left them."""
+        self._schedule.drain()
 
     def record(self, batch_id: int, results: Mapping[str, BatchFiles]) -> bool:
         """Record ``batch_id``'s result in each named table (durable on return; a replay's
@@ -151,8 +164,18 @@ class CommitDriver:
     # --- metrics and close -------------------------------------------------------------------
 
     def metrics(self) -> dict[str, CommitterMetricsSnapshot]:
-        """Each table's committer metrics now."""
-        return {name: c.metrics.snapshot() for name, c in self._committers.items()}
+        """Each table's committer metrics now, with the schedule's (commits in flight,
+        time waited for them)."""
+        waits = self._schedule.metrics()
+        return {
+            name: replace(
+                c.metrics.snapshot(),
+                commits_in_flight=waits.commits_in_flight,
+                last_commit_wait_ms=waits.last_commit_wait_ms,
+                commit_wait_ms_total=waits.commit_wait_ms_total,
+            )
+            for name, c in self._committers.items()
+        }
 
     def close(self) -> None:
         """Release every table's state (a commit in flight finishes first); staged work

@@ -1,5 +1,6 @@
 """Metrics the committer keeps: durations of the last checkpoint and commit, time since
-the last successful commit, and counters of what it committed.
+the last successful commit, and counters of what it committed; the commit driver adds
+its schedule's (commits in flight, time the driver waited for them).
 
 Counters only grow and count files the table accepted (a refused or failed commit adds
 nothing). ``snapshot()`` returns a frozen copy, safe to hand to an exporter.
@@ -39,6 +40,12 @@ class CommitterMetricsSnapshot:
     committed_data_bytes: int = 0
     committed_delete_records: int = 0
     committed_delete_bytes: int = 0
+    commits_in_flight: int = 0
+    """Table commits running in the background now (``commit_mode="pipelined"``: 0 or 1)."""
+    last_commit_wait_ms: float | None = None
+    """How long the driver's last call waited for the commit in flight (pipelined)."""
+    commit_wait_ms_total: float = 0.0
+    """The driver's time spent waiting for commits in flight, in all (pipelined)."""
 
 
 class CommitterMetrics:

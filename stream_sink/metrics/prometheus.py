@@ -10,6 +10,8 @@ name (after ``stream_sink_``)                          kind     meaning
 lastCheckpointDurationMs                               gauge    last snapshot_state, ms
 lastCommitDurationMs                                   gauge    last table commit, ms
 elapsedSecondsSinceLastSuccessfulCommit                gauge    absent before the first commit
+commitsInFlight                                        gauge    background commits (pipelined)
+lastCommitWaitMs                                       gauge    last wait for the commit in flight
 committedDataFilesCount / RecordCount / ByteCount      counter  data files committed
 committedDeleteFilesCount / RecordCount / ByteCount    counter  delete files committed
 flushedDataFiles / flushedDeleteFiles                  counter  files the writers produced
@@ -91,6 +93,18 @@ METRICS: tuple[MetricDef, ...] = (
         "gauge",
         "Seconds since the last successful table commit.",
         _c("seconds_since_last_successful_commit"),
+    ),
+    MetricDef(
+        "commitsInFlight",
+        "gauge",
+        "Table commits running in the background (commit_mode='pipelined': 0 or 1).",
+        _c("commits_in_flight"),
+    ),
+    MetricDef(
+        "lastCommitWaitMs",
+        "gauge",
+        "How long the last micro-batch waited for the previous commit (ms, pipelined).",
+        _c("last_commit_wait_ms"),
     ),
     MetricDef(
         "committedDataFilesCount", "counter", "Data files committed.", _c("committed_data_files")

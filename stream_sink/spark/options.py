@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from stream_sink.commit.schedule import ScheduleName, check_commit_mode
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.state import state_dir_for, validate_sink_id
 
@@ -60,6 +61,8 @@ class SinkOptions:
     schema_evolution: SchemaEvolution = "none"
     table_column: str | None = None
     """Routed sinks: the column naming each row's table (``table`` is then unused)."""
+    commit_mode: ScheduleName = "synchronous"
+    """When a checkpoint's table commit runs (:mod:`stream_sink.commit.schedule`)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -99,6 +102,7 @@ def parse_options(
     branch: str = "main",
     schema_evolution: str = "none",
     table_column: str | None = None,
+    commit_mode: str = "synchronous",
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``."""
     if table_column is not None:
@@ -150,7 +154,29 @@ def parse_options(
         branch=_non_empty("branch", branch),
         schema_evolution=_choice("schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS),  # type: ignore[arg-type]
         table_column=table_column,
+        commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
     )
+
+
+ROUTE_PIPELINED_REFUSAL = (
+    "commit-mode 'pipelined' is not available on format('stream_sink'): Spark commits "
+    "each micro-batch through a Python worker it starts for that one call, so nothing of "
+    "the sink outlives the call to finish a table commit in the background (and the next "
+    "batch's worker reopens the operator state the background commit would still hold); "
+    "leaving the commit to the next batch would overlap nothing and leave a stopped "
+    "query's last batch uncommitted until it runs again. Every batch commits in Spark's "
+    "commit step ('synchronous'); use IcebergSink/DeltaSink with foreachBatch and "
+    "commit_mode='pipelined' to take the commit off the batch's critical path"
+)
+
+
+def route_commit_mode(value: str, *, where: str) -> None:
+    """Check the Data Source route's ``commit-mode`` option: ``synchronous`` is accepted
+    (what the route does), ``pipelined`` refused with why (:data:`ROUTE_PIPELINED_REFUSAL`),
+    anything else refused as not a commit mode; InvalidOptionError naming ``where``."""
+    mode = check_commit_mode(value.strip().lower(), where=where)
+    if mode == "pipelined":
+        raise InvalidOptionError(f"{where}: {ROUTE_PIPELINED_REFUSAL}")
 
 
 def resolve_location(location: str) -> str:

@@ -8,7 +8,10 @@ driver (:mod:`stream_sink.commit.driver`) then runs the protocol.
 Invariants: a runtime belongs to one query id (Spark's ``<checkpoint>/metadata``); it is
 opened with the batches Spark's commit log acknowledges, so the loss checks run before
 anything is written; closing it never raises (it must not hide the error that led
-there) and leaves what was recorded durable for the next open.
+there) and leaves what was recorded durable for the next open. With
+``commit_mode="pipelined"`` the committer's target holds a table handle of its own
+(loaded again from the catalog or the path), so the commit in flight and the front
+door planning the next batch never share one.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, Che
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
+from stream_sink.commit.schedule import ScheduleName, schedule_for
 from stream_sink.commit.target import BatchFiles
 from stream_sink.delta import DeltaTable
+from stream_sink.exceptions import CheckpointError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.spark import query
@@ -62,12 +67,22 @@ class SinkRuntime:
     def holds(self, batch_id: int) -> bool:
         return self.driver.holds(self.name, batch_id)
 
+    def drain(self) -> None:
+        """Wait for the table commit in flight, if any (``commit_mode="pipelined"``)."""
+        self.driver.drain()
+
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed."""
         self.driver.end_input()
 
     def metrics(self) -> CommitterMetricsSnapshot:
         return self.driver.metrics()[self.name]
+
+    def committed_table(self) -> Table | DeltaTable:
+        """The handle the table commits go through (the front door's own unless
+        pipelined): read it on the commit's thread (the after-checkpoint hook) or after
+        :meth:`drain`."""
+        return committed_table(self.driver, self.name)
 
     def uncommitted_paths(self) -> frozenset[str]:
         """Files of batches recorded but not yet in the table (maintenance keeps them)."""
@@ -88,6 +103,28 @@ class SinkRuntime:
         self.driver.close()
 
 
+def committed_table(driver: CommitDriver, name: str) -> Table | DeltaTable:
+    """The handle through which table ``name`` of ``driver`` commits (see
+    :meth:`SinkRuntime.committed_table`)."""
+    target = driver.committer(name).target
+    assert isinstance(target, (IcebergTarget, DeltaTarget))
+    return target.table
+
+
+def left_state(state_dir: str, spark_checkpoint_location: str, io: FileIO) -> bool:
+    """True when a run of the query left operator state here (``state_dir`` exists and
+    Spark's checkpoint names the query): a sink closed before any micro-batch of this
+    run then opens it anyway, so what a crash left staged or pending (the last batch's
+    commit in flight, with nothing new to read) is committed now, not at the next batch."""
+    if not os.path.isdir(state_dir):
+        return False
+    try:
+        query.read_query_id(spark_checkpoint_location, io)
+    except CheckpointError:
+        return False
+    return True
+
+
 # --- Iceberg -------------------------------------------------------------------------------
 
 
@@ -96,8 +133,10 @@ def iceberg_committer(
 ) -> FilesCommitter:
     """A committer (not yet restored) of ``table`` under ``operator_id`` for query
     ``job_id``: state in ``<state_dir>/<operator_id>``, checkpoints under the sink's
-    checkpoint location."""
+    checkpoint location. Pipelined, its target commits through a handle of its own."""
     io = catalog.io_for(options.checkpoint_location)
+    if options.commit_mode == "pipelined":
+        table = catalog.load_table(table.name)
     return FilesCommitter(
         IcebergTarget(
             table, branch=options.branch, snapshot_properties=options.snapshot_property_map
@@ -130,7 +169,11 @@ def open_iceberg(
     job_id = job_id or iceberg_job_id(catalog, options)
     acknowledged = query.acknowledged_batch_ids(location, catalog.io_for(location))
     config = CheckpointConfig(options.checkpoint_interval_batches, options.checkpoint_interval_ms)
-    driver = CommitDriver(CheckpointCoordinator(config), after_checkpoint=after_checkpoint)
+    driver = CommitDriver(
+        CheckpointCoordinator(config),
+        schedule=schedule_for(options.commit_mode),
+        after_checkpoint=after_checkpoint,
+    )
     committer = iceberg_committer(
         catalog, table, options, operator_id=options.sink_id, job_id=job_id
     )
@@ -190,9 +233,13 @@ def open_delta(
     job_id: str,
     *,
     after_checkpoint: AfterCheckpoint | None = None,
+    commit_mode: ScheduleName = "synchronous",
 ) -> SinkRuntime:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
-    MERGE reads the table the previous batch left)."""
+    MERGE reads the table the previous batch left: pipelined, the sink drains first).
+    Pipelined, the target commits through a handle of its own."""
+    if commit_mode == "pipelined":
+        table = DeltaTable.load(table.location, storage_options=places.storage_options)
     committer = FilesCommitter(
         DeltaTarget(table),
         StateDirectory(places.state_dir),
@@ -207,6 +254,6 @@ def open_delta(
     )
     location = places.spark_checkpoint_location
     io = query.io_for(location, places.storage_options)
-    driver = CommitDriver(after_checkpoint=after_checkpoint)
+    driver = CommitDriver(schedule=schedule_for(commit_mode), after_checkpoint=after_checkpoint)
     driver.open(places.sink_id, committer, query.acknowledged_batch_ids(location, io))
     return SinkRuntime(job_id, places.sink_id, driver)

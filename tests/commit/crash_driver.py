@@ -1,9 +1,13 @@
 """A streaming driver run as a subprocess by the crash tests (no Spark).
 
-``python crash_driver.py ROOT BACKEND INTERVAL``: reads the durable commit log
-(``ROOT/commits/<batch>``, written after each batch returns, like Spark's ``commits/``),
-restores the committer, re-runs the source from the last acknowledged batch + 1, and
-checkpoints every INTERVAL batches. ``STREAM_SINK_FAILPOINT`` kills it on the spot.
+``python crash_driver.py ROOT BACKEND INTERVAL [SCHEDULE]``: reads the durable commit
+log (``ROOT/commits/<batch>``, written after each batch returns, like Spark's
+``commits/``), restores the committer, re-runs the source from the last acknowledged
+batch + 1, and checkpoints every INTERVAL batches. ``STREAM_SINK_FAILPOINT`` kills it on
+the spot. SCHEDULE ``pipelined`` drives the committer through the commit driver with the
+pipelined schedule: each table commit runs on a background thread while the next batch
+is written (and acknowledged before its commit ends), so a failpoint of phase 2 kills
+the process with a commit in flight.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from stream_sink.checkpoints import (
     CheckpointStorage,
 )
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, failpoint
-from stream_sink.commit.driver import end_input
+from stream_sink.commit.driver import CommitDriver, end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
+from stream_sink.commit.schedule import Pipelined
+from stream_sink.table.table import Table
 
 JOB_ID = "query-1"
 SINK = "cdc"
@@ -44,22 +50,26 @@ def acknowledge(commits: str, batch_id: int) -> None:
         os.close(fd)
 
 
-def main(root: str, backend: str, interval: int) -> None:
+def main(root: str, backend: str, interval: int, schedule: str) -> None:
     commits = os.path.join(root, "commits")
     os.makedirs(commits, exist_ok=True)
     acked = sorted(int(n) for n in os.listdir(commits) if n.isdigit())
-    table = load_catalog("c", type="hadoop", warehouse=os.path.join(root, "warehouse")).load_table(
-        "db.cdc"
-    )
+    catalog = load_catalog("c", type="hadoop", warehouse=os.path.join(root, "warehouse"))
+    table = catalog.load_table("db.cdc")
+    # pipelined, the commits go through a table handle of their own
+    committed = catalog.load_table("db.cdc") if schedule == "pipelined" else table
     committer = FilesCommitter(
-        IcebergTarget(table),
+        IcebergTarget(committed),
         StateDirectory(os.path.join(root, "state", SINK), kind=backend),  # type: ignore[arg-type]
         CheckpointStorage(os.path.join(root, "checkpoints"), SINK),
         job_id=JOB_ID,
         operator_id=SINK,
     )
-    committer.restore(acknowledged_batch_ids=acked)
     coordinator = CheckpointCoordinator(CheckpointConfig(interval_batches=interval))
+    if schedule == "pipelined":
+        pipelined(table, commits, acked, CommitDriver(coordinator, schedule=Pipelined()), committer)
+        return
+    committer.restore(acknowledged_batch_ids=acked)
     for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
         result = write_changes(table, BATCHES[batch_id])
         failpoint(AFTER_DATA_FILES)
@@ -73,5 +83,17 @@ def main(root: str, backend: str, interval: int) -> None:
     committer.close()
 
 
+def pipelined(
+    table: Table, commits: str, acked: list[int], driver: CommitDriver, committer: FilesCommitter
+) -> None:
+    driver.open(SINK, committer, acked)
+    for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
+        driver.record(batch_id, {SINK: write_changes(table, BATCHES[batch_id])})
+        acknowledge(commits, batch_id)  # with the batch's commit still in flight
+    driver.end_input()
+    driver.close()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    args = [*sys.argv[1:], "synchronous"]
+    main(args[0], args[1], int(args[2]), args[3])

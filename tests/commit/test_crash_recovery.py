@@ -37,15 +37,24 @@ class Scenario:
     hit: int
     backend: str
     interval: int
+    schedule: str = "synchronous"
 
     @property
     def name(self) -> str:
-        return f"{self.failpoint}@{self.hit}-{self.backend}-every{self.interval}"
+        name = f"{self.failpoint}@{self.hit}-{self.backend}-every{self.interval}"
+        return name if self.schedule == "synchronous" else f"{name}-{self.schedule}"
 
 
-SCENARIOS = [Scenario(fp, 2, "rocksdb", 2) for fp in FAILPOINTS] + [
-    Scenario(fp, 3, "memory", 1) for fp in ("after-staging-manifests", "after-table-commit")
-]
+SCENARIOS = (
+    [Scenario(fp, 2, "rocksdb", 2) for fp in FAILPOINTS]
+    + [Scenario(fp, 3, "memory", 1) for fp in ("after-staging-manifests", "after-table-commit")]
+    # killed with a commit in flight: phase 2 runs on a background thread while the next
+    # batch is written, and the batch was acknowledged before its commit ended
+    + [
+        Scenario(fp, 2, "rocksdb", 1, "pipelined")
+        for fp in ("after-metadata-file-write", "after-table-commit", "after-state-cleanup")
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ def _scenario(base: Path, scenario: Scenario) -> Outcome:
     catalog = load_catalog("c", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
     catalog.create_table("db.cdc", schema=SCHEMA, identifier_fields=["id"])
-    args = [str(root), scenario.backend, str(scenario.interval)]
+    args = [str(root), scenario.backend, str(scenario.interval), scenario.schedule]
     job = KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=TIMEOUT_S)
     first = job.run(f"{scenario.failpoint}@{scenario.hit}")
     return Outcome(root, first, job.run())

@@ -13,6 +13,7 @@ from harness import SCHEMA, table_rows, write_rows
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.driver import CommitDriver
+from stream_sink.commit.schedule import ScheduleMetricsSnapshot
 from stream_sink.exceptions import DataLossError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
@@ -42,6 +43,9 @@ class Deferred:
     def drain(self) -> None:
         while self.waiting:
             self.waiting.pop(0)()
+
+    def metrics(self) -> ScheduleMetricsSnapshot:
+        return ScheduleMetricsSnapshot(commits_in_flight=len(self.waiting))
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ ROOT/warehouse, checkpoints under ROOT/chk-*, state under ROOT/state. ROUTE is
 e.g. ``s3://ckpt/run``) move the tables to another catalog and the sink's checkpoints
 elsewhere (the REST kill test); ``STREAM_SINK_KILL_S3A`` (JSON ``s3.*`` properties) with
 ``STREAM_SINK_KILL_SPARK_CHECKPOINTS`` (e.g. ``s3a://ckpt/run``) put Spark's own
-checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``). It prints
+checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
+``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -103,7 +104,11 @@ def main(root: Path, route: str, master: str) -> None:
     catalog = ss.load_catalog("kill", **catalog_args)
     ns = os.environ.get("STREAM_SINK_KILL_NAMESPACE", "db")
     chk = os.environ.get("STREAM_SINK_KILL_CHECKPOINTS", str(root))
-    common: dict[str, Any] = {"catalog": catalog, "state_dir": str(root / "state")}
+    common: dict[str, Any] = {
+        "catalog": catalog,
+        "state_dir": str(root / "state"),
+        "commit_mode": os.environ.get("STREAM_SINK_KILL_COMMIT_MODE", "synchronous"),
+    }
     append = IcebergSink(
         table=f"{ns}.events",
         checkpoint_location=f"{chk}/chk-append",

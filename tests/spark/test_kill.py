@@ -4,6 +4,7 @@ tables hold every row exactly once (append) and every key's last value (upsert).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -71,14 +72,26 @@ def kill_job(
     return KillJob(JOB, [str(root), route, master], env=env)
 
 
-def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(tmp_path: Path) -> None:
-    latest = prepare(tmp_path)
-    job = kill_job(tmp_path)
-    # a kill inside the commit protocol, then a kill at a random moment
-    job.killed_at("after-staged-write@3")
-    job.killed_mid_stream(kill_rng(11))
+@pytest.mark.parametrize(
+    ("commit_mode", "failpoint", "files"),
+    [
+        ("synchronous", "after-staged-write@3", FILES),
+        # the third commit killed on its background thread, the next batch being written
+        ("pipelined", "after-metadata-file-write@3", 3),
+    ],
+)
+def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(
+    tmp_path: Path, commit_mode: str, failpoint: str, files: int
+) -> None:
+    latest = prepare(tmp_path, files)
+    job = kill_job(tmp_path, env={**os.environ, "STREAM_SINK_KILL_COMMIT_MODE": commit_mode})
+    # a kill inside the commit protocol, then a kill at a random moment (one kill when
+    # pipelined: each run starts a JVM, and the random kill does not depend on the mode)
+    job.killed_at(failpoint)
+    if commit_mode == "synchronous":
+        job.killed_mid_stream(kill_rng(11))
     job.run_to_end()
-    check_exactly_once(tmp_path, latest, spark_files=True)
+    check_exactly_once(tmp_path, latest, files=files, spark_files=True)
 
 
 def check_exactly_once(

@@ -53,6 +53,7 @@ def test_s3_locations_are_kept_and_spark_gets_s3a() -> None:
         ({"checkpoint_interval_batches": 0}, "checkpoint_interval_batches"),
         ({"checkpoint_interval_batches": None}, "checkpoint_interval_ms"),
         ({"order_by": ["a", "a"], "mode": "upsert"}, "twice"),
+        ({"commit_mode": "async"}, "commit_mode='async'.*'synchronous'.*'pipelined'"),
     ],
 )
 def test_bad_options_are_refused_with_the_option_named(kwargs: dict, message: str) -> None:
@@ -156,3 +157,27 @@ def test_a_sink_of_a_table_that_does_not_exist_is_refused_where_it_is_made(
     catalog.create_table("db.nope", pa.schema([("id", pa.int64())]))
     sink = IcebergSink(catalog=catalog, table="db.nope", checkpoint_location=str(tmp_path / "c"))
     assert sink.sink_id == "db.nope"
+
+
+def test_commit_mode_is_checked_by_every_front_door_and_refused_where_it_cannot_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``foreachBatch`` sinks take ``pipelined``; the Data Source routes commit in a
+    short-lived worker per batch, so they take ``synchronous`` only and say why."""
+    from stream_sink.spark import DeltaSink
+    from stream_sink.spark.datasource.options import parse_route_options
+
+    monkeypatch.chdir(tmp_path)
+    assert parse_options(table="db.t").commit_mode == "synchronous"
+    assert parse_options(table="db.t", commit_mode="pipelined").commit_mode == "pipelined"
+    assert DeltaSink(path="lake/t", commit_mode="pipelined").commit_mode == "pipelined"
+    with pytest.raises(InvalidOptionError, match="DeltaSink t: commit_mode='later'"):
+        DeltaSink(path="lake/t", commit_mode="later")
+    iceberg = {"table": "db.t", "checkpointLocation": "chk"}
+    delta = {"target": "delta", "path": "lake/t", "checkpointLocation": "chk"}
+    for base in (iceberg, delta):
+        assert parse_route_options({**base, "commit-mode": "synchronous"}, streaming=True)
+        with pytest.raises(InvalidOptionError, match=r"Python worker .* commit_mode='pipelined'"):
+            parse_route_options({**base, "Commit_Mode": "pipelined"}, streaming=True)
+        with pytest.raises(InvalidOptionError, match="commit_mode='sometimes'"):
+            parse_route_options({**base, "commit-mode": "sometimes"}, streaming=True)

@@ -21,6 +21,8 @@ option                         meaning (default)
 ``checkpoint-location``        where the sink's completed checkpoints go
                                (Spark's ``checkpointLocation``)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
+``commit-mode``                ``synchronous`` only: ``pipelined`` is refused (why:
+                               :data:`~stream_sink.spark.options.ROUTE_PIPELINED_REFUSAL`)
 ``branch``                     target branch (``main``)
 ``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
@@ -50,7 +52,12 @@ from stream_sink.spark.datasource.delta.options import (
     parse_delta_options,
     target_of,
 )
-from stream_sink.spark.options import SinkOptions, parse_options, resolve_location
+from stream_sink.spark.options import (
+    SinkOptions,
+    parse_options,
+    resolve_location,
+    route_commit_mode,
+)
 
 CATALOG_PREFIX = "catalog."
 SNAPSHOT_PREFIX = "snapshot-property."
@@ -68,6 +75,7 @@ SINK_OPTIONS = (
     "state-dir",
     "checkpoint-location",
     "checkpoint-interval-batches",
+    "commit-mode",
     "branch",
 )
 NOT_ON_THIS_ROUTE = {
@@ -176,6 +184,7 @@ def _sink_options(
             "possible here (every micro-batch commits in Spark's commit step); use "
             "IcebergSink.foreach_batch to commit every N batches"
         )
+    route_commit_mode(given.get("commit-mode", "synchronous"), where="format('stream_sink')")
     spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
     lists = {k: _split(given[k]) for k in LIST_OPTIONS if k in given}
     return parse_options(

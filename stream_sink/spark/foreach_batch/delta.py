@@ -11,7 +11,10 @@ partitions it writes); ``upsert`` and ``changelog`` (copy-on-write MERGE by key:
 driver finds the files that may hold a touched key from their statistics, executors
 rewrite them without those keys and write the batch's net changes; removes and adds
 commit in one version). A MERGE reads the table it rewrites, so every batch is
-checkpointed and committed before the next is planned.
+checkpointed and committed before the next is planned: with
+``commit_mode="pipelined"`` the commit of a batch runs while Spark acknowledges it and
+plans the next one, and a MERGE waits for it before it searches the table's files
+(appends and overwrites do not: they read no file of the table).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from stream_sink.commit.schedule import check_commit_mode
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
@@ -30,6 +34,7 @@ from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintena
 from stream_sink.delta.maintenance import due as maintenance_due
 from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError
+from stream_sink.spark import query
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
@@ -41,7 +46,7 @@ from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
-from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
+from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,6 +87,12 @@ class DeltaSink:
     ``maintenance``: bounded compaction of small files and vacuum of files removed longer
     ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits
     (:mod:`stream_sink.delta.maintenance`); ``maintenance_metrics`` counts the runs.
+
+    ``commit_mode``: ``"synchronous"`` (the default: a batch returns with its version
+    committed) or ``"pipelined"`` (it returns once its actions are durably staged; the
+    version is committed, and maintenance run, on a driver thread while the next batch
+    writes; a CDC batch waits for it before its MERGE reads the table). Call
+    ``close()`` when the query ends: it waits for the commit in flight.
     """
 
     def __init__(
@@ -101,6 +112,7 @@ class DeltaSink:
         spark_checkpoint_location: str | None = None,
         driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
         maintenance: DeltaMaintenanceOptions | None = None,
+        commit_mode: str = "synchronous",
     ) -> None:
         if mode not in WRITE_MODES:
             raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
@@ -128,11 +140,13 @@ class DeltaSink:
             raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
         self.maintenance = maintenance
+        self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         self._maintenance_backlog = False
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
 
     def _check_cdc(self) -> None:
         where = f"DeltaSink {self.sink_id}"
@@ -155,11 +169,22 @@ class DeltaSink:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
             runtime = self._open(df)
+            if self.mode in CDC_MODES:
+                runtime.commits.drain()  # the MERGE reads the table the last batch left
             result = self._write(df, runtime.table.refresh(), batch_id)
             runtime.commits.record(batch_id, result)
         except BaseException:
-            self.close()
+            self._release()
             raise
+
+    def _maintain_committed(self) -> None:
+        """After each commit (on the commit's thread when pipelined): maintenance on the
+        handle the commit went through."""
+        runtime = self._runtime
+        if runtime is not None:
+            table = runtime.commits.committed_table()
+            assert isinstance(table, DeltaTable)
+            self._maintain(table)
 
     def _maintain(self, table: DeltaTable) -> None:
         """A bounded maintenance run when the version just committed makes one due."""
@@ -177,30 +202,64 @@ class DeltaSink:
             log.warning("DeltaSink %s: maintenance failed: %s", self.sink_id, e)
 
     def close(self) -> None:
+        """Wait for the commit in flight (pipelined), then release the operator state;
+        a failure of that commit is raised once the state is released (the next start
+        commits what it left staged). When no batch of this run opened the sink but an
+        earlier run left state, it is opened first, which commits what that run left."""
+        try:
+            runtime = self._runtime or self._reopen()
+            if runtime is not None:
+                runtime.commits.drain()
+        finally:
+            self._release()
+            self._opened = False  # the sink may serve another run
+
+    def _reopen(self) -> _Runtime | None:
+        """The runtime, restored (committing what an earlier run left staged), when no
+        batch of this run opened it but an earlier run left state; None otherwise."""
+        places = self.places
+        spark = places.spark_checkpoint_location
+        io = query.io_for(spark, places.storage_options)
+        if self._opened or not DeltaTable.is_delta_table(self.path, self.storage_options):
+            return None
+        if not left_state(places.state_dir, spark, io):
+            return None
+        return self._open(None)
+
+    def _release(self) -> None:
+        """Release the operator state; never raises (a failure of a commit in flight is
+        logged: it must not hide the error that led here)."""
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.commits.close()  # logs, never raises: must not hide the original error
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _open(self, df: DataFrame) -> _Runtime:
+    def _open(self, df: DataFrame | None) -> _Runtime:
         """The runtime for the current query id (restored on first use); the table is
         created from ``df``'s schema when there is none yet."""
         job_id = self.places.job_id()
         if self._runtime is not None and self._runtime.commits.job_id == job_id:
             return self._runtime
-        self.close()
+        self._release()
         table = self._table(df)
         commits = open_delta(
-            self.places, table, self.mode, job_id, after_checkpoint=lambda _: self._maintain(table)
+            self.places,
+            table,
+            self.mode,
+            job_id,
+            after_checkpoint=lambda _: self._maintain_committed(),
+            commit_mode=self.commit_mode,
         )
         self._runtime = _Runtime(table, commits)
+        self._opened = True
         return self._runtime
 
-    def _table(self, df: DataFrame) -> DeltaTable:
+    def _table(self, df: DataFrame | None) -> DeltaTable:
         options = self.storage_options
         if DeltaTable.is_delta_table(self.path, options):
             return DeltaTable.load(self.path, storage_options=options)
+        assert df is not None, "a Delta table is created from a micro-batch's schema"
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(df.schema)

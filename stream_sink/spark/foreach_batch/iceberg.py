@@ -57,7 +57,7 @@ from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, open_iceberg
+from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, left_state, open_iceberg
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -109,10 +109,16 @@ class IcebergSink:
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
     DataFrame's before the batch is written; see ``stream_sink.spark.evolution``).
 
+    ``commit_mode``: ``"synchronous"`` (a micro-batch returns with its table commit
+    done) or ``"pipelined"`` (it returns once its files are durably staged in the
+    operator state; the table commit runs on a driver thread while the next batch
+    writes, at most one in flight; a failed commit stops the query at the next batch,
+    and a restart commits what was staged). See ``stream_sink.commit.schedule``.
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
-    yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based) and
-    releases the operator state.
+    yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based), waits
+    for the commit in flight (pipelined) and releases the operator state.
     """
 
     def __init__(
@@ -141,6 +147,7 @@ class IcebergSink:
         maintenance: MaintenanceOptions | None = None,
         dead_letter_table: str | None = None,
         write_route: str = "auto",
+        commit_mode: str = "synchronous",
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -165,6 +172,7 @@ class IcebergSink:
             branch=branch,
             schema_evolution=schema_evolution,
             table_column=table_column,
+            commit_mode=commit_mode,
         )
         self._router: Router | None = None
         if self.options.table_column is not None:
@@ -183,6 +191,7 @@ class IcebergSink:
         else:
             _require_table(catalog, self.options.table)
         self._runtime: _Runtime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
         self.maintenance_options = maintenance
         self._maintenance: SinkMaintenance | None = None
         self._plans: dict[str, BatchPlan] = {}
@@ -274,7 +283,8 @@ class IcebergSink:
         self._abandon()
 
     def end_input(self) -> None:
-        """Checkpoint and commit every batch not yet committed (end of input or stop)."""
+        """Checkpoint and commit every batch not yet committed (end of input or stop),
+        also those an earlier run left staged or pending when no batch of this run came."""
         if self._router is not None:
             try:
                 self._router.end_input()
@@ -282,14 +292,23 @@ class IcebergSink:
                 self._router.abandon()
                 raise
             return
-        runtime = self._runtime
-        if runtime is None:
-            return
         try:
-            runtime.commits.end_input()
+            runtime = self._runtime or self._reopen()
+            if runtime is not None:
+                runtime.commits.end_input()
         except BaseException:
             self._abandon()
             raise
+
+    def _reopen(self) -> _Runtime | None:
+        """The runtime, restored, when no batch of this run opened it but an earlier run
+        left state (see ``runtime.left_state``); None otherwise (also after a failure:
+        the next run restores)."""
+        spark = self.options.spark_checkpoint_location
+        io = self.catalog.io_for(spark)
+        if self._opened or not left_state(self.options.sink_state_dir, spark, io):
+            return None
+        return self._open()
 
     def close(self) -> None:
         """``end_input()``, then release the operator state. The sink may be used again:
@@ -298,6 +317,9 @@ class IcebergSink:
             self.end_input()
         finally:
             self._abandon()
+            self._opened = False  # the sink may serve another run
+            if self._router is not None:
+                self._router.run_ended()
             if self._maintenance is not None:
                 self._maintenance.wait()
             if self._router is not None and self._router.maintenance is not None:
@@ -388,6 +410,7 @@ class IcebergSink:
             self.catalog, self.options, table, job_id=job_id, after_checkpoint=self._committed
         )
         self._runtime = _Runtime(table, commits)
+        self._opened = True
         self._start_maintenance(commits.uncommitted_paths)
         return self._runtime
 
@@ -485,10 +508,13 @@ class IcebergSink:
         return projection
 
     def _committed(self, tables: tuple[str, ...]) -> None:
-        """After each checkpoint's commit: offer the table to in-job maintenance."""
+        """After each checkpoint's commit (on the commit's thread when pipelined): offer
+        the metadata it left to in-job maintenance."""
         runtime = self._runtime
         if self._maintenance is not None and runtime is not None:
-            self._maintenance.after_commit(runtime.table.metadata)
+            table = runtime.commits.committed_table()
+            assert isinstance(table, Table)
+            self._maintenance.after_commit(table.metadata)
 
     def _abandon(self) -> None:
         if self._router is not None:

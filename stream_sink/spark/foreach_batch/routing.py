@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator
 from stream_sink.checkpoints.route_log import RouteLog
 from stream_sink.commit.driver import CommitDriver
+from stream_sink.commit.schedule import schedule_for
 from stream_sink.exceptions import (
     AlreadyExistsError,
     InvalidOptionError,
@@ -65,9 +66,10 @@ from stream_sink.spark.executor import current_task_ids, with_insert_kind
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import iceberg_committer
+from stream_sink.spark.runtime import committed_table, iceberg_committer, left_state
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
+from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import TaskWriter
@@ -259,6 +261,7 @@ class Router:
             catalog, f"{options.checkpoint_location}/{options.sink_id}.tables.json"
         )
         self.runtime: RoutedRuntime | None = None
+        self._opened = False  # by a batch of this run (else close may open it)
 
     @property
     def table_column(self) -> str:
@@ -280,6 +283,7 @@ class Router:
             results = self._write(df, plans, runtime, batch_id, dead) if plans or dead else {}
         finally:
             df.unpersist()
+        runtime.driver.drain()  # the route log is the commit's too (pipelined)
         if results:  # before any table records it: the loss check reads it per table
             runtime.routes.record(batch_id, results)
         runtime.driver.record(batch_id, results)
@@ -505,7 +509,11 @@ class Router:
             job_id,
         )
         acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
-        driver = CommitDriver(CheckpointCoordinator(config), after_checkpoint=self._committed)
+        driver = CommitDriver(
+            CheckpointCoordinator(config),
+            schedule=schedule_for(opts.commit_mode),
+            after_checkpoint=self._committed,
+        )
         runtime = RoutedRuntime(job_id, {}, driver, routes, acknowledged)
         try:
             for name in self.registry.load():
@@ -514,11 +522,13 @@ class Router:
             runtime.close()
             raise
         self.runtime = runtime
+        self._opened = True
         return runtime
 
     def _open_committer(self, runtime: RoutedRuntime, name: str) -> _TableSink:
         """The committer of table ``name``, restored; the acknowledged batches the route
         log records for the table must be accounted for (``loss_check``)."""
+        runtime.driver.drain()  # the route log is the commit's too (pipelined)
         opts = self.options
         table = self.catalog.load_table(name)
         committer = iceberg_committer(
@@ -531,20 +541,37 @@ class Router:
         return _TableSink(table, replace(opts, table=name, table_column=None))
 
     def _committed(self, names: tuple[str, ...]) -> None:
-        """After each checkpoint's commits: the route log forgets what every table's
-        watermark covers; the committed tables are offered to their maintenance."""
+        """After each checkpoint's commits (on the commit's thread when pipelined): the
+        route log forgets what every table's watermark covers; the committed tables are
+        offered to their maintenance with the metadata the commits left."""
         runtime = self.runtime
         if runtime is None:
             return
         runtime.routes.drop_committed(runtime.driver.watermarks())
         if self.maintenance is not None and names:
             self.maintenance.after_checkpoint(
-                {name: runtime.tables[name].table.metadata for name in names}
+                {name: _metadata(committed_table(runtime.driver, name)) for name in names}
             )
 
     def end_input(self) -> None:
+        """Commit what every table holds; opens the tables first when no batch of this
+        run did but an earlier run left state (``runtime.left_state``)."""
+        opts = self.options
+        spark = opts.spark_checkpoint_location
+        if (
+            self.runtime is None
+            and not self._opened
+            and self.registry.load()
+            and left_state(opts.state_dir, spark, self.catalog.io_for(spark))
+        ):
+            self.open()
         if self.runtime is not None:
             self.runtime.driver.end_input()
+
+    def run_ended(self) -> None:
+        """The query's run ended (the sink closed): a next run that ends before its first
+        batch opens the tables again in ``end_input``."""
+        self._opened = False
 
     def abandon(self) -> None:
         runtime, self.runtime = self.runtime, None
@@ -553,6 +580,11 @@ class Router:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error
                 log.warning("sink %s: closing operator state failed: %s", self.options.sink_id, e)
+
+
+def _metadata(table: object) -> TableMetadata:
+    assert isinstance(table, Table)
+    return table.metadata
 
 
 def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructType:

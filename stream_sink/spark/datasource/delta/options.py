@@ -22,6 +22,8 @@ option                         meaning (default)
 ``checkpoint-location``        the sink's completed checkpoints (Spark's
                                ``checkpointLocation``)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
+``commit-mode``                ``synchronous`` only (``pipelined`` is refused, as for
+                               an Iceberg target)
 ``driver-key-limit``           CDC: distinct keys of a batch the commit holds at once
                                (``1000000``); beyond, it streams the tasks' spilled keys
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.spark.options import CDC_MODES, WRITE_MODES, resolve_location
+from stream_sink.spark.options import CDC_MODES, WRITE_MODES, resolve_location, route_commit_mode
 
 TARGET = "target"
 TARGETS = ("iceberg", "delta")
@@ -59,6 +61,7 @@ DELTA_OPTIONS = (
     "state-dir",
     "checkpoint-location",
     "checkpoint-interval-batches",
+    "commit-mode",
     "driver-key-limit",
 )
 ICEBERG_ONLY = {
@@ -177,6 +180,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
             f"{WHERE}: checkpoint-interval-batches={interval!r}: only 1 is possible (a Delta "
             "MERGE must see the previous batch, so every micro-batch commits)"
         )
+    route_commit_mode(given.get("commit-mode", "synchronous"), where=WHERE)
     spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
     lists = {k: tuple(_split(given[k])) for k in LIST_OPTIONS if k in given}
     parsed = DeltaRouteOptions(
