@@ -66,6 +66,18 @@ def test_delta_append_and_partition_overwrite(spark: Any, tmp_path: Path) -> Non
     every_version_agrees(loc, ("id", "p"))
 
 
+def test_delta_table_created_from_a_batch_with_timestamps(spark: Any, tmp_path: Path) -> None:
+    """A new table's schema comes from the first batch: Spark's timestamp becomes Delta's
+    (UTC-adjusted) timestamp, read back as the same instants by delta-rs and DuckDB."""
+    batches = [[{"id": 1, "ts": "2026-03-01T10:00:00Z"}], [{"id": 2, "ts": "2026-03-02T11:30:00Z"}]]
+    loc = run(spark, tmp_path, "ts", batches, "id long, ts timestamp")
+    table = DeltaTable.load(loc)
+    assert [f.type.tz for f in table.to_arrow().schema if f.name == "ts"] == ["UTC"]
+    got = [(r["id"], r["ts"].isoformat()) for r in delta_rs_rows(loc)]
+    assert sorted(got) == [(1, "2026-03-01T10:00:00+00:00"), (2, "2026-03-02T11:30:00+00:00")]
+    every_version_agrees(loc, ("id", "ts"))
+
+
 def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Path) -> None:
     upserts = [
         [

@@ -47,6 +47,7 @@ from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
+from stream_sink.spark.schema_check import spark_to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -260,9 +261,7 @@ class DeltaSink:
         if DeltaTable.is_delta_table(self.path, options):
             return DeltaTable.load(self.path, storage_options=options)
         assert df is not None, "a Delta table is created from a micro-batch's schema"
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema = to_arrow_schema(df.schema)
+        schema = spark_to_arrow(df.schema, f"DeltaSink({self.path})")
         drop = control_columns(df.schema, row_kind_column=self.row_kind_column)
         schema = pa.schema([f for f in schema if f.name not in drop])
         return DeltaTable.create(

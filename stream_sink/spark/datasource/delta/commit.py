@@ -51,6 +51,7 @@ from stream_sink.spark.datasource.write import TaskOutput, refuse_shared_keys, r
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
 from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
+from stream_sink.spark.schema_check import spark_to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -125,9 +126,7 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
                 f"{list(given)}; drop the partition-by option or write to a new path"
             )
         return table
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow = to_arrow_schema(schema)
+    arrow = spark_to_arrow(schema, WHERE)
     drop = control_columns(schema, row_kind_column=options.row_kind_column)
     arrow = pa.schema([f for f in arrow if f.name not in drop])
     missing = [c for c in options.partition_by if c not in arrow.names]
