@@ -196,6 +196,15 @@ def read_with_java(locations: Sequence[str]) -> list[pa.Table]:
     return _read_all(["read"], locations, JAVA_ICEBERG)
 
 
+def read_with_java_generic(locations: Sequence[str], where: Sequence[str] = ()) -> list[pa.Table]:
+    """As :func:`read_with_java`, but through Apache Iceberg Java's own generic reader
+    (``IcebergGenerics``) instead of Spark, every value as its Java ``toString`` text:
+    it reads types Spark has none for (``timestamp_ns``, ``timestamptz_ns``). ``where``:
+    ``COLUMN=VALUE`` equality filters Java plans the scan with (its partition pruning)."""
+    filters = [arg for w in where for arg in ("--where", w)]
+    return _read_all(["read", "--generic", *filters], locations, JAVA_ICEBERG)
+
+
 def sql_with_java(warehouse: str, statements: Sequence[str]) -> list[pa.Table | None]:
     """``statements`` run in order in one Spark session whose Iceberg Hadoop catalog
     ``hc`` sits on ``warehouse``; one entry per statement (see ``_sql``)."""
