@@ -137,24 +137,37 @@ def read_iceberg(a: argparse.Namespace) -> None:
 def read_generic(s: Any, location: str, snapshot_id: int | None, where: list[str]) -> Any:
     """The rows of an Iceberg table as Iceberg Java's own generic reader (``IcebergGenerics``,
     no Spark types: it reads what Spark cannot, such as nanosecond timestamps) returns
-    them, deletes applied; every value as its Java ``toString`` text. ``where``:
-    ``COLUMN=TEXT`` equality filters (Java converts the text to the column's type and
-    prunes files by its own partition transforms and bounds)."""
+    them, deletes applied; every value as its Java ``toString`` text. With ``where``
+    (``COLUMN=TEXT`` equality filters, Java converting the text to the column's type) the
+    data files Java's scan planning keeps instead (one column ``file``): pruned by its own
+    partition transforms and bounds."""
     from pyspark.sql import types as st
 
     path, _, snap = location.partition("@")
     jvm = s.sparkContext._jvm
     tables = jvm.org.apache.iceberg.hadoop.HadoopTables(s.sparkContext._jsc.hadoopConfiguration())
     table = tables.load(newest_metadata(path))
-    scan = jvm.org.apache.iceberg.data.IcebergGenerics.read(table)
     chosen = int(snap) if snap else snapshot_id
+    if where:
+        scan = table.newScan()
+        scan = scan.useSnapshot(chosen) if chosen is not None else scan
+        for condition in where:
+            column, sep, text = condition.partition("=")
+            if not sep:
+                raise UsageError(f"--where wants COLUMN=VALUE, not {condition!r}")
+            scan = scan.filter(jvm.org.apache.iceberg.expressions.Expressions.equal(column, text))
+        tasks = scan.planFiles()
+        files = []
+        try:
+            it = tasks.iterator()
+            while it.hasNext():
+                files.append([str(it.next().file().location())])
+        finally:
+            tasks.close()
+        return s.createDataFrame(files, st.StructType([st.StructField("file", st.StringType())]))
+    scan = jvm.org.apache.iceberg.data.IcebergGenerics.read(table)
     if chosen is not None:
         scan = scan.useSnapshot(chosen)
-    for condition in where:
-        column, sep, text = condition.partition("=")
-        if not sep:
-            raise UsageError(f"--where wants COLUMN=VALUE, not {condition!r}")
-        scan = scan.where(jvm.org.apache.iceberg.expressions.Expressions.equal(column, text))
     names = [c.name() for c in table.schema().columns()]
     rows = []
     records = scan.build()
@@ -245,7 +258,9 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read with Iceberg's generic Java reader (no Spark types), values as text",
     )
-    r.add_argument("--where", action="append", help="COLUMN=VALUE filter (with --generic)")
+    r.add_argument(
+        "--where", action="append", help="COLUMN=VALUE: the data files Java plans (with --generic)"
+    )
     r.add_argument("--out", help="write Parquet (OUT, or OUT/<i> for the i-th) instead")
     q = sub.add_parser("sql", help="Spark SQL over the Iceberg Hadoop catalog `hc`")
     q.add_argument("--warehouse", help="the Hadoop catalog `hc`'s warehouse directory")

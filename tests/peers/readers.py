@@ -199,8 +199,9 @@ def read_with_java(locations: Sequence[str]) -> list[pa.Table]:
 def read_with_java_generic(locations: Sequence[str], where: Sequence[str] = ()) -> list[pa.Table]:
     """As :func:`read_with_java`, but through Apache Iceberg Java's own generic reader
     (``IcebergGenerics``) instead of Spark, every value as its Java ``toString`` text:
-    it reads types Spark has none for (``timestamp_ns``, ``timestamptz_ns``). ``where``:
-    ``COLUMN=VALUE`` equality filters Java plans the scan with (its partition pruning)."""
+    it reads types Spark has none for (``timestamp_ns``, ``timestamptz_ns``). With ``where``
+    (``COLUMN=VALUE`` equality filters) one column ``file`` instead: the data files Java's
+    scan planning keeps for them (pruned by its own partition transforms and bounds)."""
     filters = [arg for w in where for arg in ("--where", w)]
     return _read_all(["read", "--generic", *filters], locations, JAVA_ICEBERG)
 
