@@ -308,16 +308,17 @@ def _field_problems(tf: NestedField, df: NestedField, path: str, promote: Any) -
     return out
 
 
-_SAME_INSTANTS = {
-    TimestampNanoType(): TimestampType(),
-    TimestamptzNanoType(): TimestamptzType(),
+_MICROS_OF: dict[type, type] = {
+    TimestampNanoType: TimestampType,
+    TimestamptzNanoType: TimestamptzType,
 }
 
 
 def _same_instants(table_type: IcebergType, data_type: IcebergType) -> bool:
     """Microsecond data into a nanosecond column of the same zone kind (exact), and
     nanosecond data, which Arrow data always reads as a microsecond type here, into it."""
-    return _SAME_INSTANTS.get(table_type) == data_type  # type: ignore[call-overload]
+    micros = _MICROS_OF.get(type(table_type))
+    return micros is not None and type(data_type) is micros
 
 
 def _uuid_as_fixed(table_type: IcebergType, data_type: IcebergType) -> bool:
