@@ -105,9 +105,9 @@ def schema_from_arrow(
 ) -> Schema:
     """An Iceberg schema for ``arrow_schema``; ids from metadata, or fresh when absent.
 
-    For a table of ``format_version`` 3 nanosecond timestamps become ``timestamp_ns`` /
-    ``timestamptz_ns``; before it they become the microsecond types (and writing a value
-    with nanoseconds into them fails)."""
+    For a table of ``format_version`` 3 nanosecond timestamps (at any depth) become
+    ``timestamp_ns`` / ``timestamptz_ns``; before it they become the microsecond types
+    (and writing a value with nanoseconds into them fails)."""
     if format_version >= 3:
         return _with_nanos(schema_from_arrow(arrow_schema, identifier_fields), arrow_schema)
     has_ids = _all_have_ids(arrow_schema)
@@ -126,15 +126,29 @@ def schema_from_arrow(
 
 
 def _with_nanos(schema: Schema, arrow_schema: pa.Schema) -> Schema:
-    """``schema`` with its top-level columns that are nanosecond timestamps in
-    ``arrow_schema`` typed as the nanosecond timestamp types."""
-    fields = []
-    for f, a in zip(schema.fields, arrow_schema, strict=True):
-        if pa.types.is_timestamp(a.type) and a.type.unit == "ns":
-            zoned = a.type.tz is not None
-            f = replace(f, field_type=TimestamptzNanoType() if zoned else TimestampNanoType())
-        fields.append(f)
+    """``schema`` with the fields that are nanosecond timestamps in ``arrow_schema`` (at
+    any depth) typed as the nanosecond timestamp types."""
+    fields = [_field_nanos(f, a.type) for f, a in zip(schema.fields, arrow_schema, strict=True)]
     return Schema(*fields, identifier_field_ids=schema.identifier_field_ids)
+
+
+def _field_nanos(f: NestedField, t: pa.DataType) -> NestedField:
+    return replace(f, field_type=_type_nanos(f.field_type, t))
+
+
+def _type_nanos(it: IcebergType, t: pa.DataType) -> IcebergType:
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return TimestamptzNanoType() if t.tz is not None else TimestampNanoType()
+    if isinstance(it, StructType):
+        kids = _arrow_children(t)
+        return StructType(*(_field_nanos(f, k.type) for f, k in zip(it.fields, kids, strict=True)))
+    if isinstance(it, ListType):
+        element = _type_nanos(it.element_type, t.value_type)
+        return replace(it, element_type=element)
+    if isinstance(it, MapType):
+        key = _type_nanos(it.key_type, t.key_type)
+        return replace(it, key_type=key, value_type=_type_nanos(it.value_type, t.item_type))
+    return it
 
 
 def _required_keys(schema: Schema, names: list[str]) -> Schema:

@@ -114,6 +114,22 @@ def test_v3_types_parse_print_and_need_format_version_3(hadoop_catalog: Catalog)
         "unknown",
         "timestamptz_ns",
     ]
+    nested = pa.struct([("at", NS_UTC), ("many", pa.list_(NS)), ("m", pa.map_(NS, NS_UTC))])
+    t3 = hadoop_catalog.create_table("db.n3", pa.schema([("n", nested)]), format_version=3)
+    assert str(t3.schema().find_type("n")) == (
+        "struct<2: at: optional timestamptz_ns, 3: many: optional list<timestamp_ns>, "
+        "4: m: optional map<timestamp_ns, timestamptz_ns>>"
+    )
+    value = {"at": VALUES[1], "many": [VALUES[2], None], "m": [(VALUES[3], VALUES[1])]}
+    t3.append(pa.table({"n": pa.array([value], nested)}))
+    for got in (t3.scan().to_arrow(), pyiceberg_table(t3.refresh().metadata_location).scan()
+                .to_arrow()):  # fmt: skip
+        n = got["n"].combine_chunks()
+        assert n.field("at").cast(pa.int64()).to_pylist() == [VALUES[1]]
+        assert n.field("many").flatten().cast(pa.int64()).to_pylist() == [VALUES[2], None]
+        m = n.field("m")
+        assert m.keys.cast(pa.int64()).to_pylist() == [VALUES[3]]
+        assert m.items.cast(pa.int64()).to_pylist() == [VALUES[1]]
     # before v3 an Arrow nanosecond column stays a microsecond one (as it always was)
     v2b = hadoop_catalog.create_table("db.v2b", pa.schema([pa.field("ts", NS)]))
     assert str(v2b.schema().find_type("ts")) == "timestamp"
