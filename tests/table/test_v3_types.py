@@ -246,6 +246,19 @@ def test_microsecond_data_into_nanosecond_columns_and_defaults(hadoop_catalog: C
     assert doc.write_default == f'"{default}"'
 
 
+def test_an_unknown_column_gets_a_type_later(hadoop_catalog: Catalog) -> None:
+    t = hadoop_catalog.create_table("db.t", SCHEMA, format_version=3)
+    t.append(rows([1], [VALUES[0]]))
+    t.update_schema().update_column("u", "string").commit()  # the spec: unknown -> any type
+    t.append(pa.table({"id": [2], "u": ["now known"]}))
+    location = t.refresh().metadata_location
+    for got in (t.scan().to_arrow(), pyiceberg_table(location).scan().to_arrow()):
+        assert sorted(zip(got["id"].to_pylist(), got["u"].to_pylist(), strict=True)) == [
+            (1, None),
+            (2, "now known"),
+        ]
+
+
 def test_v3_types_in_the_metadata_json(hadoop_catalog: Catalog, tmp_path: Path) -> None:
     import json
 
