@@ -10,6 +10,16 @@ position deletes plus the new ones, all vectors of the run in one Puffin file. O
 rewrite of delete files then removes every live equality delete file (and each
 replaced vector) and adds the new files.
 
+On a v3 table that still has position delete files from before its upgrade, the same
+run retires them all, as the spec asks once vectors exist ("a DV must replace all
+previously written position delete files"): every data file such a file applies to
+and that has no vector gets one holding its position deletes (and its converted
+equality deletes); a data file with a vector already has them in it (the spec: a
+vector is written with the position deletes merged, and readers then ignore them).
+Every position delete file is then removed in the same commit, file-scoped ones as
+Java's vector writer removes those it merges, partition-scoped ones too (Java leaves
+those to ``rewrite_position_delete_files``).
+
 Invariants:
 - Every row deleted before is deleted after, and no other: an equality delete file
   applies only to data files of a lower sequence number, all of which the plan saw;
@@ -27,7 +37,7 @@ import dataclasses
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -38,7 +48,7 @@ from stream_sink.exceptions import (
     InvalidOptionError,
 )
 from stream_sink.io.errors import quietly
-from stream_sink.maintenance.inventory import inventory
+from stream_sink.maintenance.inventory import LiveFile, inventory
 from stream_sink.maintenance.results import ConvertEqualityDeletesResult
 from stream_sink.read.deletes import DeleteReader
 from stream_sink.read.parquet_reader import FileProjection, open_parquet
@@ -72,18 +82,21 @@ def convert_equality_deletes(
     started = time.perf_counter()
     table.refresh()
     snapshot = table.current_snapshot()
-    live = sorted(inventory(table, snapshot).equality_deletes, key=lambda f: f.sequence_number)
+    inv = inventory(table, snapshot)
+    live = sorted(inv.equality_deletes, key=lambda f: f.sequence_number)
     chosen = live if max_files is None else live[:max_files]
     eq_deletes = [f.data_file for f in chosen]
-    if snapshot is None or not eq_deletes:
+    old_positions = _position_delete_files(table, inv.position_deletes)
+    if snapshot is None or not (eq_deletes or old_positions):
         return ConvertEqualityDeletesResult(None, 0, 0, 0, 0, 0)
     paths = {f.file_path for f in eq_deletes}
     tasks = [
         _only(t, paths)
         for t in TableScan(table, snapshot_id=snapshot.snapshot_id).plan_files()
-        if any(d.file_path in paths for d in t.delete_files)
+        if any(d.file_path in paths or _is_old_position_file(d) for d in t.delete_files)
     ]
     converter = _Converter(table, table.schema())
+    converter.replaced += old_positions
     try:
         for i, task in enumerate(tasks):
             converter.convert(task)
@@ -105,7 +118,19 @@ def convert_equality_deletes(
         data_files_scanned=len(tasks),
         duration_ms=(time.perf_counter() - started) * 1000,
         remaining_equality_delete_files=len(live) - len(chosen),
+        removed_position_delete_files=len(old_positions),
     )
+
+
+def _position_delete_files(table: Table, files: Sequence[LiveFile]) -> list[DataFile]:
+    """v3: the live position delete files (not vectors) this run retires; v1/v2: none."""
+    if table.format_version < 3:
+        return []
+    return [f.data_file for f in files if _is_old_position_file(f.data_file)]
+
+
+def _is_old_position_file(f: DataFile) -> bool:
+    return f.content == DataFileContent.POSITION_DELETES and not f.is_deletion_vector
 
 
 def _only(task: FileScanTask, equality_paths: set[str]) -> FileScanTask:
@@ -184,9 +209,12 @@ class _Converter:
 
     def convert(self, task: FileScanTask) -> None:
         deleted = self._deleted_positions(task)
+        f = task.data_file
+        if self._vectors_for_v3 and any(_is_old_position_file(d) for d in task.delete_files):
+            self._add_vector(task, deleted)  # no vector yet: one replaces the position deletes
+            return
         if not len(deleted):
             return
-        f = task.data_file
         if self._vectors_for_v3:
             self._add_vector(task, deleted)
             return
@@ -203,6 +231,8 @@ class _Converter:
         f = task.data_file
         already = self._deletes.positions_for(task.delete_files, f.file_path)
         positions = np.union1d(already, deleted)
+        if not len(positions):  # position delete files naming none of its rows
+            return
         self._vectors.append(VectorFor(f.file_path, f.spec_id, tuple(f.partition), positions))
         self.replaced += [d for d in task.delete_files if d.is_deletion_vector]
         self.referenced.append(f.file_path)
@@ -219,6 +249,8 @@ class _Converter:
     def _deleted_positions(self, task: FileScanTask) -> np.ndarray:
         f = task.data_file
         keys = self._deletes.equality_keys(task.delete_files)
+        if not keys:  # only position deletes to carry over (v3)
+            return np.empty(0, dtype=np.int64)
         already = self._deletes.positions_for(task.delete_files, f.file_path)
         ids = sorted({i for k in keys for i in k.field_ids})
         fields = [NestedField(i, f"k{i}", self._field_for_id(i).field_type) for i in ids]

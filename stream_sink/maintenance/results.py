@@ -56,6 +56,8 @@ class ConvertEqualityDeletesResult(_Result):
     duration_ms: float = 0.0
     remaining_equality_delete_files: int = 0
     """Live equality delete files left for a later run (its ``max_files``)."""
+    removed_position_delete_files: int = 0
+    """v3: position delete files from before the upgrade, replaced by deletion vectors."""
 
     @property
     def action(self) -> str:

@@ -1,8 +1,9 @@
 """Filter literals: user values to Iceberg internal values, and internal values to Arrow.
 
 Internal forms are those of :mod:`stream_sink.table.values` (dates as int days,
-times and timestamps as int microseconds, decimals as ``Decimal``, uuid as 16
-bytes), so literals compare directly with partition values and decoded bounds.
+times and timestamps as int microseconds, nanosecond timestamps as int nanoseconds,
+decimals as ``Decimal``, uuid as 16 bytes), so literals compare directly with
+partition values and decoded bounds.
 
 Accepted user values: Python values of the matching kind, ISO-8601 strings for
 date/time/timestamp (a naive string for ``timestamptz`` is taken as UTC), decimal
@@ -20,7 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from stream_sink.table.arrow import type_to_arrow
+from stream_sink.table.nanos import datetime_nanos, parse_nanos
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     BinaryType,
     BooleanType,
     DateType,
@@ -33,6 +36,7 @@ from stream_sink.table.types import (
     LongType,
     StringType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -74,6 +78,8 @@ def _convert(t: IcebergType, v: Any) -> Any:
         return _time(v)
     if isinstance(t, (TimestampType, TimestamptzType)):
         return _timestamp(v, isinstance(t, TimestamptzType))
+    if isinstance(t, NANO_TIMESTAMPS):
+        return _timestamp_nanos(v, isinstance(t, TimestamptzNanoType))
     if isinstance(t, StringType):
         if not isinstance(v, str):
             raise LiteralError(f"{v!r} is not a string")
@@ -151,6 +157,19 @@ def _timestamp(v: Any, with_zone: bool) -> int:
     return _integer(v)
 
 
+def _timestamp_nanos(v: Any, with_zone: bool) -> int:
+    """Nanoseconds: ISO text with up to nine fraction digits, a datetime, or an int."""
+    if isinstance(v, str):
+        return parse_nanos(v, with_zone, naive_is_utc=True)
+    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        v = dt.datetime(v.year, v.month, v.day)
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None and not with_zone:
+            raise LiteralError(f"{v!r} has a time zone; the column is a timestamp without one")
+        return datetime_nanos(v)
+    return _integer(v)
+
+
 def _micros(delta: dt.timedelta) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -177,7 +196,7 @@ def to_arrow_array(t: IcebergType, values: list[Any]) -> pa.Array:
     target = type_to_arrow(t)
     if isinstance(t, DateType):
         return pa.array(values, pa.int32()).cast(target)
-    if isinstance(t, (TimeType, TimestampType, TimestamptzType)):
+    if isinstance(t, (TimeType, TimestampType, TimestamptzType, *NANO_TIMESTAMPS)):
         return pa.array(values, pa.int64()).cast(target)
     if isinstance(t, DecimalType):
         return _decimal_array(values, target)

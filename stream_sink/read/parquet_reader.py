@@ -32,7 +32,14 @@ from stream_sink.read.literals import to_arrow_array
 from stream_sink.table.arrow import FIELD_ID_KEY, field_to_arrow, type_to_arrow
 from stream_sink.table.defaults import default_array
 from stream_sink.table.name_mapping import NAME_MAPPING_PROPERTY, MappedField, NameMapping, find
-from stream_sink.table.types import IcebergType, ListType, MapType, NestedField, StructType
+from stream_sink.table.types import (
+    IcebergType,
+    ListType,
+    MapType,
+    NestedField,
+    StructType,
+    UnknownType,
+)
 
 
 @contextmanager
@@ -172,6 +179,8 @@ def conform_array(arr: pa.Array, t: IcebergType, scope: Scope = None) -> pa.Arra
     (embedded in the file when ``scope`` is None, else from those name-mapping entries)."""
     if isinstance(arr, pa.ExtensionArray):
         arr = arr.storage
+    if isinstance(t, UnknownType):  # the spec: a file's column for it is ignored
+        return pa.nulls(len(arr))
     want = type_to_arrow(t)
     mask = arr.is_null() if arr.null_count else None
     if isinstance(t, StructType):

@@ -9,7 +9,9 @@ Invariants:
   none are.
 - Arrow types with no exact Iceberg equivalent map to the narrowest Iceberg type
   that holds every value (int8/int16 → int, uint32 → long); lossy ones
-  (uint64, nanosecond timestamps are accepted only as documented) raise.
+  (uint64) raise. Nanosecond timestamps map to the microsecond types unless the
+  table is format version 3 (``schema_from_arrow(..., format_version=3)``); a null
+  column maps to ``unknown`` (format version 3 only).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from stream_sink.table.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
 )
 
@@ -56,6 +61,9 @@ _PRIMITIVE_TO_ARROW: dict[type, pa.DataType] = {
     TimeType: pa.time64("us"),
     TimestampType: pa.timestamp("us"),
     TimestamptzType: pa.timestamp("us", tz="UTC"),
+    TimestampNanoType: pa.timestamp("ns"),
+    TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
+    UnknownType: pa.null(),
     StringType: pa.string(),
     UUIDType: pa.binary(16),
     BinaryType: pa.binary(),
@@ -91,9 +99,17 @@ def schema_to_arrow(schema: Schema) -> pa.Schema:
 
 
 def schema_from_arrow(
-    arrow_schema: pa.Schema, identifier_fields: list[str] | None = None
+    arrow_schema: pa.Schema,
+    identifier_fields: list[str] | None = None,
+    format_version: int = 2,
 ) -> Schema:
-    """An Iceberg schema for ``arrow_schema``; ids from metadata, or fresh when absent."""
+    """An Iceberg schema for ``arrow_schema``; ids from metadata, or fresh when absent.
+
+    For a table of ``format_version`` 3 nanosecond timestamps (at any depth) become
+    ``timestamp_ns`` / ``timestamptz_ns``; before it they become the microsecond types
+    (and writing a value with nanoseconds into them fails)."""
+    if format_version >= 3:
+        return _with_nanos(schema_from_arrow(arrow_schema, identifier_fields), arrow_schema)
     has_ids = _all_have_ids(arrow_schema)
     counter = _IdCounter(0)
     if has_ids:
@@ -107,6 +123,32 @@ def schema_from_arrow(
     if identifier_fields:
         schema = _required_keys(schema, identifier_fields)
     return schema
+
+
+def _with_nanos(schema: Schema, arrow_schema: pa.Schema) -> Schema:
+    """``schema`` with the fields that are nanosecond timestamps in ``arrow_schema`` (at
+    any depth) typed as the nanosecond timestamp types."""
+    fields = [_field_nanos(f, a.type) for f, a in zip(schema.fields, arrow_schema, strict=True)]
+    return Schema(*fields, identifier_field_ids=schema.identifier_field_ids)
+
+
+def _field_nanos(f: NestedField, t: pa.DataType) -> NestedField:
+    return replace(f, field_type=_type_nanos(f.field_type, t))
+
+
+def _type_nanos(it: IcebergType, t: pa.DataType) -> IcebergType:
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return TimestamptzNanoType() if t.tz is not None else TimestampNanoType()
+    if isinstance(it, StructType):
+        kids = _arrow_children(t)
+        return StructType(*(_field_nanos(f, k.type) for f, k in zip(it.fields, kids, strict=True)))
+    if isinstance(it, ListType):
+        element = _type_nanos(it.element_type, t.value_type)
+        return replace(it, element_type=element)
+    if isinstance(it, MapType):
+        key = _type_nanos(it.key_type, t.key_type)
+        return replace(it, key_type=key, value_type=_type_nanos(it.value_type, t.item_type))
+    return it
 
 
 def _required_keys(schema: Schema, names: list[str]) -> Schema:
@@ -206,6 +248,8 @@ def arrow_primitive_to_iceberg(t: pa.DataType, name: str = "?") -> IcebergType:
         return TimeType()
     if pa.types.is_timestamp(t):
         return TimestamptzType() if t.tz is not None else TimestampType()
+    if pa.types.is_null(t):
+        return UnknownType()
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return StringType()
     if pa.types.is_fixed_size_binary(t):
@@ -284,7 +328,7 @@ def _all_required(f: pa.Field) -> pa.Field:
         t = pa.list_(_all_required(t.value_field))
     elif pa.types.is_large_list(t):
         t = pa.large_list(_all_required(t.value_field))
-    return pa.field(f.name, t, nullable=False)
+    return pa.field(f.name, t, nullable=pa.types.is_null(t))  # Arrow's null type is nullable
 
 
 def _check_required(col: pa.ChunkedArray | pa.Array, f: pa.Field, path: str, where: str) -> None:

@@ -49,7 +49,9 @@ from stream_sink.table.types import (
     NestedField,
     StringType,
     StructType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -356,6 +358,8 @@ _SIMPLE: dict[type, AvroSchema] = {
     TimeType: {"type": "long", "logicalType": "time-micros"},
     TimestampType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
     TimestamptzType: {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
+    TimestampNanoType: {"type": "long", "logicalType": "timestamp-nanos", "adjust-to-utc": False},
+    TimestamptzNanoType: {"type": "long", "logicalType": "timestamp-nanos", "adjust-to-utc": True},
 }
 
 

@@ -1,8 +1,9 @@
 """The spec's single-value binary serialization (Appendix D) and bound truncation.
 
 Values are in their internal form: date -> int days, time/timestamp/timestamptz ->
-int microseconds, decimal -> ``decimal.Decimal``, string -> ``str``,
-binary/fixed/uuid -> ``bytes``, numbers and booleans as Python numbers.
+int microseconds, timestamp_ns/timestamptz_ns -> int nanoseconds (an 8-byte long),
+decimal -> ``decimal.Decimal``, string -> ``str``, binary/fixed/uuid -> ``bytes``,
+numbers and booleans as Python numbers.
 
 Invariants:
 - ``from_bytes(t, to_bytes(t, v)) == v`` for every type and value (NaN included).
@@ -24,6 +25,7 @@ from typing import Any
 
 from stream_sink.exceptions import CorruptMetadataError, ValidationError
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     BinaryType,
     BooleanType,
     DateType,
@@ -66,7 +68,7 @@ def _to_bytes(t: IcebergType, value: Any) -> bytes:
         return b"\x01" if value else b"\x00"
     if isinstance(t, (IntegerType, DateType)):
         return _INT.pack(value)
-    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType, *NANO_TIMESTAMPS)):
         return _LONG.pack(value)
     if isinstance(t, FloatType):
         return _FLOAT.pack(value)
@@ -106,7 +108,7 @@ def _from_bytes(t: IcebergType, data: bytes) -> Any:
         return data != b"\x00"
     if isinstance(t, (IntegerType, DateType)):
         return _INT.unpack(data)[0]
-    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType)):
+    if isinstance(t, (LongType, TimeType, TimestampType, TimestamptzType, *NANO_TIMESTAMPS)):
         return _INT.unpack(data)[0] if len(data) == 4 else _LONG.unpack(data)[0]
     if isinstance(t, FloatType):
         return _FLOAT.unpack(data)[0]

@@ -8,7 +8,8 @@ default reads as null.
 Invariants:
 - Values are parsed from the JSON single-value serialization per type: booleans and
   numbers as JSON values, decimals, dates, times, timestamps and uuids as ISO / text
-  strings, binary and fixed as hex strings, a struct as an object keyed by field id
+  strings (nanosecond timestamps become int nanoseconds, from up to nine fraction
+  digits), binary and fixed as hex strings, a struct as an object keyed by field id
   (a child left out takes its own default).
 - A default that does not parse as its type raises CorruptMetadataError naming the
   field: a reader never guesses a value.
@@ -28,7 +29,9 @@ import pyarrow as pa
 
 from stream_sink.exceptions import CorruptMetadataError, UnsupportedError, ValidationError
 from stream_sink.table.arrow import type_to_arrow
+from stream_sink.table.nanos import format_nanos, parse_nanos
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     BinaryType,
     BooleanType,
     DateType,
@@ -45,6 +48,7 @@ from stream_sink.table.types import (
     StringType,
     StructType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
     UUIDType,
@@ -126,6 +130,8 @@ def _value(t: IcebergType, v: Any) -> Any:
         return dt.time.fromisoformat(_text(v))
     if isinstance(t, (TimestampType, TimestamptzType)):
         return _timestamp(_text(v), isinstance(t, TimestamptzType))
+    if isinstance(t, NANO_TIMESTAMPS):
+        return parse_nanos(_text(v), isinstance(t, TimestamptzNanoType))
     if isinstance(t, StringType):
         return _text(v)
     if isinstance(t, UUIDType):
@@ -164,8 +170,10 @@ def default_to_json(t: IcebergType, value: Any, where: str) -> str:
     form ``parse_default`` reads back; a value it would not read back is refused)."""
     if isinstance(t, (ListType, MapType, StructType)):
         raise UnsupportedError(f"column {where!r}: defaults of nested types are not supported")
-    if isinstance(value, (bool, int, float)) and not isinstance(t, DecimalType):
-        out: Any = value
+    if isinstance(t, NANO_TIMESTAMPS) and isinstance(value, int) and not isinstance(value, bool):
+        out: Any = format_nanos(value, isinstance(t, TimestamptzNanoType))
+    elif isinstance(value, (bool, int, float)) and not isinstance(t, DecimalType):
+        out = value
     elif isinstance(value, (bytes, bytearray)) and not isinstance(t, UUIDType):
         out = bytes(value).hex()
     elif isinstance(value, (dt.datetime, dt.date, dt.time)):

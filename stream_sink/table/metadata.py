@@ -31,7 +31,7 @@ from stream_sink.exceptions import (
     ValidationError,
 )
 from stream_sink.table.partitioning import UNPARTITIONED_SPEC, PartitionSpec
-from stream_sink.table.schema import Schema
+from stream_sink.table.schema import Schema, check_types_for_version
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
 from stream_sink.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 
@@ -230,6 +230,7 @@ class TableMetadata:
         for s in self.schemas:
             if s.same_structure(schema):
                 return replace(self, current_schema_id=s.schema_id, last_updated_ms=_now())
+        check_types_for_version(schema, self.format_version, self.location)
         new_id = max(s.schema_id for s in self.schemas) + 1
         schema = schema.with_schema_id(new_id)
         return replace(
@@ -322,6 +323,7 @@ def new_table_metadata(
     """Metadata of a new, empty table (no snapshots)."""
     if format_version not in SUPPORTED_FORMAT_VERSIONS:
         raise ValidationError(f"format version {format_version} is not supported (1, 2 or 3)")
+    check_types_for_version(schema, format_version, location)
     schema = schema.with_schema_id(0)
     spec = PartitionSpec(0, spec.fields)
     props = {str(k): str(v) for k, v in (properties or {}).items()}

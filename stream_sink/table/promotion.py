@@ -11,6 +11,7 @@ from stream_sink.table.types import (
     IntegerType,
     LongType,
     TimestampType,
+    UnknownType,
 )
 
 
@@ -18,6 +19,8 @@ def is_safe_promotion(source: IcebergType, target: IcebergType) -> bool:
     """True when every value of ``source`` is exactly representable in ``target``."""
     if source == target:
         return True
+    if isinstance(source, UnknownType):
+        return True  # v3: an unknown column holds only nulls, and no file stores it
     if isinstance(source, IntegerType) and isinstance(target, LongType):
         return True
     if isinstance(source, FloatType) and isinstance(target, DoubleType):

@@ -24,10 +24,16 @@ from stream_sink.table.types import (
     NestedField,
     PrimitiveType,
     StructType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+    UnknownType,
     UUIDType,
     child_fields,
     field_from_json,
     field_to_json,
+    v3_types_in,
 )
 
 
@@ -71,6 +77,8 @@ class Schema:
             if f.field_id in seen:
                 raise ValidationError(f"duplicate field id {f.field_id} at {'.'.join(path)}")
             seen.add(f.field_id)
+            if isinstance(f.field_type, UnknownType):
+                _check_unknown(f, ".".join(path))
         for fid in self.identifier_field_ids:
             key = self._by_id.get(fid)
             if key is None:
@@ -219,6 +227,29 @@ def _walk(
         yield from _walk(child_fields(f.field_type), p)
 
 
+def _check_unknown(f: NestedField, path: str) -> None:
+    """The spec: an ``unknown`` column is optional and defaults to null."""
+    if f.required:
+        raise ValidationError(f"column {path!r} of type unknown must be optional (it is null)")
+    if f.initial_default is not None or f.write_default is not None:
+        raise ValidationError(f"column {path!r} of type unknown cannot have a non-null default")
+
+
+def check_types_for_version(schema: Schema, format_version: int, where: str) -> None:
+    """Raise ValidationError when ``schema`` holds a type ``format_version`` lacks
+    (``timestamp_ns``, ``timestamptz_ns`` and ``unknown`` need format version 3)."""
+    if format_version >= 3:
+        return
+    found = [(f.name, v3_types_in(f.field_type)) for f in schema.fields]
+    named = [f"{name!r} ({', '.join(types)})" for name, types in found if types]
+    if named:
+        raise ValidationError(
+            f"table {where} is format version {format_version}, but columns {', '.join(named)} "
+            "have types added in format version 3: create the table with format_version=3 "
+            "or upgrade it first (upgrade_format_version(3))"
+        )
+
+
 def check_compatible_write(table_schema: Schema, data_schema: Schema, where: str) -> None:
     """Raise SchemaMismatchError when ``data_schema`` cannot be written into ``table_schema``.
 
@@ -266,9 +297,28 @@ def _field_problems(tf: NestedField, df: NestedField, path: str, promote: Any) -
     elif isinstance(tt, MapType) and isinstance(dt, MapType):
         out.extend(_field_problems(tt.key_field, dt.key_field, f"{path}.key", promote))
         out.extend(_field_problems(tt.value_field, dt.value_field, f"{path}.value", promote))
-    elif tt != dt and not promote(dt, tt) and not _uuid_as_fixed(tt, dt):
+    elif (
+        tt != dt
+        and not promote(dt, tt)
+        and not _uuid_as_fixed(tt, dt)
+        and not _same_instants(tt, dt)
+        and not isinstance(dt, UnknownType)
+    ):
         out.append(f"column {path!r} has type {dt} in the data but {tt} in the table")
     return out
+
+
+_MICROS_OF: dict[type, type] = {
+    TimestampNanoType: TimestampType,
+    TimestamptzNanoType: TimestamptzType,
+}
+
+
+def _same_instants(table_type: IcebergType, data_type: IcebergType) -> bool:
+    """Microsecond data into a nanosecond column of the same zone kind (exact), and
+    nanosecond data, which Arrow data always reads as a microsecond type here, into it."""
+    micros = _MICROS_OF.get(type(table_type))
+    return micros is not None and type(data_type) is micros
 
 
 def _uuid_as_fixed(table_type: IcebergType, data_type: IcebergType) -> bool:

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from stream_sink.exceptions import InvalidTransformError
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     BinaryType,
     BooleanType,
     DateType,
@@ -56,15 +57,20 @@ from stream_sink.table.types import (
     LongType,
     PrimitiveType,
     StringType,
+    TimestampNanoType,
     TimestampType,
+    TimestamptzNanoType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
 )
 
 _INTEGRAL = (IntegerType, LongType)
-_TEMPORAL = (DateType, TimestampType, TimestamptzType)
+_TIMESTAMPS = (TimestampType, TimestamptzType, *NANO_TIMESTAMPS)
+_TEMPORAL = (DateType, *_TIMESTAMPS)
 _BUCKETABLE = (
+    *NANO_TIMESTAMPS,
     IntegerType,
     LongType,
     DecimalType,
@@ -147,7 +153,7 @@ class Identity(Transform):
         return "identity"
 
     def can_transform(self, source: IcebergType) -> bool:
-        return isinstance(source, PrimitiveType)
+        return isinstance(source, PrimitiveType) and not isinstance(source, UnknownType)
 
     def _result_type(self, source: IcebergType) -> IcebergType:
         return source
@@ -305,7 +311,7 @@ class Hour(_TimeTransform):
         return "hour"
 
     def can_transform(self, source: IcebergType) -> bool:
-        return isinstance(source, (TimestampType, TimestamptzType))
+        return isinstance(source, _TIMESTAMPS)
 
     def to_human_string(self, source: IcebergType, value: Any) -> str:
         if value is None:
@@ -320,7 +326,7 @@ class Void(Transform):
         return "void"
 
     def can_transform(self, source: IcebergType) -> bool:
-        return True
+        return not isinstance(source, UnknownType)
 
     def _result_type(self, source: IcebergType) -> IcebergType:
         return source
@@ -397,10 +403,13 @@ def _fixed_width(arr: pa.Array, dtype: str) -> np.ndarray:
 
 
 def _as_int64(arr: pa.Array, source: IcebergType) -> np.ndarray:
-    """Integers, days, time or timestamps as int64 (time units normalised to micros)."""
+    """Integers, days, time or timestamps as int64 (time units normalised to micros;
+    an integer array of a nanosecond type holds nanoseconds)."""
     t = arr.type
     if pa.types.is_integer(t):
-        return _fixed_width(arr, t.to_pandas_dtype().__name__).astype(np.int64)
+        ints = _fixed_width(arr, t.to_pandas_dtype().__name__).astype(np.int64)
+        # internal nanosecond values: floored to micros, as the spec's transforms do
+        return np.floor_divide(ints, 1000) if isinstance(source, NANO_TIMESTAMPS) else ints
     if pa.types.is_date32(t):
         return _fixed_width(arr, "int32").astype(np.int64)
     if pa.types.is_date64(t):
@@ -550,8 +559,8 @@ def _mix_blocks(words: np.ndarray, starts: np.ndarray, nblocks: np.ndarray) -> n
 def hash_array(arr: pa.Array, source: IcebergType) -> np.ndarray:
     """The spec's 32-bit hash of every value (uint32; null slots hold garbage)."""
     t = arr.type
-    if isinstance(source, (*_INTEGRAL, DateType, TimeType, TimestampType, TimestamptzType)):
-        return murmur3_longs(_as_int64(arr, source))
+    if isinstance(source, (*_INTEGRAL, DateType, TimeType, *_TIMESTAMPS)):
+        return murmur3_longs(_as_int64(arr, source))  # nanoseconds hash as micros (spec)
     if isinstance(source, DecimalType):
         return _hash_decimals(arr)
     if pa.types.is_fixed_size_binary(t):
@@ -665,16 +674,17 @@ def _human_time(micros: int) -> str:
     return out
 
 
-def _human_timestamp(micros: int) -> str:
-    """Java's ISO_LOCAL_DATE_TIME: seconds always, fraction without trailing zeros."""
-    days, rest = divmod(int(micros), _MICROS_PER_DAY)
+def _human_timestamp(ticks: int, per_second: int = 1_000_000) -> str:
+    """Java's ISO_LOCAL_DATE_TIME of ``ticks`` (micros, or ``per_second`` units):
+    seconds always, fraction without trailing zeros."""
+    days, rest = divmod(int(ticks), 86_400 * per_second)
     year, month, day = civil_from_days(days)
-    seconds, frac = divmod(rest, 1_000_000)
+    seconds, frac = divmod(rest, per_second)
     minutes, sec = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
     out = f"{_iso_year(year)}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{sec:02d}"
     if frac:
-        out += "." + f"{frac:06d}".rstrip("0")
+        out += "." + f"{frac:0{len(str(per_second)) - 1}d}".rstrip("0")
     return out
 
 
@@ -725,6 +735,8 @@ _HUMAN: dict[type, Callable[[Any], str]] = {
     TimeType: _human_time,
     TimestampType: _human_timestamp,
     TimestamptzType: lambda v: _human_timestamp(v) + "+00:00",
+    TimestampNanoType: lambda v: _human_timestamp(v, 1_000_000_000),
+    TimestamptzNanoType: lambda v: _human_timestamp(v, 1_000_000_000) + "+00:00",
     StringType: str,
     UUIDType: _human_uuid,
     BinaryType: _human_bytes,

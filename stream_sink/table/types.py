@@ -92,6 +92,25 @@ class TimestamptzType(PrimitiveType):
     _name = "timestamptz"
 
 
+class TimestampNanoType(PrimitiveType):
+    """Nanoseconds since the epoch, without zone (format version 3)."""
+
+    _name = "timestamp_ns"
+
+
+class TimestamptzNanoType(PrimitiveType):
+    """Nanoseconds since the epoch, UTC-adjusted (format version 3)."""
+
+    _name = "timestamptz_ns"
+
+
+class UnknownType(PrimitiveType):
+    """A column whose type is not known yet (format version 3): always optional,
+    always null, never stored in data files."""
+
+    _name = "unknown"
+
+
 class StringType(PrimitiveType):
     _name = "string"
 
@@ -241,12 +260,22 @@ _SIMPLE: dict[str, PrimitiveType] = {
         TimeType,
         TimestampType,
         TimestamptzType,
+        TimestampNanoType,
+        TimestamptzNanoType,
+        UnknownType,
         StringType,
         UUIDType,
         BinaryType,
     )
 }
-_V3_TYPES = frozenset({"timestamp_ns", "timestamptz_ns", "variant", "unknown"})
+_UNSUPPORTED_V3 = frozenset({"variant"})
+
+NANO_TIMESTAMPS = (TimestampNanoType, TimestamptzNanoType)
+"""The nanosecond timestamp types; their internal values are int nanoseconds."""
+MICRO_TIMESTAMPS = (TimestampType, TimestamptzType)
+"""The microsecond timestamp types; their internal values are int microseconds."""
+V3_TYPES = (TimestampNanoType, TimestamptzNanoType, UnknownType)
+"""Types a table may hold from format version 3 on (the spec's "added by v3")."""
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
 _FIXED = re.compile(r"^fixed\[\s*(\d+)\s*\]$")
 
@@ -260,7 +289,7 @@ def primitive_from_string(text: str) -> PrimitiveType:
         return DecimalType(int(m.group(1)), int(m.group(2)))
     if m := _FIXED.match(s):
         return FixedType(int(m.group(1)))
-    if s in _V3_TYPES or s.startswith(("geometry", "geography")):
+    if s in _UNSUPPORTED_V3 or s.startswith(("geometry", "geography")):
         raise UnsupportedError(
             f"type {text} (Iceberg format version 3) is not supported yet: a table with "
             "such a column cannot be read or written here"
@@ -269,6 +298,13 @@ def primitive_from_string(text: str) -> PrimitiveType:
 
 
 JsonType = str | dict[str, Any]
+
+
+def v3_types_in(t: IcebergType) -> list[str]:
+    """The names of the format-version-3 types in ``t`` (itself or nested), in order."""
+    if isinstance(t, V3_TYPES):
+        return [str(t)]
+    return [name for f in child_fields(t) for name in v3_types_in(f.field_type)]
 
 
 def type_to_json(t: IcebergType) -> JsonType:

@@ -8,6 +8,8 @@ float, double              float
 date                       int, days since 1970-01-01
 time                       int, microseconds since midnight
 timestamp, timestamptz     int, microseconds since 1970-01-01 00:00 UTC
+timestamp(tz)_ns           int, nanoseconds since 1970-01-01 00:00 UTC
+unknown                    None (always null)
 decimal(P, S)              decimal.Decimal with exponent -S
 string                     str
 binary, fixed[L]           bytes
@@ -28,6 +30,7 @@ import pyarrow as pa
 
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     DateType,
     DecimalType,
     IcebergType,
@@ -35,6 +38,7 @@ from stream_sink.table.types import (
     TimestampType,
     TimestamptzType,
     TimeType,
+    UnknownType,
 )
 
 _TO_MICROS = {"s": 1_000_000, "ms": 1000, "us": 1}
@@ -49,7 +53,7 @@ def to_internal(arr: pa.Array | pa.ChunkedArray, t: IcebergType) -> list:
     if not isinstance(t, PrimitiveType):
         raise SchemaMismatchError(f"no internal value form for nested type {t}")
     at = arr.type
-    if pa.types.is_null(at):
+    if pa.types.is_null(at) or isinstance(t, UnknownType):
         return [None] * len(arr)
     if isinstance(t, DateType) and pa.types.is_date(at):
         arr = arr.cast(pa.date32()).cast(pa.int32())
@@ -57,6 +61,8 @@ def to_internal(arr: pa.Array | pa.ChunkedArray, t: IcebergType) -> list:
         arr = _micros(arr.cast(pa.int64() if at.bit_width == 64 else pa.int32()), at.unit)
     elif isinstance(t, (TimestampType, TimestamptzType)) and pa.types.is_timestamp(at):
         arr = _micros(arr.cast(pa.int64()), at.unit)
+    elif isinstance(t, NANO_TIMESTAMPS) and pa.types.is_timestamp(at):
+        arr = arr.cast(pa.timestamp("ns", at.tz)).cast(pa.int64())
     elif pa.types.is_string_view(at):
         arr = arr.cast(pa.large_string())
     elif pa.types.is_binary_view(at):

@@ -24,13 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from stream_sink.exceptions import UnsupportedError
 from stream_sink.io import FileIO
 from stream_sink.io.errors import io_failure, quietly
 from stream_sink.table.arrow import schema_to_arrow
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.metrics_config import MetricsConfig
 from stream_sink.table.schema import Schema
-from stream_sink.table.types import DoubleType, FloatType
+from stream_sink.table.types import DoubleType, FloatType, UnknownType, v3_types_in
 from stream_sink.table.values import to_internal
 from stream_sink.write.column_stats import ColumnStatsPlan, footer_column_stats, serialize_bounds
 from stream_sink.write.config import ParquetOptions
@@ -50,16 +51,39 @@ class FileSpec:
     sort_order_id: int | None = None
 
     @cached_property
+    def stored_schema(self) -> Schema:
+        """The columns the file holds: the schema without its ``unknown`` columns
+        (always null, never stored in data files, per the spec)."""
+        return stored_columns(self.schema)
+
+    @cached_property
     def arrow_schema(self) -> pa.Schema:
-        return schema_to_arrow(self.schema)
+        return schema_to_arrow(self.stored_schema)
 
     @cached_property
     def plan(self) -> ColumnStatsPlan:
-        return ColumnStatsPlan.build(self.schema, self.metrics)
+        return ColumnStatsPlan.build(self.stored_schema, self.metrics)
 
     @cached_property
     def leaf_paths(self) -> dict[int, LeafPath]:
-        return leaf_paths(self.schema)
+        return leaf_paths(self.stored_schema)
+
+
+def stored_columns(schema: Schema) -> Schema:
+    """``schema`` without its top-level ``unknown`` columns; one nested in a struct,
+    list or map is refused (not supported yet)."""
+    kept = [f for f in schema.fields if not isinstance(f.field_type, UnknownType)]
+    for f in kept:
+        nested = v3_types_in(f.field_type)
+        if "unknown" in nested:
+            raise UnsupportedError(
+                f"column {f.name!r} holds a field of type unknown inside a nested type: "
+                "not supported yet (add the unknown column at the top level)"
+            )
+    if len(kept) == len(schema.fields):
+        return schema
+    ids = [i for i in schema.identifier_field_ids if any(f.field_id == i for f in kept)]
+    return Schema(*kept, schema_id=schema.schema_id, identifier_field_ids=ids)
 
 
 # Below this many rows per buffered piece on average, pieces are joined before encoding.
@@ -112,6 +136,8 @@ class ParquetAppender:
         of ``data`` holds a NaN (:func:`has_nan`), so they need not be counted."""
         if data.num_rows == 0:
             return
+        if data.num_columns != len(self._arrow_schema):  # unknown columns are not stored
+            data = data.select(self._arrow_schema.names)
         if not nan_free:
             for fid in self._plan.nan_ids:
                 self._nan_counts[fid] += count_nan(data, self._paths[fid])
@@ -264,6 +290,8 @@ def bounds_from_file(
 def has_nan(data: pa.Table, spec: FileSpec) -> bool:
     """Whether any float/double column of ``data`` (in ``spec``'s Arrow form) holds a NaN:
     one pass over a whole batch instead of one per partition slice of it."""
+    if data.num_columns != len(spec.arrow_schema):  # unknown columns are not stored
+        data = data.select(spec.arrow_schema.names)
     return any(count_nan(data, spec.leaf_paths[fid]) for fid in spec.plan.nan_ids)
 
 

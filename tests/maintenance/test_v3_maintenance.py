@@ -72,11 +72,15 @@ def test_conversion_to_vectors_then_compaction_on_v3(catalog: Catalog, spec: lis
 def test_an_upgraded_table_merges_its_position_deletes_into_vectors(catalog: Catalog) -> None:
     cdc = make_cdc_table(catalog, "db.t", batches=5, rows=60, seed=4)
     table = cdc.table
-    assert live_counts(table)["pos"] > 0  # v2 position delete files (same-batch updates)
+    old_files = live_counts(table)["pos"]
+    assert old_files > 0  # v2 position delete files (same-batch updates)
     table.upgrade_format_version(3)
-    table.maintenance.convert_equality_deletes()
-    inv = inventory(table.refresh(), table.current_snapshot())
-    vectors = [e.data_file for e in inv.deletes if e.data_file.is_deletion_vector]
-    assert vectors and len({v.referenced_data_file for v in vectors}) == len(vectors)
+    result = table.maintenance.convert_equality_deletes()
+    # every position delete file is merged into vectors and removed (the spec: a vector
+    # replaces them), none is left behind
+    assert result.removed_position_delete_files == old_files
+    counts = vectors_per_data_file(table)
+    assert counts and max(counts.values()) == 1
     for rows in every_reader(table):
         assert rows == cdc.expected()
+    assert table.maintenance.convert_equality_deletes().snapshot_id is None  # nothing left

@@ -118,6 +118,11 @@ def out_dir(out: str | None, count: int, i: int) -> str | None:
 
 def read_iceberg(a: argparse.Namespace) -> None:
     s = session(ICEBERG_CONF)
+    if a.generic:
+        for i, loc in enumerate(a.location):
+            df = read_generic(s, loc, a.snapshot_id, a.where or [])
+            emit(df, out_dir(a.out, len(a.location), i))
+        return
     for i, loc in enumerate(a.location):
         path, _, snap = loc.partition("@")
         reader = s.read.format("iceberg")
@@ -127,6 +132,62 @@ def read_iceberg(a: argparse.Namespace) -> None:
         if a.ref:
             reader = reader.option("branch", a.ref)
         emit(reader.load(newest_metadata(path)), out_dir(a.out, len(a.location), i))
+
+
+def read_generic(s: Any, location: str, snapshot_id: int | None, where: list[str]) -> Any:
+    """The rows of an Iceberg table as Iceberg Java's own generic reader (``IcebergGenerics``,
+    no Spark types: it reads what Spark cannot, such as nanosecond timestamps) returns
+    them, deletes applied; every value as its Java ``toString`` text. With ``where``
+    (``COLUMN=TEXT`` equality filters, Java converting the text to the column's type) the
+    data files Java's scan planning keeps instead (one column ``file``): pruned by its own
+    partition transforms and bounds."""
+    from pyspark.sql import types as st
+
+    path, _, snap = location.partition("@")
+    jvm = s.sparkContext._jvm
+    tables = jvm.org.apache.iceberg.hadoop.HadoopTables(s.sparkContext._jsc.hadoopConfiguration())
+    table = tables.load(newest_metadata(path))
+    chosen = int(snap) if snap else snapshot_id
+    if where:
+        scan = table.newScan()
+        scan = scan.useSnapshot(chosen) if chosen is not None else scan
+        for condition in where:
+            column, sep, text = condition.partition("=")
+            if not sep:
+                raise UsageError(f"--where wants COLUMN=VALUE, not {condition!r}")
+            scan = scan.filter(jvm.org.apache.iceberg.expressions.Expressions.equal(column, text))
+        tasks = scan.planFiles()
+        files = []
+        try:
+            it = tasks.iterator()
+            while it.hasNext():
+                files.append([str(it.next().file().location())])
+        finally:
+            tasks.close()
+        return s.createDataFrame(files, st.StructType([st.StructField("file", st.StringType())]))
+    scan = jvm.org.apache.iceberg.data.IcebergGenerics.read(table)
+    if chosen is not None:
+        scan = scan.useSnapshot(chosen)
+    names = [c.name() for c in table.schema().columns()]
+    rows = []
+    records = scan.build()
+    try:
+        it = records.iterator()
+        while it.hasNext():
+            record = it.next()
+            rows.append([_text(record.get(i)) for i in range(len(names))])
+    finally:
+        records.close()
+    schema = st.StructType([st.StructField(n, st.StringType()) for n in names])
+    return s.createDataFrame(rows, schema)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def sql_iceberg(a: argparse.Namespace) -> None:
@@ -192,6 +253,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("location", nargs="+", help="LOCATION[@SNAPSHOT_ID]; several need --out")
     r.add_argument("--snapshot-id", type=int)
     r.add_argument("--ref")
+    r.add_argument(
+        "--generic",
+        action="store_true",
+        help="read with Iceberg's generic Java reader (no Spark types), values as text",
+    )
+    r.add_argument(
+        "--where", action="append", help="COLUMN=VALUE: the data files Java plans (with --generic)"
+    )
     r.add_argument("--out", help="write Parquet (OUT, or OUT/<i> for the i-th) instead")
     q = sub.add_parser("sql", help="Spark SQL over the Iceberg Hadoop catalog `hc`")
     q.add_argument("--warehouse", help="the Hadoop catalog `hc`'s warehouse directory")

@@ -196,6 +196,16 @@ def read_with_java(locations: Sequence[str]) -> list[pa.Table]:
     return _read_all(["read"], locations, JAVA_ICEBERG)
 
 
+def read_with_java_generic(locations: Sequence[str], where: Sequence[str] = ()) -> list[pa.Table]:
+    """As :func:`read_with_java`, but through Apache Iceberg Java's own generic reader
+    (``IcebergGenerics``) instead of Spark, every value as its Java ``toString`` text:
+    it reads types Spark has none for (``timestamp_ns``, ``timestamptz_ns``). With ``where``
+    (``COLUMN=VALUE`` equality filters) one column ``file`` instead: the data files Java's
+    scan planning keeps for them (pruned by its own partition transforms and bounds)."""
+    filters = [arg for w in where for arg in ("--where", w)]
+    return _read_all(["read", "--generic", *filters], locations, JAVA_ICEBERG)
+
+
 def sql_with_java(warehouse: str, statements: Sequence[str]) -> list[pa.Table | None]:
     """``statements`` run in order in one Spark session whose Iceberg Hadoop catalog
     ``hc`` sits on ``warehouse``; one entry per statement (see ``_sql``)."""

@@ -11,7 +11,8 @@ e.g. ``s3://ckpt/run``) move the tables to another catalog and the sink's checkp
 elsewhere (the REST kill test); ``STREAM_SINK_KILL_S3A`` (JSON ``s3.*`` properties) with
 ``STREAM_SINK_KILL_SPARK_CHECKPOINTS`` (e.g. ``s3a://ckpt/run``) put Spark's own
 checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
-``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``). It prints
+``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``);
+``STREAM_SINK_KILL_STREAMS=upsert`` runs the upsert stream only. It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -109,6 +110,7 @@ def main(root: Path, route: str, master: str) -> None:
         "state_dir": str(root / "state"),
         "commit_mode": os.environ.get("STREAM_SINK_KILL_COMMIT_MODE", "synchronous"),
     }
+    streams = os.environ.get("STREAM_SINK_KILL_STREAMS", "append,upsert").split(",")
     append = IcebergSink(
         table=f"{ns}.events",
         checkpoint_location=f"{chk}/chk-append",
@@ -118,7 +120,10 @@ def main(root: Path, route: str, master: str) -> None:
         write_route="auto" if "://" in chk else "spark",
         **common,
     )
-    run(spark, append, root / "append-in", APPEND_SCHEMA)
+    if "append" in streams:
+        run(spark, append, root / "append-in", APPEND_SCHEMA)
+    else:
+        append.close()
     upsert = IcebergSink(
         table=f"{ns}.latest",
         mode="upsert",

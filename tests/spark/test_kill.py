@@ -41,22 +41,28 @@ def write_input(root: Path, files: int, seed: int = 3) -> dict[int, str]:
 
 
 def prepare(
-    root: Path, files: int = FILES, catalog: Any = None, namespace: str = "db"
+    root: Path,
+    files: int = FILES,
+    catalog: Any = None,
+    namespace: str = "db",
+    format_version: int = 2,
 ) -> dict[int, str]:
     """The tables ``<namespace>.events`` and ``.latest`` (in ``catalog``, by default a
-    Hadoop catalog under ``root/warehouse``) and the input files; the upsert stream's
-    last value per key."""
+    Hadoop catalog under ``root/warehouse``; of ``format_version``) and the input files;
+    the upsert stream's last value per key."""
     if catalog is None:
         catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(root / "warehouse"))
         catalog.create_namespace(namespace)
     catalog.create_table(
         f"{namespace}.events",
         schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
+        format_version=format_version,
     )
     catalog.create_table(
         f"{namespace}.latest",
         schema=pa.schema([pa.field("id", pa.int64(), False), ("data", pa.string())]),
         identifier_fields=["id"],
+        format_version=format_version,
     )
     return write_input(root, files)
 
@@ -92,6 +98,36 @@ def test_sigkill_and_restart_keeps_append_and_upsert_exactly_once(
         job.killed_mid_stream(kill_rng(11))
     job.run_to_end()
     check_exactly_once(tmp_path, latest, files=files, spark_files=True)
+
+
+V3_FILES = 3
+
+
+def test_v3_killed_around_the_table_commit_keeps_upserts_exactly_once(tmp_path: Path) -> None:
+    """v3 tables, the upsert stream alone: it writes deletion vectors (a key twice in a
+    batch) beside equality deletes. Killed right after the table commit of its second
+    batch (before the state cleanup: the restart must not commit it again), then right
+    after writing the next metadata file (before the catalog swap: the restart must commit
+    it once), then run to the end."""
+    latest = prepare(tmp_path, V3_FILES, format_version=3)
+    job = kill_job(tmp_path, env={**os.environ, "STREAM_SINK_KILL_STREAMS": "upsert"})
+    job.killed_at("after-table-commit@2")
+    job.killed_at("after-metadata-file-write@1")
+    job.run_to_end()
+    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    upserts = catalog.load_table("db.latest")
+    assert upserts.format_version == 3
+    got = upserts.scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["data"]) for r in got) == sorted(latest.items())
+    duck = duckdb_rows(upserts.metadata_location)
+    assert sorted((r["id"], r["data"]) for r in duck) == sorted(latest.items())
+    assert_committed_once(iceberg_marks(upserts))
+    assert [s.summary["stream-sink.max-committed-checkpoint-id"] for s in upserts.snapshots()] == [
+        str(i) for i in range(V3_FILES)
+    ]  # one commit per batch
+    deletes = [d for task in upserts.scan().plan_files() for d in task.delete_files]
+    assert any(d.is_deletion_vector for d in deletes), "no deletion vector was written"
+    assert all(d.is_deletion_vector or d.equality_ids for d in deletes)
 
 
 def check_exactly_once(

@@ -14,6 +14,9 @@ time                   TimeType(6) when ``spark.sql.timeType.enabled``, else Lon
                        that flag; Java Iceberg cannot read time columns in Spark)
 timestamp              TimestampNTZType (no zone: the wall-clock value, never shifted)
 timestamptz            TimestampType (an instant; Spark shows it in the session zone)
+timestamp_ns,          none: refused, naming the column (Spark has no nanosecond type;
+timestamptz_ns         Apache Iceberg's Spark integration refuses such tables too)
+unknown                NullType
 string                 StringType
 uuid                   StringType, canonical lower-case ``8-4-4-4-12`` form
 fixed(L), binary       BinaryType
@@ -42,6 +45,7 @@ import pyarrow.compute as pc
 
 from stream_sink.exceptions import UnsupportedError
 from stream_sink.table.types import (
+    NANO_TIMESTAMPS,
     BinaryType,
     BooleanType,
     DateType,
@@ -60,6 +64,7 @@ from stream_sink.table.types import (
     TimestampType,
     TimestamptzType,
     TimeType,
+    UnknownType,
     UUIDType,
 )
 
@@ -80,7 +85,10 @@ def _spark_field(f: NestedField, parent_nullable: bool, time_type: bool) -> st.S
 
     nullable = parent_nullable or not f.required
     metadata = {"comment": f.doc} if f.doc else {}
-    data_type = spark_type(f.field_type, nullable, time_type=time_type)
+    try:
+        data_type = spark_type(f.field_type, nullable, time_type=time_type)
+    except UnsupportedError as e:
+        raise UnsupportedError(f"column {f.name!r}: {e}") from None
     return st.StructField(f.name, data_type, nullable, metadata)
 
 
@@ -102,6 +110,13 @@ def spark_type(t: IcebergType, nullable: bool = True, *, time_type: bool = False
         return st.DecimalType(t.precision, t.scale)
     if isinstance(t, TimeType):
         return st.TimeType(6) if time_type else st.LongType()
+    if isinstance(t, NANO_TIMESTAMPS):
+        raise UnsupportedError(
+            f"Iceberg type {t} has no Spark type: Spark timestamps stop at microseconds "
+            "and truncating would change the values (Apache Iceberg's Spark integration "
+            "refuses such tables too): leave the column out (columns=[...]) or read it with "
+            "table.scan()"
+        )
     simple: dict[type, st.DataType] = {
         BooleanType: st.BooleanType(),
         IntegerType: st.IntegerType(),
@@ -115,6 +130,7 @@ def spark_type(t: IcebergType, nullable: bool = True, *, time_type: bool = False
         UUIDType: st.StringType(),
         FixedType: st.BinaryType(),
         BinaryType: st.BinaryType(),
+        UnknownType: st.NullType(),
     }
     try:
         return simple[type(t)]

@@ -222,10 +222,10 @@ class Catalog(ABC, Generic[TableT]):
         format_version: int = 2,
     ) -> TableT:
         ident = table_identifier(identifier)
-        iceberg_schema = _as_schema(schema, identifier_fields)
-        spec = build_partition_spec(iceberg_schema, partition_spec or [])
         props = dict(properties or {})
         version = table_format_version(props, format_version)
+        iceberg_schema = _as_schema(schema, identifier_fields, version)
+        spec = build_partition_spec(iceberg_schema, partition_spec or [])
         meta = new_table_metadata(
             iceberg_schema,
             spec,
@@ -265,12 +265,15 @@ class Catalog(ABC, Generic[TableT]):
             ) from e
 
 
-def _as_schema(schema: Schema | pa.Schema, identifier_fields: Sequence[str] | None) -> Schema:
+def _as_schema(
+    schema: Schema | pa.Schema, identifier_fields: Sequence[str] | None, format_version: int
+) -> Schema:
     if isinstance(schema, Schema):
         return schema.with_identifier_fields(identifier_fields) if identifier_fields else schema
     from stream_sink.table.arrow import schema_from_arrow
 
-    return schema_from_arrow(schema, list(identifier_fields) if identifier_fields else None)
+    keys = list(identifier_fields) if identifier_fields else None
+    return schema_from_arrow(schema, keys, format_version)
 
 
 FORMAT_VERSION_PROPERTIES = ("format-version", "write.format-version")

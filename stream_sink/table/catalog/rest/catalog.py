@@ -53,7 +53,7 @@ from stream_sink.table.catalog.rest.changes import TableChanges, table_changes
 from stream_sink.table.catalog.rest.client import RestClient
 from stream_sink.table.metadata import TableMetadata, parse_metadata
 from stream_sink.table.partitioning import PartitionSpec, build_partition_spec
-from stream_sink.table.schema import Schema
+from stream_sink.table.schema import Schema, check_types_for_version
 from stream_sink.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 
 log = logging.getLogger(__name__)
@@ -284,10 +284,12 @@ class RestCatalog(Catalog[TableT]):
         format_version: int = 2,
     ) -> TableT:
         ident = table_identifier(identifier)
-        iceberg_schema = _as_schema(schema, identifier_fields)
-        spec = build_partition_spec(iceberg_schema, partition_spec or [])
         props = {str(k): str(v) for k, v in (properties or {}).items()}
-        props["format-version"] = str(table_format_version(props, format_version))
+        version = table_format_version(props, format_version)
+        props["format-version"] = str(version)
+        iceberg_schema = _as_schema(schema, identifier_fields, version)
+        check_types_for_version(iceberg_schema, version, dotted(ident))
+        spec = build_partition_spec(iceberg_schema, partition_spec or [])
         body: dict[str, Any] = {
             "name": ident[-1],
             "schema": iceberg_schema.to_json(),
