@@ -29,7 +29,10 @@ case "$what" in
     fi
     status=0
     if [ "$what" = test-fast ]; then
-      .venv/bin/python -m pytest -m "not slow" "$@" || status=$?
+      # the whole fast suite on two workers; a file or -k runs in one process
+      workers=()
+      [ "$#" -gt 0 ] || workers=(-n "${STREAM_SINK_TEST_WORKERS:-2}" --dist loadgroup)
+      .venv/bin/python -m pytest -m "not slow" "${workers[@]}" "$@" || status=$?
       exit "$status"
     fi
     if [ "$#" -gt 0 ]; then

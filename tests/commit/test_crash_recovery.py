@@ -1,4 +1,5 @@
-"""Kill the driver (SIGKILL) at every failpoint, restart it, and prove exactly-once.
+"""Kill the driver (SIGKILL) at every failpoint, restart it, and prove exactly-once, on
+format version 2 and 3 tables.
 
 Each scenario runs ``crash_driver.py`` over the scripted changelog of ``changelog.py``
 with ``STREAM_SINK_FAILPOINT`` set, expects it to die by SIGKILL, runs it again without
@@ -38,11 +39,13 @@ class Scenario:
     backend: str
     interval: int
     schedule: str = "synchronous"
+    format_version: int = 2
 
     @property
     def name(self) -> str:
         name = f"{self.failpoint}@{self.hit}-{self.backend}-every{self.interval}"
-        return name if self.schedule == "synchronous" else f"{name}-{self.schedule}"
+        name = name if self.schedule == "synchronous" else f"{name}-{self.schedule}"
+        return name if self.format_version == 2 else f"{name}-v{self.format_version}"
 
 
 SCENARIOS = (
@@ -54,6 +57,8 @@ SCENARIOS = (
         Scenario(fp, 2, "rocksdb", 1, "pipelined")
         for fp in ("after-metadata-file-write", "after-table-commit", "after-state-cleanup")
     ]
+    # a v3 table: deletion vectors instead of position-delete files, row lineage
+    + [Scenario(fp, 2, "rocksdb", 2, format_version=3) for fp in FAILPOINTS]
 )
 
 
@@ -68,7 +73,12 @@ def _scenario(base: Path, scenario: Scenario) -> Outcome:
     root = base / scenario.name
     catalog = load_catalog("c", type="hadoop", warehouse=str(root / "warehouse"))
     catalog.create_namespace("db")
-    catalog.create_table("db.cdc", schema=SCHEMA, identifier_fields=["id"])
+    catalog.create_table(
+        "db.cdc",
+        schema=SCHEMA,
+        identifier_fields=["id"],
+        format_version=scenario.format_version,
+    )
     args = [str(root), scenario.backend, str(scenario.interval), scenario.schedule]
     job = KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=TIMEOUT_S)
     first = job.run(f"{scenario.failpoint}@{scenario.hit}")
@@ -98,9 +108,12 @@ def test_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     )
     assert out.second[0] == 0, out.second[1][-3000:]
     table = _table(out.root)
+    assert table.format_version == scenario.format_version
     assert table_rows(table) == expected_rows()
     paths = [f.file_path for f in live_files(table)]
     assert len(paths) == len(set(paths)), "a file is referenced twice"
+    if scenario.format_version == 3:  # the first batch updates a row it inserted
+        assert any(f.is_deletion_vector for f in live_files(table)), "no deletion vector"
     assert watermark(table, "query-1", "cdc") == len(BATCHES) - 1
     assert staging_manifests(table) == []
     acked = sorted(int(n) for n in os.listdir(out.root / "commits") if n.isdigit())
@@ -109,3 +122,4 @@ def test_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
 
 def test_every_failpoint_is_exercised() -> None:
     assert {s.failpoint for s in SCENARIOS} == set(FAILPOINTS)
+    assert {s.failpoint for s in SCENARIOS if s.format_version == 3} == set(FAILPOINTS)
