@@ -47,7 +47,8 @@ case "$what" in
     spark35_log="$(mktemp "${TMPDIR:-/tmp}/stream-sink-spark35.XXXXXX")"
     .ci/scripts/spark35.sh > "$spark35_log" 2>&1 &
     spark35=$!
-    .venv/bin/python -m pytest -n "${STREAM_SINK_TEST_WORKERS:-2}" --dist loadgroup || status=$?
+    .venv/bin/python -m pytest -n "${STREAM_SINK_TEST_WORKERS:-2}" --dist loadgroup \
+      --durations=30 || status=$?  # the 30 slowest tests close the report
     spark35_status=0
     wait "$spark35" || spark35_status=$?
     echo "=== the Spark tests on pyspark 3.5 (.ci/scripts/spark35.sh) ==="
