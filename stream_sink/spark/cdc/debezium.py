@@ -137,6 +137,11 @@ def from_debezium(
     detail = _detail(df, raw)
     # a typed null without a key column: pyspark 3.5 cannot extract fields from NULL
     key_image = _parse_key(F.col(KAFKA_KEY_COLUMN), rows) if keyed else F.lit(None).cast(rows)
+    # Parsed once, in a projection of their own: built into the expressions below, each
+    # use (every field, every CASE branch) would parse the event again (90 parses per
+    # event in the optimized plan), which made the parse 15x slower than one from_json.
+    df = df.select("*", env.alias(_ENVELOPE), key_image.alias(_KEY_IMAGE))
+    env, key_image = F.col(_ENVELOPE), F.col(_KEY_IMAGE)
     position = [F.col(c) for c in taken] + [
         F.when(tombstone, F.lit(TOMBSTONE_POSITION)).otherwise(_path(env, p).cast("long"))
         for p in envelope_paths
@@ -162,6 +167,12 @@ def from_debezium(
         marked(F.struct(*order_fields), order_column),
         *(F.col(name) for name, _ in extra),
     )
+
+
+_ENVELOPE = "_cdc_envelope"
+_KEY_IMAGE = "_cdc_key_image"
+"""Working columns of :func:`from_debezium` (the parsed event and its Kafka key's row);
+neither is in its result."""
 
 
 def to_spark_schema(schema: StructType | Schema | str) -> StructType:
