@@ -1,5 +1,5 @@
-"""S3 stores that behave otherwise than a well-behaved one, for tests: forwarding
-proxies in front of a real S3 server (SeaweedFS).
+"""Faulty S3 stores for tests: forwarding proxies in front of a real S3 server
+(SeaweedFS) that show what it does not.
 
 - :func:`store_ignoring_if_none_match` drops ``If-None-Match`` from every request, so a
   "conditional" PUT overwrites, as on a store without conditional writes.
