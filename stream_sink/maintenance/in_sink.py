@@ -3,7 +3,8 @@
 ``after_commit(metadata)`` is called by the sink after each checkpoint's commits with
 the table state they produced. When a trigger is due and no run is under way, a run
 starts (in a background thread unless ``options.background`` is False): it takes the
-table's maintenance lock (a run that cannot is skipped and retried), then runs the
+table's maintenance lock (a run that cannot is skipped and retried; a table whose lock
+needs a location and names none first gets one beside the sink's checkpoints), then runs the
 enabled actions in order: compaction, dangling delete removal, equality-delete
 conversion, manifest rewrite, snapshot expiry, old metadata file removal, orphan removal.
 
@@ -45,6 +46,7 @@ from dataclasses import dataclass, replace
 
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.maintenance.actions import Maintenance
+from stream_sink.maintenance.lease_lock import adopt_lock_location
 from stream_sink.maintenance.lock import MaintenanceLock
 from stream_sink.maintenance.options import MaintenanceOptions
 from stream_sink.maintenance.triggers import TriggerState
@@ -64,7 +66,9 @@ class SinkMaintenance:
     ``load_table`` gives a fresh handle of the table; ``owner`` names the lock's holder
     (stable per sink, so a restarted sink takes back the lease a killed run left);
     ``protected`` (called on the caller's thread when a run starts) names files the sink
-    holds but has not committed.
+    holds but has not committed. ``lock_location`` (``sink_lock_location``: beside the
+    sink's checkpoints) is recorded as the table's lock location before a run when the
+    table's lock needs one and the table names none (``adopt_lock_location``).
     """
 
     def __init__(
@@ -76,8 +80,10 @@ class SinkMaintenance:
         clock: Callable[[], float] = time.time,
         *,
         report: Callable[[MaintenanceMetricsSnapshot], None] | None = None,
+        lock_location: str | None = None,
     ) -> None:
         self._load_table = load_table
+        self._lock_location = lock_location
         self.options = options
         self._owner = owner
         self._protected = protected
@@ -142,7 +148,7 @@ class SinkMaintenance:
         started = time.perf_counter()
         outcome = _Outcome()
         try:
-            table = self._load_table()
+            table = adopt_lock_location(self._load_table(), self._lock_location)
             lock = MaintenanceLock.for_table(
                 table, self._owner, self.options.lock_lease_ms, owner=self._owner
             )

@@ -5,7 +5,10 @@ log of lease objects in a lock location of the user's choosing, written by put-i
 
 The location is the table property ``stream-sink.maintenance.lock-location`` (a
 directory every maintainer of the table can write: beside the sink's checkpoints, say),
-one sub-directory per table uuid. Each state of the lock is a new object
+one sub-directory per table uuid. When the table names none, a sink's in-job
+maintenance records ``<its checkpoint location>/<sink id>/maintenance-locks`` as the
+property before its first run (``adopt_lock_location``), so the CLI and other sinks
+then share that lock. Each state of the lock is a new object
 ``lease-<seq>.json`` holding ``{"owner", "expires-ms"}`` (owner null: released); the
 object with the highest ``seq`` is the lock's state.
 
@@ -14,6 +17,9 @@ Invariants:
   read, with put-if-absent: of racers from one state exactly one wins, so at most one
   holder at a time, and an expired lease is taken over without deleting anything a
   racer could have written meanwhile.
+- A recorded location is never replaced: ``adopt_lock_location`` writes the property
+  only to a table that names none, from a fresh read, and every maintainer then uses
+  what the table names (the explicit property is the override).
 - Only the holder renews or releases; a lease under the same owner is taken back at
   once (a restarted sink). Objects two states behind the newest are removed by the
   next winner (best effort: a leftover is harmless).
@@ -29,7 +35,8 @@ from typing import Any
 
 from stream_sink.exceptions import StreamSinkError, UnsupportedError
 from stream_sink.io.fileio import FileIO
-from stream_sink.maintenance.lock import LOCK_LOCATION, MaintenanceLock, _now_ms
+from stream_sink.maintenance.lock import LOCK_LOCATION, MaintenanceLock, _now_ms, uses_lease_log
+from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.table import Table
 
 log = logging.getLogger(__name__)
@@ -50,6 +57,42 @@ def lock_directory(table: Table) -> str:
             "TABLE ... SET TBLPROPERTIES"
         )
     return f"{base}/{table.metadata.table_uuid}"
+
+
+LOCKS_DIR = "maintenance-locks"
+"""Under a sink's own checkpoint directory: the lock location it records by default."""
+
+
+def sink_lock_location(checkpoint_location: str, sink_id: str) -> str:
+    """The lock location a sink records when the table names none."""
+    return f"{checkpoint_location.rstrip('/')}/{sink_id}/{LOCKS_DIR}"
+
+
+def adopt_lock_location(table: Table, default: str | None) -> Table:
+    """``table``, with ``default`` recorded as its lock location when its lock is a lease
+    log (``uses_lease_log``) and it names none; ``table`` as it is otherwise.
+
+    ``default`` (a sink's ``sink_lock_location``) is recorded only where a lease log can
+    live (put-if-absent: ``s3://`` or local), by a metadata-only commit that changes
+    nothing when another maintainer recorded a location first. Without a usable default
+    the table is returned unchanged and taking the lock is refused, naming the property.
+    """
+    from stream_sink.table.metadata_commit import commit_metadata_change
+
+    if default is None or LOCK_LOCATION in table.properties or not uses_lease_log(table):
+        return table
+    if not FileIO.for_location(default, table.io.properties).supports_put_if_absent:
+        return table
+
+    def record(meta: TableMetadata) -> TableMetadata | None:
+        if LOCK_LOCATION in meta.properties:
+            return None
+        return meta.with_properties({LOCK_LOCATION: default})
+
+    commit_metadata_change(table, record)
+    where = table.properties.get(LOCK_LOCATION)
+    log.info("table %s: maintenance lock location %s=%s", table.name, LOCK_LOCATION, where)
+    return table
 
 
 class LeaseLogLock(MaintenanceLock):

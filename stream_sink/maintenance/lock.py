@@ -5,7 +5,8 @@
   database; taken by INSERT, or by an UPDATE that matches only an expired row.
 - Any other catalog (REST) or a table with the property ``stream-sink.maintenance.
   lock-location``: a log of lease objects there, created by put-if-absent
-  (``lease_lock``).
+  (``lease_lock``). A sink's in-job maintenance records a location beside its own
+  checkpoints as that property when the table names none (``adopt_lock_location``).
 - Hadoop (filesystem) catalog: ``<metadata dir>/maintenance.lock`` created
   exclusively (hard link of a complete temp file), holding the owner and the
   lease's expiry. An expired lock file is moved aside under a unique name; the mover
@@ -44,6 +45,17 @@ LOCK_LOCATION = "stream-sink.maintenance.lock-location"
 catalog keeps none and whose storage may take no lock file (a REST catalog's table)."""
 
 
+def uses_lease_log(table: Table) -> bool:
+    """Whether ``table``'s lock is a lease log (``lease_lock``): its catalog keeps no
+    lock (not SQL) and either its storage takes no lock file (not local) or it names a
+    lock location."""
+    from stream_sink.table.catalog.sql import SqlCatalog
+
+    if isinstance(table.catalog, SqlCatalog):
+        return False
+    return table.io.scheme != "file" or LOCK_LOCATION in table.properties
+
+
 class MaintenanceLockedError(StreamSinkError):
     """Another maintainer holds the table's maintenance lock."""
 
@@ -79,7 +91,7 @@ class MaintenanceLock(ABC):
         owner = owner or new_owner(purpose)
         if isinstance(table.catalog, SqlCatalog):
             return SqlMaintenanceLock(table, owner, lease_ms)
-        if table.io.scheme != "file" or LOCK_LOCATION in table.properties:
+        if uses_lease_log(table):
             from stream_sink.maintenance.lease_lock import LeaseLogLock
 
             return LeaseLogLock(table, owner, lease_ms)

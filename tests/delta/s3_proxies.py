@@ -1,11 +1,16 @@
-"""S3 stores that behave otherwise than moto, for tests: forwarding proxies in front of
-the moto server.
+"""Faulty S3 stores for tests: forwarding proxies in front of a real S3 server
+(SeaweedFS) that show what it does not.
 
 - :func:`store_ignoring_if_none_match` drops ``If-None-Match`` from every request, so a
   "conditional" PUT overwrites, as on a store without conditional writes.
 - :func:`store_with_conflicts` answers the first ``n`` conditional PUTs of commit files
   (``*.json``) with ``409 ConditionalRequestConflict`` without forwarding them, as S3
   does while another conditional write of the key is in flight.
+
+A real server checks each request's SigV4 signature, which covers the ``Host`` header
+and the signed headers (``If-None-Match`` among them): the proxy signs every request it
+forwards again, with the store's keys (the ``s3.*`` properties), as the client would
+have signed the request it forwards.
 
 Request bodies are forwarded by ``Content-Length`` (what boto3 sends); pyarrow's chunked
 uploads of data files should go to the server directly."""
@@ -14,12 +19,13 @@ from __future__ import annotations
 
 import http.client
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 DROPPED = {"if-none-match", "host", "connection", "transfer-encoding"}
+SIGNATURE = {"authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}
 
 
 CONFLICT = (
@@ -28,11 +34,28 @@ CONFLICT = (
 )
 
 
+def _signed(
+    method: str, url: str, headers: Mapping[str, str], body: bytes | None, s3: Mapping[str, str]
+) -> dict[str, str]:
+    """``headers`` with a SigV4 signature of the request to ``url`` by the keys in ``s3``
+    (the ``s3.*`` properties) in place of the client's."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    kept = {k: v for k, v in headers.items() if k.lower() not in SIGNATURE}
+    request = AWSRequest(method=method, url=url, data=body or b"", headers=kept)
+    keys = Credentials(s3["s3.access-key-id"], s3["s3.secret-access-key"])
+    S3SigV4Auth(keys, "s3", s3.get("s3.region", "us-east-1")).add_auth(request)
+    return dict(request.headers.items())
+
+
 def _handler(
-    upstream: str, drop_condition: bool, conflicts: list[str]
+    s3: Mapping[str, str], drop_condition: bool, conflicts: list[str]
 ) -> type[BaseHTTPRequestHandler]:
-    """``conflicts``: one entry per 409 still to answer; each answered one is replaced by
-    the path it was answered for."""
+    """``s3``: the store's properties (endpoint and keys); ``conflicts``: one entry per
+    409 still to answer; each answered one is replaced by the path it was answered for."""
+    upstream = s3["s3.endpoint"]
     target = urlparse(upstream)
     dropped = DROPPED if drop_condition else DROPPED - {"if-none-match"}
     lock = threading.Lock()
@@ -62,6 +85,7 @@ def _handler(
             if self._conflict():
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+            headers = _signed(self.command, upstream + self.path, headers, body, s3)
             conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
@@ -90,18 +114,19 @@ def _handler(
 
 
 @contextmanager
-def store_ignoring_if_none_match(upstream: str) -> Iterator[str]:
-    """The endpoint of a proxy to ``upstream`` that drops ``If-None-Match``."""
-    with _proxy(_handler(upstream, True, [])) as endpoint:
+def store_ignoring_if_none_match(s3: Mapping[str, str]) -> Iterator[str]:
+    """The endpoint of a proxy to the store of ``s3`` (its ``s3.*`` properties) that
+    drops ``If-None-Match``."""
+    with _proxy(_handler(s3, True, [])) as endpoint:
         yield endpoint
 
 
 @contextmanager
-def store_with_conflicts(upstream: str, n: int) -> Iterator[tuple[str, list[str]]]:
-    """The endpoint of a proxy to ``upstream`` answering 409 to the first ``n``
+def store_with_conflicts(s3: Mapping[str, str], n: int) -> Iterator[tuple[str, list[str]]]:
+    """The endpoint of a proxy to the store of ``s3`` answering 409 to the first ``n``
     conditional PUTs of ``*.json``, and the list of the paths it answered so."""
     answered = [""] * n
-    with _proxy(_handler(upstream, False, answered)) as endpoint:
+    with _proxy(_handler(s3, False, answered)) as endpoint:
         yield endpoint, answered
 
 

@@ -1,5 +1,5 @@
-"""Delta tables on S3 (SeaweedFS, the real server of ``s3_props``; moto where a proxy
-rewrites signed requests): commits are conditional PUTs
+"""Delta tables on S3 (SeaweedFS, the real server of ``s3_props``, behind a forwarding
+proxy for the faults it does not show): commits are conditional PUTs
 (``If-None-Match: *``), so two writers racing for a version on an object store behave
 as on a local filesystem: exactly one wins, the other rebases after the conflict checks.
 Every table is read back by delta-rs and DuckDB's delta extension over S3."""
@@ -244,13 +244,10 @@ def test_storage_options_that_are_not_fileio_properties_are_refused(s3_loc: str)
 
 
 def test_a_store_that_ignores_conditional_writes_is_refused_before_any_version(
-    moto_s3_props: dict[str, str],
+    s3_props: dict[str, str],
 ) -> None:
-    # moto: the proxy rewrites signed requests, which a real server (it checks SigV4)
-    # refuses; moto does not check signatures
-    s3_props = moto_s3_props
     loc = f"s3://lake/delta/{uuid.uuid4().hex}"
-    with store_ignoring_if_none_match(s3_props["s3.endpoint"]) as endpoint:
+    with store_ignoring_if_none_match(s3_props) as endpoint:
         props = {**s3_props, "s3.endpoint": endpoint}
         with pytest.raises(UnsupportedError, match="does not honour conditional writes"):
             DeltaTable.create(loc, SCHEMA, storage_options=props)
@@ -258,14 +255,11 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_any_version(
 
 
 def test_a_409_conditional_conflict_rereads_and_retries_the_same_version(
-    moto_s3_props: dict[str, str],
+    s3_props: dict[str, str],
 ) -> None:
-    # moto: the proxy rewrites signed requests, which a real server (it checks SigV4)
-    # refuses; moto does not check signatures
-    s3_props = moto_s3_props
     loc = f"s3://lake/delta/{uuid.uuid4().hex}"
     table = DeltaTable.create(loc, SCHEMA, storage_options=s3_props)
-    with store_with_conflicts(s3_props["s3.endpoint"], 2) as (endpoint, answered):
+    with store_with_conflicts(s3_props, 2) as (endpoint, answered):
         props = {**s3_props, "s3.endpoint": endpoint}
         mine = DeltaTable.load(loc, storage_options=props)
         adds = write_data_files(loc, rows([1]), SCHEMA, (), io=table.io)  # straight to S3

@@ -35,6 +35,7 @@ def _stream(
     batches: int,
     properties: dict[str, str] | None = None,
     name: str = "db.t",
+    lock_location: str | None = None,
 ) -> tuple[CdcTable, SinkMaintenance, list[dict[str, int]]]:
     table = catalog.create_table(
         name, schema=SCHEMA, identifier_fields=["id"], properties=properties or {}
@@ -49,7 +50,11 @@ def _stream(
     )
     committer.restore()
     maintenance = SinkMaintenance(
-        lambda: catalog.load_table(name), options, "sink:test", committer.uncommitted_paths
+        lambda: catalog.load_table(name),
+        options,
+        "sink:test",
+        committer.uncommitted_paths,
+        lock_location=lock_location,
     )
     counts = []
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)

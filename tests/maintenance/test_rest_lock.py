@@ -3,9 +3,10 @@ table bucket takes no lock file): the lock is a log of lease objects, created by
 conditional PUT, in the directory the table property ``stream-sink.maintenance.
 lock-location`` names (here the ``ckpt`` bucket). One holder at a time, even among
 racers; an expired lease is taken over; the same owner takes its lease back; without
-the property the lock is refused saying what to set. ``stream-sink maintain`` compacts,
-converts, expires and removes orphans on such a table under that lock, and gives up
-while another maintainer holds it."""
+the property the lock is refused saying what to set, except that a sink's in-job
+maintenance records a location beside its own checkpoints (an explicit one is kept).
+``stream-sink maintain`` compacts, converts, expires and removes orphans on such a table
+under that lock, and gives up while another maintainer holds it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from test_in_sink import _stream
 from stream_sink.cli.main import main
 from stream_sink.exceptions import UnsupportedError
 from stream_sink.maintenance import Maintenance, MaintenanceLock, MaintenanceLockedError
+from stream_sink.maintenance.lease_lock import adopt_lock_location, sink_lock_location
 from stream_sink.maintenance.lock import LOCK_LOCATION
 from stream_sink.maintenance.options import MaintenanceOptions
 
@@ -119,25 +121,25 @@ def test_cli_maintain_on_a_rest_table_under_the_lease_lock(
     assert MaintenanceLock.for_table(table, owner="x").holder() is None  # released
 
 
-def test_in_sink_maintenance_on_a_rest_table_runs_under_the_lease_lock(
+def test_in_sink_maintenance_on_a_rest_table_records_its_lock_beside_its_checkpoints(
     rest_catalog: Any, tmp_path: Any
 ) -> None:
+    """No lock location on the table: the sink's maintenance records one beside the
+    sink's own checkpoints (``s3://ckpt/...`` here) and every run succeeds; the CLI's
+    lock then shares it."""
     ns = rest_catalog.test_namespace
     options = MaintenanceOptions(
         commit_count=4, max_snapshot_age_ms=0, retain_last=2, min_input_files=3, background=False
     )
+    beside = sink_lock_location(f"s3://ckpt/chk-{ns}", "t")
     cdc, maintenance, counts = _stream(
-        rest_catalog,
-        tmp_path,
-        options,
-        batches=12,
-        properties={LOCK_LOCATION: f"s3://ckpt/locks-{ns}"},
-        name=f"{ns}.t",
+        rest_catalog, tmp_path, options, batches=12, name=f"{ns}.t", lock_location=beside
     )
     m = maintenance.metrics
-    assert m.runs == 3 and m.failures == 0 and m.skipped_locked == 0
+    assert m.runs == 3 and m.failures == 0 and m.skipped_locked == 0, m.last_error
     assert max(c["snapshots"] for c in counts[4:]) <= 2 + 4 + 4  # kept bounded
     assert ours(cdc.table) == cdc.expected()
+    assert cdc.table.refresh().properties[LOCK_LOCATION] == beside
 
     held = MaintenanceLock.for_table(cdc.table.refresh(), owner="cli")
     assert held.try_acquire()
@@ -146,3 +148,10 @@ def test_in_sink_maintenance_on_a_rest_table_runs_under_the_lease_lock(
         assert maintenance.metrics.skipped_locked == 1
     finally:
         held.release()
+
+
+def test_an_explicit_lock_location_is_kept(rest_catalog: Any) -> None:
+    table = locked_table(rest_catalog, "explicit", batches=1)
+    explicit = table.properties[LOCK_LOCATION]
+    adopted = adopt_lock_location(table, sink_lock_location("s3://ckpt/elsewhere", "s"))
+    assert adopted.refresh().properties[LOCK_LOCATION] == explicit

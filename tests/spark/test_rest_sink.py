@@ -1,7 +1,9 @@
 """The sink on a table behind a REST catalog (SeaweedFS's, on its own S3 storage): an
 upsert stream with the sink's checkpoints on ``s3://``, restarted after losing its local
-state; read back by our reader and by DuckDB attaching the same REST catalog; the command
-line on the same catalog; and no secret in anything the run leaves behind."""
+state; read back by our reader and by DuckDB attaching the same REST catalog; in-sink
+maintenance runs without a lock location set (the sink records one beside its
+checkpoints); the command line on the same catalog; and no secret in anything the run
+leaves behind."""
 
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ from streams import run_available, write_batches
 import stream_sink as ss
 from stream_sink.cli.main import main
 from stream_sink.io import FileIO
+from stream_sink.maintenance import MaintenanceOptions
+from stream_sink.maintenance.lease_lock import sink_lock_location
+from stream_sink.maintenance.lock import LOCK_LOCATION
+from stream_sink.metrics.maintenance_report import read_report, report_location
 from stream_sink.spark import IcebergSink
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), ("seq", pa.int64())])
@@ -82,6 +88,15 @@ def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
             checkpoint_location=chk,
             spark_checkpoint_location=str(tmp_path / "spark-chk"),
             state_dir=str(tmp_path / "state"),
+            # in-sink maintenance with no lock location on the table: the sink records
+            # one beside its checkpoints (only metadata-file removal: no snapshot added)
+            maintenance=MaintenanceOptions(
+                commit_count=1,
+                background=False,
+                rewrite_data_files=False,
+                convert_equality_deletes=False,
+                expire_snapshots=False,
+            ),
         )
         try:
             schema = "id long, v string, seq long"
@@ -100,6 +115,9 @@ def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
     ours = table.scan().to_arrow()
     assert sorted(zip(ours["id"].to_pylist(), ours["v"].to_pylist(), strict=True)) == want
     assert duckdb_rest_rows(seaweed, name) == want
+    assert table.properties[LOCK_LOCATION] == sink_lock_location(chk, name)
+    report = read_report(catalog.io_for(chk), report_location(chk, name))
+    assert report is not None and report.runs >= 1 and report.failures == 0, report
 
     cli = [
         "--catalog-type",

@@ -1,9 +1,10 @@
-"""The cluster configuration's storage path on an S3-compatible server (moto): warehouse
+"""The cluster configuration's storage path on a real S3 server (SeaweedFS): warehouse
 and sink checkpoints on ``s3://``, a SQL catalog (SQLite here, PostgreSQL in
 docker-compose), data files written by Spark executors straight to S3.
 
-Spark's own checkpointLocation stays local here: writing it to ``s3a://`` needs the
-hadoop-aws jars, which the docker image adds and this machine lacks.
+Spark's own checkpointLocation stays local here: the session-wide Spark has no ``s3a://``
+filesystem (hadoop-aws); ``tests/spark/test_rest_kill.py`` runs its drivers with
+``local_session(s3a=...)`` and Spark's checkpoints on ``s3a://``.
 
 The Delta test writes a Delta table on ``s3://`` with DeltaSink (upsert: executors read
 the touched files from S3 and write their rewrites there; each version is a conditional
@@ -26,13 +27,6 @@ from stream_sink.delta import DeltaTable
 from stream_sink.io import FileIO
 from stream_sink.spark import DeltaSink, IcebergSink, register
 from stream_sink.spark.datasource.register import supports_data_source
-
-
-@pytest.fixture
-def s3_props(moto_s3_props: dict[str, str]) -> dict[str, str]:
-    """moto still: these Spark tests have not yet completed against SeaweedFS here (a
-    loaded machine timed them out), so the move waits for a run that finishes."""
-    return moto_s3_props
 
 
 def test_append_stream_on_s3_with_sql_catalog_survives_restart_and_lost_state(

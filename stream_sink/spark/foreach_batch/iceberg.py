@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
 from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
-from stream_sink.io import FileIO
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
+from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
@@ -422,13 +422,15 @@ class IcebergSink:
             return
         if self._maintenance is None:
             table_name = self.options.table
-            where = report_location(self.options.checkpoint_location, self.sink_id)
-            io = FileIO.for_location(where)
+            root = self.options.checkpoint_location
+            where = report_location(root, self.sink_id)
+            io = self.catalog.io_for(where)
             self._maintenance = SinkMaintenance(
                 lambda: self.catalog.load_table(table_name),
                 options,
                 f"sink:{self.sink_id}",
                 report=lambda metrics: write_report(io, where, metrics),
+                lock_location=sink_lock_location(root, self.sink_id),
             )
         self._maintenance.protect(uncommitted)
 

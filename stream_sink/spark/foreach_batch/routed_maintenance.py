@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
+from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.metadata import TableMetadata
 
@@ -37,10 +38,23 @@ from stream_sink.table.metadata import TableMetadata
 class RoutedMaintenance:
     """The maintenance of every table of one routed sink (see the module docstring)."""
 
-    def __init__(self, catalog: Catalog, options: MaintenanceOptions, sink_id: str) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        options: MaintenanceOptions,
+        sink_id: str,
+        checkpoint_location: str | None = None,
+    ) -> None:
+        """``checkpoint_location``: the sink's; a table whose maintenance lock needs a
+        location and names none gets one beside it (``adopt_lock_location``)."""
         self._catalog = catalog
         self.options = options
         self._sink_id = sink_id
+        self._lock_location = (
+            None
+            if checkpoint_location is None
+            else sink_lock_location(checkpoint_location, sink_id)
+        )
         self._tables: dict[str, SinkMaintenance] = {}
         self._noted: dict[str, TableMetadata] = {}
 
@@ -51,7 +65,10 @@ class RoutedMaintenance:
         if m is None:
             catalog = self._catalog
             m = SinkMaintenance(
-                lambda: catalog.load_table(name), self.options, f"sink:{self._sink_id}={name}"
+                lambda: catalog.load_table(name),
+                self.options,
+                f"sink:{self._sink_id}={name}",
+                lock_location=self._lock_location,
             )
             self._tables[name] = m
         m.protect(protected)

@@ -251,7 +251,9 @@ class Router:
         self.maintenance = (
             None
             if maintenance is None
-            else RoutedMaintenance(catalog, maintenance, options.sink_id)
+            else RoutedMaintenance(
+                catalog, maintenance, options.sink_id, options.checkpoint_location
+            )
         )
         self.dead_letter = dead_letter_table
         self.options = options
