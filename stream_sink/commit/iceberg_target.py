@@ -9,8 +9,8 @@ refresh (:mod:`.table_commit`).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.checkpoints.metadata import TableIdentity

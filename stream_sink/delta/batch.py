@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from stream_sink.envelope import Envelope
 from stream_sink.exceptions import CorruptionError
@@ -61,7 +62,7 @@ class DeltaBatch:
         return DeltaBatch(tuple(adds), tuple(removes.values()), truncate)
 
     def to_bytes(self) -> bytes:
-        doc = {
+        doc: dict[str, Any] = {
             "add": [a.to_json() for a in self.adds],
             "remove": [r.to_json() for r in self.removes],
         }

@@ -591,8 +591,10 @@ class RowDelta(SnapshotProducer):
         files of other specs (:mod:`stream_sink.table.delete_scope`); add an unpartitioned
         spec for them when the table has none."""
         self._scoped = list(self._deletes)
-        if self._remove_all or parent is None or not any(
-            f.content == DataFileContent.EQUALITY_DELETES for f in self._deletes
+        if (
+            self._remove_all
+            or parent is None
+            or not any(f.content == DataFileContent.EQUALITY_DELETES for f in self._deletes)
         ):
             return base
         live = live_data_spec_ids(self._parent_manifests(parent))

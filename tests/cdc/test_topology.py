@@ -192,7 +192,9 @@ def test_versions_are_the_ones_the_tests_run() -> None:
     installed = sorted(
         int(p.name) for p in Path("/usr/lib/postgresql").glob("*") if p.name.isdigit()
     ) if Path("/usr/lib/postgresql").is_dir() else []  # fmt: skip
-    images = {s["image"] for s in SERVICES.values() if str(s.get("image", "")).startswith("postgres:")}
+    images = {
+        s["image"] for s in SERVICES.values() if str(s.get("image", "")).startswith("postgres:")
+    }
     if installed:  # the server .ci/postgres.sh runs: the newest installed
         assert images == {f"postgres:{installed[-1]}"}
 
@@ -222,7 +224,9 @@ def test_status_of_a_cluster_that_is_not_running_reports_every_service_down(
     lines = out.splitlines()
     assert lines[0].split() == ["SERVICE", "STATE", "DETAIL"]
     services = {line.split()[0]: line.split()[1] for line in lines[1:]}
-    assert services == dict.fromkeys(("postgres", "kafka", "debezium", "spark", "seaweedfs"), "DOWN")
+    assert services == dict.fromkeys(
+        ("postgres", "kafka", "debezium", "spark", "seaweedfs"), "DOWN"
+    )
 
 
 def test_status_checks_each_service_at_its_address(postgres_url: str, tmp_path: Path) -> None:

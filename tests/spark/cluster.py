@@ -68,7 +68,9 @@ def standalone_cluster(root: Path, workers: int = 2, ui_port: int = 0) -> Iterat
         launch("master", "master", "127.0.0.1", str(port), str(ui_port))
         _wait(lambda: _listening(port), procs, "the master to listen")
         for i in range(workers):
-            launch(f"worker-{i}", "worker", url, WORKER_CORES, WORKER_MEMORY, str(root / f"work-{i}"))
+            launch(
+                f"worker-{i}", "worker", url, WORKER_CORES, WORKER_MEMORY, str(root / f"work-{i}")
+            )
         master_log = root / "master.log"
         _wait(
             lambda: master_log.read_text(errors="replace").count("Registering worker") >= workers,

@@ -3,7 +3,8 @@ its place in the stream: a batch's changes before it are dropped, the ones after
 land, and the batch's commit removes every file live before it; a batch of a truncate
 alone empties the table. IcebergSink in upsert mode (its batch read in one task) and in
 changelog mode (shuffled), DeltaSink, and the routed sink (a truncate names its table).
-Read back by ours and DuckDB (Iceberg), delta-rs and DuckDB (Delta). The
+Read back by ours and DuckDB (Iceberg), delta-rs and DuckDB (Delta). A driver killed
+around the truncating batch's commit applies it exactly once. The
 ``format("stream_sink")`` route refuses a truncate, saying what to use instead."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_rows
+from kill_harness import KillJob, assert_committed_once, iceberg_marks
 from readers import duckdb_rows
 from streams import write_batches
 from test_cdc import ORDERS, ROW_SCHEMA, order, orders_catalog
@@ -183,7 +185,7 @@ def test_data_source_route_refuses_a_truncate_naming_foreach_batch(
     from stream_sink.spark import register
     from stream_sink.spark.datasource.register import supports_data_source
 
-    if not supports_data_source(spark):
+    if not supports_data_source():
         pytest.skip("Spark's Python Data Source API needs pyspark >= 4.0")
     register(spark)
     catalog = orders_catalog(tmp_path)
@@ -208,3 +210,50 @@ def test_data_source_route_refuses_a_truncate_naming_foreach_batch(
     assert "TRUNCATE" in text and "foreachBatch" in text and "UnsupportedError" in text
     rows = catalog.load_table("db.orders").scan().to_arrow().to_pylist()
     assert _pairs(rows) == AFTER[0]  # batch 0 committed, nothing of batch 1
+
+
+KILL_JOB = Path(__file__).with_name("truncate_kill_job.py")
+
+
+@pytest.mark.slow
+def test_iceberg_killed_around_the_truncating_commit_applies_it_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """Killed with the truncating batch staged (before its commit), then again right after
+    its snapshot landed (restore commits it, the state still lists it): every snapshot
+    holds the rows of the batches up to the one it is stamped with."""
+    catalog = orders_catalog(tmp_path)
+    catalog.create_table("db.orders", schema=ORDERS, identifier_fields=["order_id"])
+    write_batches(tmp_path / "in", BATCHES)
+    job = KillJob(KILL_JOB, [str(tmp_path), "iceberg"], log=tmp_path / "job.log", timeout=600)
+    job.killed_at("after-staged-write@2")  # batch 1, the truncating one, staged
+    job.killed_at("after-table-commit@1")  # its commit, by the restore, landed
+    job.run_to_end()
+    table = catalog.load_table("db.orders")
+    assert _pairs(duckdb_rows(table.metadata_location)) == AFTER[-1]
+    marks = iceberg_marks(table)
+    assert_committed_once(marks, "iceberg")
+    for snap, batch in zip(table.snapshots(), marks, strict=True):
+        rows = table.scan(snapshot_id=snap.snapshot_id).to_arrow().to_pylist()
+        assert _pairs(rows) == AFTER[batch], f"after batch {batch}"
+
+
+@pytest.mark.slow
+def test_delta_killed_before_the_truncating_version_is_published_applies_it_once(
+    tmp_path: Path,
+) -> None:
+    write_batches(tmp_path / "in", BATCHES)
+    job = KillJob(KILL_JOB, [str(tmp_path), "delta"], log=tmp_path / "job.log", timeout=600)
+    job.killed_at("after-metadata-file-write@2")  # batch 1's version written, not published
+    job.run_to_end()
+    from stream_sink.delta import DeltaTable
+
+    lake = str(tmp_path / "lake")
+    table = DeltaTable.load(lake)
+    assert _pairs(delta_rs_rows(lake)) == AFTER[-1]
+    (app,) = table.snapshot.txns
+    marks = [table.snapshot_at(v).txn_version(app) for v in range(1, table.version + 1)]
+    assert_committed_once(marks, "delta")
+    for version, batch in zip(range(1, table.version + 1), marks, strict=True):
+        assert batch is not None
+        assert _pairs(delta_rs_rows(lake, version=version)) == AFTER[batch], f"v{version}"

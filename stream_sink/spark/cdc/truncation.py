@@ -73,11 +73,7 @@ def last_truncate(df: DataFrame, kind_column: str, order_by: Sequence[str]) -> C
     """The position of the last ``-T`` row of ``df`` as a literal (a Spark job), or None
     when it holds none."""
     pos = position(order_by)
-    rows = (
-        df.where(column(kind_column) == TRUNCATE)
-        .agg(_max_position(pos).alias("at"))
-        .collect()
-    )
+    rows = df.where(column(kind_column) == TRUNCATE).agg(_max_position(pos).alias("at")).collect()
     at = rows[0]["at"] if rows else None
     if at is None:
         return None

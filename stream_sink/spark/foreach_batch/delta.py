@@ -35,6 +35,7 @@ from stream_sink.delta.maintenance import due as maintenance_due
 from stream_sink.delta.maintenance import run as run_maintenance
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, TruncateInBatchError
 from stream_sink.spark import query
+from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
@@ -42,7 +43,6 @@ from stream_sink.spark.delta_tasks import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.cdc import truncation
 from stream_sink.spark.errors import find_stream_sink_error, reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
