@@ -64,8 +64,7 @@ down() {
 health() {
   local py=python3
   if [ -x .venv/bin/python ]; then py=.venv/bin/python; fi
-  JAVA_HOME="${JAVA_HOME:-$(scripts/java-home.sh 2>/dev/null || true)}" \
-    "$py" scripts/cluster_status.py "$DIR" "$@"
+  "$py" scripts/cluster_status.py "$DIR" "$@"
 }
 
 status() {

@@ -263,3 +263,41 @@ def test_malformed_event_stops_naming_topic_partition_and_offset(
     assert "malformed Debezium event" in str(e.value)
     assert "topic bad_events partition 0 offset 1: not json {" in str(e.value)
     assert catalog.load_table("db.bad").scan().to_arrow().num_rows == 0  # nothing applied
+
+
+def test_cluster_status_reports_the_running_parts_as_a_user_checks_them(
+    debezium: Connect, cdc_stack: Stack, tmp_path: Path
+) -> None:
+    """``scripts/cluster.sh status``'s checks against the real PostgreSQL, Kafka and
+    Debezium of this module (Spark and SeaweedFS are not started here: reported down)."""
+    import subprocess
+    import sys
+
+    from cdc_stack import REPO, write_env
+
+    deadline = time.monotonic() + 120  # the snapshot's first event creates the topic
+    while f"{PREFIX}.public.ev_main" not in cdc_stack.kafka.topics():
+        assert time.monotonic() < deadline, "Debezium created no topic for ev_main"
+        time.sleep(2)
+    write_env(
+        tmp_path / "env",
+        {
+            "POSTGRES_URL": cdc_stack.postgres.url,
+            "KAFKA_BOOTSTRAP": cdc_stack.kafka.bootstrap,
+            "CONNECT_URL": f"http://127.0.0.1:{debezium.port}",
+        },
+    )
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "cluster_status.py"), str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert rows["postgres"].split()[1] == "up"
+    assert "slot stream_sink_ev active, lag" in rows["postgres"], rows["postgres"]
+    assert rows["kafka"].split()[1] == "up"
+    assert f"{PREFIX}.public.ev_main p0=" in rows["kafka"], rows["kafka"]
+    assert rows["debezium"].split()[1] == "up"
+    assert "connector ev RUNNING, task 0 RUNNING" in rows["debezium"], rows["debezium"]
+    for name in ("spark", "seaweedfs"):
+        assert rows[name].split()[1] == "DOWN" and "no " in rows[name], rows[name]

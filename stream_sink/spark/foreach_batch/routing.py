@@ -319,9 +319,10 @@ class Router:
         for row in df.groupBy(distribution.column(col).alias("t")).agg(*aggs).collect():
             name = row["t"]
             at = row["trunc"] if kind is not None else None
-            if at is not None and not row["changes"] and self._skips_truncate(name):
-                continue  # only truncates, of a table that does not exist: nothing to do
             problem = self._routing_problem(name)
+            if at is not None and not row["changes"]:
+                if problem is not None or self._skips_truncate(name):
+                    continue  # only truncates, of no table there is: nothing to empty
             if problem is not None:
                 if self.dead_letter is None:
                     raise ValidationError(problem)
