@@ -320,9 +320,9 @@ class Router:
             name = row["t"]
             at = row["trunc"] if kind is not None else None
             problem = self._routing_problem(name)
-            if at is not None and not row["changes"]:
-                if problem is not None or self._skips_truncate(name):
-                    continue  # only truncates, of no table there is: nothing to empty
+            only_truncates = at is not None and not row["changes"]
+            if only_truncates and (problem is not None or self._skips_truncate(name)):
+                continue  # only truncates, of no table there is: nothing to empty
             if problem is not None:
                 if self.dead_letter is None:
                     raise ValidationError(problem)
