@@ -4,7 +4,7 @@
 column goes through) against without it, in the same run.
 
 Run: ``python bench/bench_truncate_check.py [events]`` (default 200,000). Prints the best
-of 3 alternating runs of each, the ratio flagged / plain, and the driver's peak memory.
+of 5 alternating runs of each, the ratio flagged / plain, and the driver's peak memory.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main(count: int) -> None:
         }
         runs["plain"]()  # warm up: JIT, file cache
         best = dict.fromkeys(runs, float("inf"))
-        for _ in range(3):
+        for _ in range(5):
             for name, run in runs.items():
                 started = time.perf_counter()
                 run()
