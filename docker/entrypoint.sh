@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # master | worker | job [demo options…] | kafka | connect | seaweed | cdc-demo
+# The CDC roles run what tests/cdc_stack.py runs for scripts/cluster.sh, with the same
+# docker/cdc files and settings (JVM heaps, weed flags; tests/cdc/test_topology.py).
 set -euo pipefail
 role="${1:-job}"; shift || true
 CDC=/opt/stream-sink/docker/cdc
@@ -13,17 +15,17 @@ case "$role" in
       java -cp '/opt/kafka-debezium/*' kafka.tools.StorageTool format \
         -t "${KAFKA_CLUSTER_ID:-c3RyZWFtLXNpbmstY2RjMQ}" -c "$config"
     fi
-    exec java -Xmx512m -cp '/opt/kafka-debezium/*' kafka.Kafka "$config" ;;
+    exec java -Xmx384m -cp '/opt/kafka-debezium/*' kafka.Kafka "$config" ;;
   connect)
     export CONNECT_DATA=/var/lib/connect
     mkdir -p "$CONNECT_DATA"
-    exec java -Xmx512m -cp '/opt/kafka-debezium/*' \
+    exec java -Xmx384m -cp '/opt/kafka-debezium/*' \
       org.apache.kafka.connect.cli.ConnectStandalone \
       "$(render connect-worker.properties)" "$(render debezium-postgres.properties)" ;;
   seaweed)
     exec weed mini -dir=/data -ip=seaweedfs -ip.bind=0.0.0.0 -master.telemetry=false \
       -s3.port=8333 -s3.port.iceberg=8181 -bucket=ckpt -tableBucket=warehouse \
-      -webdav=false -admin.ui=false ;;
+      -s3.port.lance=0 -webdav=false -admin.ui=false ;;
   cdc-demo)
     mkdir -p /work/cluster
     printf '%s\n' "POSTGRES_URL=$POSTGRES_URL" "KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP" \

@@ -7,12 +7,15 @@
 # the same as docker-compose.yml's.
 #
 #   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh test)
-#   scripts/cluster.sh status   what runs, and its addresses as KEY=VALUE lines
+#   scripts/cluster.sh status   each service's health as a user would check it (a table),
+#                               then the addresses as KEY=VALUE lines; exit 0 when all
+#                               are up, 1 when one is down, 3 when nothing runs
 #   scripts/cluster.sh down     stop everything it started
 #
 # Its files live in $STREAM_SINK_CLUSTER_DIR (default .cluster in the repository); the
 # addresses in $STREAM_SINK_CLUSTER_DIR/env (POSTGRES_URL, KAFKA_BOOTSTRAP, CONNECT_URL,
-# TOPIC, SPARK_MASTER, CATALOG_JSON, S3_ENDPOINT). Ports are free ones, picked at start.
+# TOPIC, SPARK_MASTER, SPARK_MASTER_UI, CATALOG_JSON, S3_ENDPOINT). Ports are free ones,
+# picked at start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${STREAM_SINK_CLUSTER_DIR:-$PWD/.cluster}"
@@ -57,15 +60,29 @@ down() {
   rm -f "$PIDFILE" "$DIR/env"
 }
 
+# the health table (scripts/cluster_status.py; the standard library suffices when down)
+health() {
+  local py=python3
+  if [ -x .venv/bin/python ]; then py=.venv/bin/python; fi
+  "$py" scripts/cluster_status.py "$DIR" "$@"
+}
+
 status() {
+  local rc=0
   if running && [ -f "$DIR/env" ]; then
-    echo "cluster: up (supervisor pid $(cat "$PIDFILE"))" >&2
+    echo "cluster: running (supervisor pid $(cat "$PIDFILE"), log: $DIR/cluster.log)" >&2
+    health || rc=$?
+    echo
     cat "$DIR/env"
+    return "$rc"
   elif running; then
     echo "cluster: starting (log: $DIR/cluster.log)" >&2
-    return 1
+    health --starting || rc=$?
+    return "$rc"
   else
-    echo "cluster: down" >&2
+    # with addresses left by a supervisor that died, each service is still checked
+    echo "cluster: down (no supervisor)" >&2
+    health || true
     return 3
   fi
 }
@@ -74,5 +91,5 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) sed -n 9,11p "$0" >&2; exit 2 ;;
+  *) sed -n 9,13p "$0" >&2; exit 2 ;;
 esac

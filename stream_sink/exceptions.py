@@ -218,6 +218,14 @@ class RemoteStorageError(SinkIOError, OSError):
 # --- unsupported -------------------------------------------------------------
 
 
+class TruncateInBatchError(StreamSinkError):
+    """A micro-batch holds a TRUNCATE of its source table (row kind ``-T``). Raised inside
+    Spark as the batch is first read, before any file is written; the foreachBatch sinks
+    catch it and write the batch again from after the truncate
+    (``stream_sink.spark.cdc.truncation``), so users see it only from code that reads a
+    changelog with truncates some other way."""
+
+
 class UnsupportedError(StreamSinkError, NotImplementedError):
     """A feature the table or option asks for is not supported here."""
 

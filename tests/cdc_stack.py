@@ -44,6 +44,19 @@ PEER = REPO / "tests" / "peers" / "peer"
 POSTGRES_SCRIPT = REPO / ".ci" / "postgres.sh"
 LOGICAL_OPTIONS = "-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
 JVM_MEMORY = "-Xmx384m"
+"""The heap of the Kafka broker and of Kafka Connect (docker/entrypoint.sh gives theirs
+the same)."""
+KAFKA_CONFIG, WORKER_CONFIG, CONNECTOR_CONFIG, SOURCE_SQL = (
+    "kafka.properties",
+    "connect-worker.properties",
+    "debezium-postgres.properties",
+    "source.sql",
+)
+"""The files of ``docker/cdc`` this module uses (docker-compose.yml uses the same)."""
+CLUSTER_BUCKETS, CLUSTER_TABLE_BUCKETS = ("ckpt",), ("warehouse",)
+"""SeaweedFS's buckets in the cluster: Spark's checkpoints, and the Iceberg table bucket."""
+SPARK_WORKERS = 2
+"""Spark workers of the cluster (``--cluster``; docker-compose.yml has as many)."""
 
 
 class StackError(RuntimeError):
@@ -221,18 +234,7 @@ class Kafka:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "server.properties"
         if not config.exists():
-            config.write_text(
-                render(
-                    "kafka.properties",
-                    {
-                        "KAFKA_HOST": "127.0.0.1",
-                        "KAFKA_BIND": "127.0.0.1",
-                        "KAFKA_PORT": self.port,
-                        "KAFKA_CONTROLLER_PORT": self.controller_port,
-                        "KAFKA_DATA": self.directory / "data",
-                    },
-                )
-            )
+            config.write_text(render(KAFKA_CONFIG, self.config_values()))
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = JavaProcess(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
@@ -248,6 +250,16 @@ class Kafka:
         self.jvm.start()
         self.jvm.wait_for("Kafka Server started", 120, since)
         return self
+
+    def config_values(self) -> dict[str, object]:
+        """The ``${NAME}`` values of ``kafka.properties`` for this broker."""
+        return {
+            "KAFKA_HOST": "127.0.0.1",
+            "KAFKA_BIND": "127.0.0.1",
+            "KAFKA_PORT": self.port,
+            "KAFKA_CONTROLLER_PORT": self.controller_port,
+            "KAFKA_DATA": self.directory / "data",
+        }
 
     def stop(self) -> None:
         if self.jvm is not None:
@@ -344,36 +356,9 @@ class Connect:
     def start(self) -> Connect:
         self.directory.mkdir(parents=True, exist_ok=True)
         worker = self.directory / "worker.properties"
-        worker.write_text(
-            render(
-                "connect-worker.properties",
-                {
-                    "KAFKA_BOOTSTRAP": self.kafka.bootstrap,
-                    "CONNECT_SCHEMAS_ENABLE": str(self.schemas).lower(),
-                    "CONNECT_DATA": self.directory,
-                    "CONNECT_OFFSET_FLUSH_MS": self.flush_ms,
-                    "CONNECT_BIND": "127.0.0.1",
-                    "CONNECT_PORT": self.port,
-                },
-            )
-        )
+        worker.write_text(render(WORKER_CONFIG, self.worker_values()))
         connector = self.directory / "connector.properties"
-        connector.write_text(
-            render(
-                "debezium-postgres.properties",
-                {
-                    "CONNECTOR_NAME": self.name,
-                    "PG_HOST": "127.0.0.1",
-                    "PG_PORT": self.postgres.port,
-                    "PG_USER": "postgres",
-                    "PG_PASSWORD": "postgres",
-                    "PG_DATABASE": "postgres",
-                    "TOPIC_PREFIX": self.topic_prefix,
-                    "TABLE_INCLUDE": self.tables,
-                    "SLOT_NAME": f"stream_sink_{self.topic_prefix}",
-                },
-            )
-        )
+        connector.write_text(render(CONNECTOR_CONFIG, self.connector_values()))
         log4j = log4j_config(self.directory)
         self.jvm = JavaProcess(
             [
@@ -390,6 +375,31 @@ class Connect:
         self.jvm.start()
         self.wait_running(180)
         return self
+
+    def worker_values(self) -> dict[str, object]:
+        """The ``${NAME}`` values of ``connect-worker.properties``."""
+        return {
+            "KAFKA_BOOTSTRAP": self.kafka.bootstrap,
+            "CONNECT_SCHEMAS_ENABLE": str(self.schemas).lower(),
+            "CONNECT_DATA": self.directory,
+            "CONNECT_OFFSET_FLUSH_MS": self.flush_ms,
+            "CONNECT_BIND": "127.0.0.1",
+            "CONNECT_PORT": self.port,
+        }
+
+    def connector_values(self) -> dict[str, object]:
+        """The ``${NAME}`` values of ``debezium-postgres.properties``."""
+        return {
+            "CONNECTOR_NAME": self.name,
+            "PG_HOST": "127.0.0.1",
+            "PG_PORT": self.postgres.port,
+            "PG_USER": "postgres",
+            "PG_PASSWORD": "postgres",
+            "PG_DATABASE": "postgres",
+            "TOPIC_PREFIX": self.topic_prefix,
+            "TABLE_INCLUDE": self.tables,
+            "SLOT_NAME": f"stream_sink_{self.topic_prefix}",
+        }
 
     def status(self) -> dict[str, object]:
         url = f"http://127.0.0.1:{self.port}/connectors/{self.name}/status"
@@ -516,17 +526,25 @@ def main() -> None:
         values: dict[str, object] = {}
         if args.cluster:
             with stack.postgres.connect() as conn:
-                conn.execute((CONFIG / "source.sql").read_text())
+                conn.execute((CONFIG / SOURCE_SQL).read_text())
             seaweed = _load("seaweed_server", REPO / "tests" / "seaweed_server.py")
             weed = seaweed.SeaweedServer.start(
-                args.dir / "seaweed", buckets=("ckpt",), table_buckets=("warehouse",)
+                args.dir / "seaweed",
+                buckets=CLUSTER_BUCKETS,
+                table_buckets=CLUSTER_TABLE_BUCKETS,
             )
             parts.callback(weed.stop)
             cluster = _load("spark_cluster", REPO / "tests" / "spark" / "cluster.py")
-            master = parts.enter_context(cluster.standalone_cluster(args.dir / "spark"))
+            ui = free_port()
+            master = parts.enter_context(
+                cluster.standalone_cluster(args.dir / "spark", SPARK_WORKERS, ui_port=ui)
+            )
             values.update(
                 SPARK_MASTER=master,
-                CATALOG_JSON=json.dumps({"type": "rest", **weed.rest_props("warehouse")}),
+                SPARK_MASTER_UI=f"http://127.0.0.1:{ui}",
+                CATALOG_JSON=json.dumps(
+                    {"type": "rest", **weed.rest_props(CLUSTER_TABLE_BUCKETS[0])}
+                ),
                 S3_ENDPOINT=weed.s3_endpoint,
             )
         stack.kafka.create_topic(f"cdc.{args.table}")

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REGION = "us-east-1"
+FIXED_ARGS = ("-master.telemetry=false", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false")
+"""``weed mini`` settings of every server (docker/entrypoint.sh gives its the same)."""
 _GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
 
 
@@ -127,7 +129,6 @@ class SeaweedServer:
             f"-dir={root / 'data'}",
             "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1",
-            "-master.telemetry=false",
             f"-master.port={master}",
             f"-master.port.grpc={master_grpc}",
             f"-volume.port={volume}",
@@ -137,9 +138,7 @@ class SeaweedServer:
             f"-s3.port={s3}",
             f"-s3.port.grpc={s3_grpc}",
             f"-s3.port.iceberg={iceberg}",
-            "-s3.port.lance=0",
-            "-webdav=false",
-            "-admin.ui=false",
+            *FIXED_ARGS,
             f"-admin.port={admin}",
             f"-admin.port.grpc={admin + _GRPC_OFFSET}",
             f"-filer.localSocket={root / 'filer.sock'}",

@@ -8,7 +8,9 @@
   each attempt is written on top of (after every lost race), and the removed files are
   declared read, so a concurrent remove of a file a MERGE rewrote is a conflict.
   Overwrite (dynamic partition overwrite) removes the live files of the partitions the
-  batch writes, and declares those partitions read.
+  batch writes, and declares those partitions read. A truncating batch (a TRUNCATE of
+  the source table) removes every file live in the snapshot its commit is written on,
+  in the same version as its adds and its ``txn``.
 """
 
 from __future__ import annotations
@@ -111,7 +113,10 @@ class DeltaTarget(CommitTarget):
         txn.add_all(batch.adds).add_all(batch.removes)
         txn.read_files(r.path for r in batch.removes)
         operation = "WRITE"
-        if group.shape is Shape.REPLACE_PARTITIONS:
+        if batch.truncate:  # a group of its own (shapes)
+            operation = "TRUNCATE" if not batch.adds else "MERGE"
+            remove_all(txn, batch.adds)
+        elif group.shape is Shape.REPLACE_PARTITIONS:
             operation = "WRITE (dynamic partition overwrite)"
             replace_partitions(txn, batch.adds, self.table.partition_columns)
         elif group.shape is Shape.ROW_DELTA:
@@ -175,6 +180,18 @@ def replace_partitions(txn: Any, adds: Sequence[AddFile], columns: Sequence[str]
 
     old = [a for a in txn.read_snapshot.files.values() if a.path not in new and replaced(a)]
     txn.read_predicate(f"partitions {sorted(parts, key=str)}", replaced)
+    txn.read_files(a.path for a in old)
+    txn.add_all(a.remove(now) for a in old)
+
+
+def remove_all(txn: Any, adds: Sequence[AddFile]) -> None:
+    """A TRUNCATE in ``txn``: remove every file live in its read snapshot (but the batch's
+    own ``adds``), and declare the whole table read, so a file a concurrent commit adds
+    meanwhile is a conflict rather than a survivor of the truncate."""
+    now = int(time.time() * 1000)
+    new = {a.path for a in adds}
+    old = [a for a in txn.read_snapshot.files.values() if a.path not in new]
+    txn.read_predicate("the whole table (TRUNCATE)", lambda a: True)
     txn.read_files(a.path for a in old)
     txn.add_all(a.remove(now) for a in old)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.checkpoints.metadata import TableIdentity
@@ -75,7 +76,9 @@ class IcebergTarget(CommitTarget):
             return b""
         manifests = ManifestNamer(namer.job_id, namer.operator_id, namer.token)
         delta = write_staging_manifests(self.table, manifests, checkpoint_id, batch_id, files)
-        return serialize_delta_manifests(delta) if delta.manifests else b""
+        if files.truncate:
+            delta = replace(delta, truncate=True)
+        return serialize_delta_manifests(delta) if not delta.is_empty else b""
 
     def _manifests(self, payload: bytes, where: str) -> DeltaManifests:
         return deserialize_delta_manifests(payload, where=where) if payload else DeltaManifests()

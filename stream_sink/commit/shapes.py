@@ -6,6 +6,10 @@
   batch id. Equality deletes apply only to data of a lower sequence number, so merging
   two batches into one snapshot would let an update of a row inserted by the earlier
   batch leave both rows alive (Iceberg #10431).
+- A batch that truncates (a TRUNCATE of the source table in its changes) makes the
+  same ONE row delta PER BATCH: its own snapshot removes every data and delete file
+  live on the table it is committed on and adds the batch's files, so the batches
+  before it land before it is emptied and the batches after it land on the empty table.
 - Overwrite mode: ONE dynamic partition replacement PER BATCH, in batch order (each
   micro-batch replaces the partitions it writes, as Spark's per-batch overwrite does);
   delete files are refused.
@@ -70,13 +74,18 @@ def plan_commits(batches: Sequence[StagedBatch], mode: CommitMode, stamp: int) -
         return []
     if mode == "overwrite":
         for b in with_files:
+            if b.files.truncate:
+                raise ValidationError(
+                    f"overwrite mode cannot apply a TRUNCATE: batch {b.batch_id} carries one; "
+                    "write change streams in mode 'upsert' or 'changelog'"
+                )
             if b.files.delete_files:
                 raise ValidationError(
                     f"overwrite mode cannot commit delete files: batch {b.batch_id} carries "
                     f"{len(b.files.delete_files)}"
                 )
         return [CommitGroup(Shape.REPLACE_PARTITIONS, (b,), b.batch_id) for b in with_files]
-    if any(b.files.delete_files for b in with_files):
+    if any(b.files.delete_files or b.files.truncate for b in with_files):
         return [CommitGroup(Shape.ROW_DELTA, (b,), b.batch_id) for b in with_files]
     return [CommitGroup(Shape.APPEND, with_files, stamp)]
 

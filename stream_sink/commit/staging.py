@@ -47,7 +47,9 @@ log = logging.getLogger(__name__)
 PLACEHOLDER_SNAPSHOT_ID = 0
 """Snapshot id written into staging manifests (Flink's DUMMY_SNAPSHOT_ID); never committed."""
 
-DELTA_MANIFESTS_VERSION = 1
+DELTA_MANIFESTS_VERSION = 2
+"""Version 2 adds ``truncate``, written only for a truncating batch (a stream_sink
+without it refuses that payload instead of dropping the truncate)."""
 DELTA_MANIFESTS = Envelope(
     b"SSDM", DELTA_MANIFESTS_VERSION, "serialized DeltaManifests", CorruptStateError
 )
@@ -62,6 +64,8 @@ class DeltaManifests:
     data_manifests: tuple[ManifestFile, ...] = ()
     delete_manifests: tuple[ManifestFile, ...] = ()
     referenced_data_files: tuple[str, ...] = ()
+    truncate: bool = False
+    """The batch empties the table first (``WriteResult.truncate``)."""
 
     @property
     def manifests(self) -> tuple[ManifestFile, ...]:
@@ -69,7 +73,7 @@ class DeltaManifests:
 
     @property
     def is_empty(self) -> bool:
-        return not self.data_manifests and not self.delete_manifests
+        return not self.data_manifests and not self.delete_manifests and not self.truncate
 
 
 # --- naming ------------------------------------------------------------------------------
@@ -194,7 +198,10 @@ def read_staged_files(io: FileIO, metadata: TableMetadata, delta: DeltaManifests
         return tuple(out)
 
     return WriteResult(
-        read(delta.data_manifests), read(delta.delete_manifests), delta.referenced_data_files
+        read(delta.data_manifests),
+        read(delta.delete_manifests),
+        delta.referenced_data_files,
+        delta.truncate,
     )
 
 
@@ -239,8 +246,10 @@ def serialize_delta_manifests(delta: DeltaManifests) -> bytes:
         "deletes": [_manifest_to_json(m) for m in delta.delete_manifests],
         "referenced": list(delta.referenced_data_files),
     }
+    if delta.truncate:
+        doc["truncate"] = True
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    return DELTA_MANIFESTS.wrap(payload)
+    return DELTA_MANIFESTS.wrap(payload, DELTA_MANIFESTS_VERSION if delta.truncate else 1)
 
 
 def deserialize_delta_manifests(data: bytes, *, where: str) -> DeltaManifests:
@@ -252,6 +261,7 @@ def deserialize_delta_manifests(data: bytes, *, where: str) -> DeltaManifests:
             tuple(_manifest_from_json(m) for m in doc["data"]),
             tuple(_manifest_from_json(m) for m in doc["deletes"]),
             tuple(str(p) for p in doc["referenced"]),
+            bool(doc.get("truncate", False)),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptStateError(f"{where}: malformed DeltaManifests ({e!r})") from e

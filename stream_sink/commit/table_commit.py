@@ -188,8 +188,12 @@ _OPERATIONS: dict[Shape, Operation] = {
 
 def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
     files = _files(group)
+    # a truncating batch is a group of its own (shapes): its snapshot empties the table
+    truncate = any(b.files.truncate for b in group.batches)
     result = WriteResult(
-        tuple(f for f in files if not f.is_delete), tuple(f for f in files if f.is_delete)
+        tuple(f for f in files if not f.is_delete),
+        tuple(f for f in files if f.is_delete),
+        truncate=truncate,
     )
     # No data-file validation for the streaming row delta: the sink's position deletes
     # only point at rows its own task wrote earlier in the same batch (stream_sink.write

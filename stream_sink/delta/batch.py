@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from stream_sink.envelope import Envelope
 from stream_sink.exceptions import CorruptionError
@@ -20,7 +21,10 @@ from stream_sink.exceptions import CorruptionError
 from .actions import AddFile, RemoveFile, parse_action
 
 MAGIC = b"SSDB"
-VERSION = 1
+VERSION = 2
+TRUNCATE_VERSION = 2
+"""Version 2 adds ``truncate``; only a truncating batch is written in it, so a stream_sink
+without it refuses such a batch instead of dropping the truncate."""
 ENVELOPE = Envelope(MAGIC, VERSION, "serialized DeltaBatch")
 
 
@@ -28,10 +32,13 @@ ENVELOPE = Envelope(MAGIC, VERSION, "serialized DeltaBatch")
 class DeltaBatch:
     adds: tuple[AddFile, ...] = ()
     removes: tuple[RemoveFile, ...] = ()
+    truncate: bool = False
+    """The commit removes every file live in the version it is written on (a TRUNCATE of
+    the source table); ``adds`` are the changes after it."""
 
     @property
     def is_empty(self) -> bool:
-        return not (self.adds or self.removes)
+        return not (self.adds or self.removes or self.truncate)
 
     @property
     def delete_files(self) -> tuple[RemoveFile, ...]:
@@ -47,17 +54,22 @@ class DeltaBatch:
     def merge(batches: Iterable[DeltaBatch]) -> DeltaBatch:
         adds: list[AddFile] = []
         removes: dict[str, RemoveFile] = {}
+        truncate = False
         for b in batches:
             adds.extend(b.adds)
             removes.update((r.path, r) for r in b.removes)
-        return DeltaBatch(tuple(adds), tuple(removes.values()))
+            truncate = truncate or b.truncate
+        return DeltaBatch(tuple(adds), tuple(removes.values()), truncate)
 
     def to_bytes(self) -> bytes:
-        doc = {
+        doc: dict[str, Any] = {
             "add": [a.to_json() for a in self.adds],
             "remove": [r.to_json() for r in self.removes],
         }
-        return ENVELOPE.wrap(json.dumps(doc, separators=(",", ":")).encode())
+        if self.truncate:
+            doc["truncate"] = True
+        version = TRUNCATE_VERSION if self.truncate else 1
+        return ENVELOPE.wrap(json.dumps(doc, separators=(",", ":")).encode(), version)
 
     @staticmethod
     def from_bytes(raw: bytes, *, where: str = "Delta batch") -> DeltaBatch:
@@ -67,9 +79,11 @@ class DeltaBatch:
             where = "a serialized DeltaBatch"
             adds = tuple(parse_action({"add": a}, where=where) for a in doc["add"])
             removes = tuple(parse_action({"remove": r}, where=where) for r in doc["remove"])
+            truncate = bool(doc.get("truncate", False))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptionError(f"malformed DeltaBatch ({e!r})") from e
         return DeltaBatch(
             tuple(a for a in adds if isinstance(a, AddFile)),
             tuple(r for r in removes if isinstance(r, RemoveFile)),
+            truncate,
         )

@@ -514,6 +514,15 @@ class RowDelta(SnapshotProducer):
         self._referenced: set[str] = set()
         self._starting_snapshot_id: int | None = None
         self._scoped: list[DataFile] = []  # the deletes as this attempt registers them
+        self._remove_all = False
+
+    def remove_all_files(self) -> RowDelta:
+        """Remove every data and delete file live on the branch this snapshot is built on
+        (decided at each attempt, after every refresh), before the files it adds: a
+        table truncated and written again in one snapshot. Its equality deletes then
+        apply to nothing (no older data is left), its position deletes to its own rows."""
+        self._remove_all = True
+        return self
 
     def add_rows(self, f: DataFile) -> RowDelta:
         _check_files([f], [DataFileContent.DATA], "a row delta's data")
@@ -571,6 +580,8 @@ class RowDelta(SnapshotProducer):
                         )
 
     def _operation(self) -> str:
+        if self._remove_all:
+            return Operation.OVERWRITE if self._data else Operation.DELETE
         if self._deletes:
             return Operation.OVERWRITE if self._data else Operation.DELETE
         return Operation.APPEND
@@ -580,8 +591,10 @@ class RowDelta(SnapshotProducer):
         files of other specs (:mod:`stream_sink.table.delete_scope`); add an unpartitioned
         spec for them when the table has none."""
         self._scoped = list(self._deletes)
-        if parent is None or not any(
-            f.content == DataFileContent.EQUALITY_DELETES for f in self._deletes
+        if (
+            self._remove_all
+            or parent is None
+            or not any(f.content == DataFileContent.EQUALITY_DELETES for f in self._deletes)
         ):
             return base
         live = live_data_spec_ids(self._parent_manifests(parent))
@@ -601,7 +614,9 @@ class RowDelta(SnapshotProducer):
             raise ValidationError(f"delete files need a v2 table; {self._table.name} is v1")
         check_delete_kinds(self._table.name, base.format_version, self._deletes)
         parents = self._parent_manifests(parent)
-        if self._removed_deletes or self._dvs_on_older_files():
+        if self._remove_all:
+            parents = [self._rewrite_without(base, m, _every, summary, out) for m in parents]
+        elif self._removed_deletes or self._dvs_on_older_files():
             parents = self._replace_vectors(base, parents, summary, out)
         added = self._write_added(base, self._data, ManifestContent.DATA, summary, out)
         added += self._write_added(base, self._scoped, ManifestContent.DELETES, summary, out)
@@ -676,6 +691,10 @@ class RowDelta(SnapshotProducer):
                 f"(removed by a concurrent commit): {sorted(p for p, _ in missing)[:5]}"
             )
         return kept
+
+
+def _every(f: DataFile) -> bool:
+    return True
 
 
 class ReplacePartitions(SnapshotProducer):

@@ -9,10 +9,13 @@ floats (NaN and -0.0 survive), ``["t", [...]]`` tuples, ``["m", [[k, v], ...]]``
 Invariants:
 - ``from_bytes(to_bytes(r)) == r`` for every WriteResult, every DataFile field
   included (bounds bytes, partition values of every type, enums).
-- Version 1 is the only payload layout. A newer version is UnsupportedError (the
-  envelope's policy); damaged bytes are CorruptionError, never guessed at. Bytes
-  written before the common envelope (``b"SSWR\x01"`` + zlib, one version byte) are
-  still read.
+- Version 2 adds ``truncate`` (the batch empties its table first: a TRUNCATE of the
+  source, see ``stream_sink.spark.cdc.truncation``) and is written only for such a
+  result, so a stream_sink without it refuses the result (UnsupportedError) instead of
+  dropping the truncate; every other result is written as version 1, as before. A
+  newer version is UnsupportedError (the envelope's policy); damaged bytes are
+  CorruptionError, never guessed at. Bytes written before the common envelope
+  (``b"SSWR\x01"`` + zlib, one version byte) are still read.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from stream_sink.exceptions import CorruptionError
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 
 MAGIC = b"SSWR"
-VERSION = 1
+VERSION = 2
+TRUNCATE_VERSION = 2
+"""The first version that can say ``truncate``; results without it are written as 1."""
 ENVELOPE = Envelope(MAGIC, VERSION, "serialized WriteResult")
 _LEGACY_HEADER = MAGIC + b"\x01"
 """The header before the common envelope: one version byte, then zlib (``0x78``)."""
@@ -43,22 +48,30 @@ class WriteResult:
     data_files: tuple[DataFile, ...] = ()
     delete_files: tuple[DataFile, ...] = ()
     referenced_data_files: tuple[str, ...] = ()
+    truncate: bool = False
+    """The table is emptied (every live data and delete file removed) in the commit that
+    adds these files: the batch carried a TRUNCATE of its source table and these are the
+    changes after it."""
 
     @property
     def is_empty(self) -> bool:
-        return not (self.data_files or self.delete_files)
+        """Nothing to commit: no file and no truncate."""
+        return not (self.data_files or self.delete_files or self.truncate)
 
     @staticmethod
     def merge(results: Iterable[WriteResult]) -> WriteResult:
-        """All files of ``results`` in order; referenced paths once each."""
+        """All files of ``results`` in order; referenced paths once each; truncating when
+        any of them is (the results of one batch's tasks)."""
         data: list[DataFile] = []
         deletes: list[DataFile] = []
         referenced: dict[str, None] = {}
+        truncate = False
         for r in results:
             data.extend(r.data_files)
             deletes.extend(r.delete_files)
             referenced.update(dict.fromkeys(r.referenced_data_files))
-        return WriteResult(tuple(data), tuple(deletes), tuple(referenced))
+            truncate = truncate or r.truncate
+        return WriteResult(tuple(data), tuple(deletes), tuple(referenced), truncate)
 
     def all_paths(self) -> list[str]:
         return [f.file_path for f in (*self.data_files, *self.delete_files)]
@@ -71,8 +84,10 @@ class WriteResult:
             "deletes": [_file_to_json(f) for f in self.delete_files],
             "referenced": list(self.referenced_data_files),
         }
+        if self.truncate:
+            doc["truncate"] = True
         text = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
-        return ENVELOPE.wrap(zlib.compress(text, 6))
+        return ENVELOPE.wrap(zlib.compress(text, 6), TRUNCATE_VERSION if self.truncate else 1)
 
     @staticmethod
     def from_bytes(raw: bytes, *, where: str = "write result") -> WriteResult:
@@ -86,6 +101,7 @@ class WriteResult:
                 tuple(_file_from_json(f) for f in doc["data"]),
                 tuple(_file_from_json(f) for f in doc["deletes"]),
                 tuple(str(p) for p in doc["referenced"]),
+                bool(doc.get("truncate", False)),
             )
         except (zlib.error, ValueError, KeyError, TypeError) as e:
             raise CorruptionError(f"damaged serialized WriteResult: {e}") from e

@@ -39,11 +39,16 @@ def snapshot_producer(
 ) -> SnapshotProducer:
     """The uncommitted snapshot that adds ``result`` to ``branch``.
 
+    A truncating ``result`` (``WriteResult.truncate``) is always a row delta that also
+    removes every data and delete file live on the branch it is committed on.
+
     ``operation``: None picks append without delete files and row delta with them.
     ``starting_snapshot_id``: the branch head the writers saw (default: the head now),
     from which the data files referenced by position deletes must still exist.
     """
-    op = operation or ("row-delta" if result.delete_files else "append")
+    op = operation or ("row-delta" if result.delete_files or result.truncate else "append")
+    if result.truncate and op != "row-delta":
+        raise ValueError(f"a truncating write result commits as a row delta, not {op}")
     if op == "append":
         return table.new_append(branch).append_files(result.data_files)
     if op == "replace-partitions":
@@ -52,6 +57,8 @@ def snapshot_producer(
             replace.add_file(f)
         return replace
     delta = table.new_row_delta(branch)
+    if result.truncate:
+        delta.remove_all_files()
     for f in result.data_files:
         delta.add_rows(f)
     for f in result.delete_files:

@@ -2,9 +2,9 @@
 source into the sink: the initial snapshot (op r), inserts, updates, a primary-key update
 (a delete, a tombstone and a create), a delete and its tombstone, a column added to the
 source table mid-stream (read from the events' Kafka Connect schemas and added to the
-table), and what the sink refuses with a message naming the cause and the event's Kafka
-topic, partition and offset: TOAST placeholders, TRUNCATE, a source table without a
-primary key, a malformed event."""
+table), a TRUNCATE (the table emptied where it happened), and what the sink refuses with
+a message naming the cause and the event's Kafka topic, partition and offset: TOAST
+placeholders, a source table without a primary key, a malformed event."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from cdc_stack import Connect, Stack
 from debezium_pipeline import SINK_OPTIONS, kafka_stream, source_rows, sql, start
+from readers import duckdb_rows
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
@@ -180,19 +181,47 @@ def test_toast_placeholder_is_refused_naming_replica_identity_full(
     )
 
 
-def test_truncate_stops_the_stream(
+def test_truncate_empties_the_table_where_it_happened_exactly_once(
     debezium: Connect, kafka_spark: Any, cdc_stack: Stack, tmp_path: Path
 ) -> None:
-    sql(cdc_stack.postgres.url, "INSERT INTO ev_trunc VALUES (1, 'a')", "TRUNCATE ev_trunc")
-    _fails(
-        kafka_spark,
-        cdc_stack,
-        "ev_trunc",
-        tmp_path,
-        "UnsupportedError",
-        "TRUNCATE",
-        f"topic {PREFIX}.public.ev_trunc partition 0 offset 1",
+    """PostgreSQL's TRUNCATE between changes: what came before it (also in the same
+    micro-batch) is gone, what came after it lands; read by ours and DuckDB."""
+    url = cdc_stack.postgres.url
+    sql(url, "INSERT INTO ev_trunc VALUES (1, 'a'), (2, 'b')")
+    catalog = _table(tmp_path, "ev_trunc")
+    assert _until_equal(kafka_spark, cdc_stack, catalog, "ev_trunc", tmp_path) == [
+        (1, "a"),
+        (2, "b"),
+    ]
+    sql(
+        url,
+        "UPDATE ev_trunc SET v = 'bb' WHERE pk = 2",
+        "TRUNCATE ev_trunc",
+        "INSERT INTO ev_trunc VALUES (3, 'c'), (1, 'a again')",
+        "UPDATE ev_trunc SET v = 'cc' WHERE pk = 3",
     )
+    expected = _until_equal(kafka_spark, cdc_stack, catalog, "ev_trunc", tmp_path)
+    assert expected == [(1, "a again"), (3, "cc")]
+    table = catalog.load_table("db.ev_trunc")
+    assert _rows(catalog, "ev_trunc", ["pk", "v"]) == expected
+    assert sorted((r["pk"], r["v"]) for r in duckdb_rows(table.metadata_location)) == expected
+    stamps = [
+        s.summary["stream-sink.max-committed-checkpoint-id"]
+        for s in table.snapshots()
+        if "stream-sink.max-committed-checkpoint-id" in s.summary
+    ]
+    assert len(stamps) == len(set(stamps))  # no batch committed twice
+    assert any(int(s.summary.get("deleted-data-files", "0")) for s in table.snapshots())
+    ops = [
+        r.op
+        for r in kafka_spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", cdc_stack.kafka.bootstrap)
+        .option("subscribe", f"{PREFIX}.public.ev_trunc")
+        .load()
+        .selectExpr("get_json_object(cast(value as string), '$.payload.op') AS op")
+        .collect()
+    ]
+    assert "t" in ops  # Debezium sent the truncate (skipped.operations=none)
 
 
 def test_source_table_without_primary_key_is_refused(
@@ -234,3 +263,41 @@ def test_malformed_event_stops_naming_topic_partition_and_offset(
     assert "malformed Debezium event" in str(e.value)
     assert "topic bad_events partition 0 offset 1: not json {" in str(e.value)
     assert catalog.load_table("db.bad").scan().to_arrow().num_rows == 0  # nothing applied
+
+
+def test_cluster_status_reports_the_running_parts_as_a_user_checks_them(
+    debezium: Connect, cdc_stack: Stack, tmp_path: Path
+) -> None:
+    """``scripts/cluster.sh status``'s checks against the real PostgreSQL, Kafka and
+    Debezium of this module (Spark and SeaweedFS are not started here: reported down)."""
+    import subprocess
+    import sys
+
+    from cdc_stack import REPO, write_env
+
+    deadline = time.monotonic() + 120  # the snapshot's first event creates the topic
+    while f"{PREFIX}.public.ev_main" not in cdc_stack.kafka.topics():
+        assert time.monotonic() < deadline, "Debezium created no topic for ev_main"
+        time.sleep(2)
+    write_env(
+        tmp_path / "env",
+        {
+            "POSTGRES_URL": cdc_stack.postgres.url,
+            "KAFKA_BOOTSTRAP": cdc_stack.kafka.bootstrap,
+            "CONNECT_URL": f"http://127.0.0.1:{debezium.port}",
+        },
+    )
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "cluster_status.py"), str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:]}
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert rows["postgres"].split()[1] == "up"
+    assert "slot stream_sink_ev active, lag" in rows["postgres"], rows["postgres"]
+    assert rows["kafka"].split()[1] == "up"
+    assert f"{PREFIX}.public.ev_main p0=" in rows["kafka"], rows["kafka"]
+    assert rows["debezium"].split()[1] == "up"
+    assert "connector ev RUNNING, task 0 RUNNING" in rows["debezium"], rows["debezium"]
+    for name in ("spark", "seaweedfs"):
+        assert rows[name].split()[1] == "DOWN" and "no " in rows[name], rows[name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from stream_sink.table.table import Table
@@ -20,11 +22,27 @@ BATCHES: list[list[Change]] = [
 ]
 
 
+TRUNCATE = "-T"
+"""A TRUNCATE of the source table (its key and value are ignored)."""
+
+TRUNCATING_BATCHES: list[list[Change]] = [
+    *BATCHES[:2],
+    # changes before the truncate in its batch are dropped, the ones after it land
+    [("+I", 8, "h0"), ("-U", 1, "a1"), ("+U", 1, "a2"), (TRUNCATE, 0, ""), ("+I", 3, "c9")],
+    [("+I", 9, "i0"), ("-U", 3, "c9"), ("+U", 3, "c10"), ("+I", 10, "j0")],
+    [(TRUNCATE, 0, "")],  # a batch of a truncate alone
+    [("+I", 11, "k0"), ("-D", 11, "k0"), ("+I", 12, "l0")],
+]
+CHANGELOGS = {"plain": BATCHES, "truncating": TRUNCATING_BATCHES}
+
+
 def expected_rows(batches: list[list[Change]] = BATCHES) -> list[tuple[int, str]]:
     table: dict[int, str] = {}
     for batch in batches:
         for kind, key, value in batch:
-            if kind in ("+I", "+U"):
+            if kind == TRUNCATE:
+                table.clear()
+            elif kind in ("+I", "+U"):
                 table[key] = value
             else:
                 table.pop(key, None)
@@ -32,7 +50,14 @@ def expected_rows(batches: list[list[Change]] = BATCHES) -> list[tuple[int, str]
 
 
 def write_changes(table: Table, changes: list[Change]) -> WriteResult:
-    """The batch through the real CDC delta writer (equality field ``id``)."""
+    """The batch through the real CDC delta writer (equality field ``id``); a batch with
+    a truncate writes the changes after its last one, as a truncating result (what the
+    sinks do, ``stream_sink.spark.cdc.truncation``)."""
+    cut = [i for i, c in enumerate(changes) if c[0] == TRUNCATE]
+    if cut:
+        rest = changes[cut[-1] + 1 :]
+        written = write_changes(table, rest) if rest else WriteResult()
+        return dataclasses.replace(written, truncate=True)
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"])
     writer = factory.create(0, 0)
     writer.write(

@@ -1,13 +1,14 @@
 """A streaming driver run as a subprocess by the crash tests (no Spark).
 
-``python crash_driver.py ROOT BACKEND INTERVAL [SCHEDULE]``: reads the durable commit
+``python crash_driver.py ROOT BACKEND INTERVAL [SCHEDULE [CHANGELOG]]``: reads the durable commit
 log (``ROOT/commits/<batch>``, written after each batch returns, like Spark's
 ``commits/``), restores the committer, re-runs the source from the last acknowledged
 batch + 1, and checkpoints every INTERVAL batches. ``STREAM_SINK_FAILPOINT`` kills it on
 the spot. SCHEDULE ``pipelined`` drives the committer through the commit driver with the
 pipelined schedule: each table commit runs on a background thread while the next batch
 is written (and acknowledged before its commit ends), so a failpoint of phase 2 kills
-the process with a commit in flight.
+the process with a commit in flight. CHANGELOG names one of ``changelog.CHANGELOGS``
+(``truncating``: batches with TRUNCATEs of the source table).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from changelog import BATCHES, write_changes
+from changelog import CHANGELOGS, write_changes
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import (
@@ -50,7 +51,8 @@ def acknowledge(commits: str, batch_id: int) -> None:
         os.close(fd)
 
 
-def main(root: str, backend: str, interval: int, schedule: str) -> None:
+def main(root: str, backend: str, interval: int, schedule: str, changelog: str) -> None:
+    batches = CHANGELOGS[changelog]
     commits = os.path.join(root, "commits")
     os.makedirs(commits, exist_ok=True)
     acked = sorted(int(n) for n in os.listdir(commits) if n.isdigit())
@@ -67,11 +69,12 @@ def main(root: str, backend: str, interval: int, schedule: str) -> None:
     )
     coordinator = CheckpointCoordinator(CheckpointConfig(interval_batches=interval))
     if schedule == "pipelined":
-        pipelined(table, commits, acked, CommitDriver(coordinator, schedule=Pipelined()), committer)
+        driver = CommitDriver(coordinator, schedule=Pipelined())
+        pipelined(table, commits, acked, driver, committer, batches)
         return
     committer.restore(acknowledged_batch_ids=acked)
-    for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
-        result = write_changes(table, BATCHES[batch_id])
+    for batch_id in range((acked[-1] + 1) if acked else 0, len(batches)):
+        result = write_changes(table, batches[batch_id])
         failpoint(AFTER_DATA_FILES)
         committer.process(batch_id, result)
         if coordinator.on_batch(batch_id, int(time.time() * 1000)):
@@ -84,16 +87,23 @@ def main(root: str, backend: str, interval: int, schedule: str) -> None:
 
 
 def pipelined(
-    table: Table, commits: str, acked: list[int], driver: CommitDriver, committer: FilesCommitter
+    table: Table,
+    commits: str,
+    acked: list[int],
+    driver: CommitDriver,
+    committer: FilesCommitter,
+    batches: list,
 ) -> None:
     driver.open(SINK, committer, acked)
-    for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
-        driver.record(batch_id, {SINK: write_changes(table, BATCHES[batch_id])})
+    for batch_id in range((acked[-1] + 1) if acked else 0, len(batches)):
+        driver.record(batch_id, {SINK: write_changes(table, batches[batch_id])})
         acknowledge(commits, batch_id)  # with the batch's commit still in flight
     driver.end_input()
     driver.close()
 
 
 if __name__ == "__main__":
-    args = [*sys.argv[1:], "synchronous"]
-    main(args[0], args[1], int(args[2]), args[3])
+    args = [*sys.argv[1:], "synchronous", "plain"][:5]
+    if len(sys.argv) > 4:
+        args[3:5] = [*sys.argv[4:], "plain"][:2]
+    main(args[0], args[1], int(args[2]), args[3], args[4])

@@ -1,10 +1,13 @@
 """The crash driver of ``crash_driver.py`` against a Delta table (no Spark).
 
-``python delta_crash_driver.py ROOT BACKEND INTERVAL``: the scripted changelog is merged
+``python delta_crash_driver.py ROOT BACKEND [CHANGELOG]``: the scripted changelog (one of
+``changelog.CHANGELOGS``, default ``plain``) is merged
 copy-on-write into the Delta table at ``ROOT/lake``; each batch is committed before the
 next is planned (a MERGE reads the table it rewrites), the commit log
 ``ROOT/commits/<batch>`` is written after each batch returns, and
-``STREAM_SINK_FAILPOINT`` kills the process on the spot.
+``STREAM_SINK_FAILPOINT`` kills the process on the spot. A batch with a TRUNCATE writes
+the net rows of the changes after its last one, as a batch that empties the table when
+committed (what ``DeltaSink`` does).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pyarrow as pa
-from changelog import BATCHES
+from changelog import BATCHES, CHANGELOGS, TRUNCATE, expected_rows
 from crash_driver import acknowledge
 
 from stream_sink.checkpoints import CheckpointStorage
@@ -24,7 +27,9 @@ from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.driver import end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 from stream_sink.delta import DeltaTable
+from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.merge import copy_on_write
+from stream_sink.delta.writer import write_data_files
 
 JOB_ID = "query-1"
 SINK = "cdc"
@@ -79,7 +84,26 @@ def pair(root: str) -> None:
     committer.close()
 
 
-def main(root: str, backend: str) -> None:
+def merged(table: DeltaTable, rows: list[tuple[str, int, str]]) -> DeltaBatch:
+    """The batch's copy-on-write MERGE; after a truncate, its net rows into an empty table."""
+    cut = [i for i, r in enumerate(rows) if r[0] == TRUNCATE]
+    if not cut:
+        return copy_on_write(
+            table.refresh().snapshot,
+            table.io,
+            as_changes(rows),
+            ["id"],
+            "changelog",
+            row_kind_column="_row_kind",
+        )
+    net = expected_rows([rows[cut[-1] + 1 :]])
+    data = pa.table({"id": pa.array([k for k, _ in net], pa.int64()), "data": [v for _, v in net]})
+    adds = write_data_files(table.location, data, table.schema, ()) if net else []
+    return DeltaBatch(tuple(adds), (), truncate=True)
+
+
+def main(root: str, backend: str, changelog: str = "plain") -> None:
+    batches = CHANGELOGS[changelog]
     commits = os.path.join(root, "commits")
     os.makedirs(commits, exist_ok=True)
     acked = sorted(int(n) for n in os.listdir(commits) if n.isdigit())
@@ -92,15 +116,8 @@ def main(root: str, backend: str) -> None:
         operator_id=SINK,
     )
     committer.restore(acknowledged_batch_ids=acked)
-    for batch_id in range((acked[-1] + 1) if acked else 0, len(BATCHES)):
-        result = copy_on_write(
-            table.refresh().snapshot,
-            table.io,
-            changes(batch_id),
-            ["id"],
-            "changelog",
-            row_kind_column="_row_kind",
-        )
+    for batch_id in range((acked[-1] + 1) if acked else 0, len(batches)):
+        result = merged(table, batches[batch_id])
         failpoint(AFTER_DATA_FILES)
         committer.process(batch_id, result)
         committer.snapshot_state(batch_id)
@@ -115,4 +132,4 @@ if __name__ == "__main__":
     if sys.argv[2] == "pair":
         pair(sys.argv[1])
     else:
-        main(sys.argv[1], sys.argv[2])
+        main(*sys.argv[1:4])

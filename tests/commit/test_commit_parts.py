@@ -97,8 +97,8 @@ def test_delta_manifests_round_trip(table: Table) -> None:
     assert deserialize_delta_manifests(serialize_delta_manifests(DeltaManifests()), where="w") == (
         DeltaManifests()
     )
-    with pytest.raises(UnsupportedError, match="version 2"):
-        deserialize_delta_manifests(b"SSDM\x00\x02{}", where="w")
+    with pytest.raises(UnsupportedError, match="version 3"):  # 2 adds truncate
+        deserialize_delta_manifests(b"SSDM\x00\x03{}", where="w")
     with pytest.raises(CorruptStateError, match="w: malformed"):
         deserialize_delta_manifests(b"SSDM\x00\x01{", where="w")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from changelog import BATCHES, expected_rows
+from changelog import CHANGELOGS, expected_rows
 from harness import SCHEMA, live_files, staging_manifests, table_rows, watermark
 from kill_harness import KillJob
 
@@ -40,12 +40,18 @@ class Scenario:
     interval: int
     schedule: str = "synchronous"
     format_version: int = 2
+    changelog: str = "plain"
 
     @property
     def name(self) -> str:
         name = f"{self.failpoint}@{self.hit}-{self.backend}-every{self.interval}"
         name = name if self.schedule == "synchronous" else f"{name}-{self.schedule}"
+        name = name if self.changelog == "plain" else f"{name}-{self.changelog}"
         return name if self.format_version == 2 else f"{name}-v{self.format_version}"
+
+    @property
+    def batches(self) -> list:
+        return CHANGELOGS[self.changelog]
 
 
 SCENARIOS = (
@@ -59,6 +65,9 @@ SCENARIOS = (
     ]
     # a v3 table: deletion vectors instead of position-delete files, row lineage
     + [Scenario(fp, 2, "rocksdb", 2, format_version=3) for fp in FAILPOINTS]
+    # a TRUNCATE of the source: the 2nd checkpoint (batches 2, 3) commits the batch that
+    # empties the table; the kill lands in its staging or commit, or just after it
+    + [Scenario(fp, 2, "rocksdb", 2, changelog="truncating") for fp in FAILPOINTS]
 )
 
 
@@ -79,7 +88,13 @@ def _scenario(base: Path, scenario: Scenario) -> Outcome:
         identifier_fields=["id"],
         format_version=scenario.format_version,
     )
-    args = [str(root), scenario.backend, str(scenario.interval), scenario.schedule]
+    args = [
+        str(root),
+        scenario.backend,
+        str(scenario.interval),
+        scenario.schedule,
+        scenario.changelog,
+    ]
     job = KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=TIMEOUT_S)
     first = job.run(f"{scenario.failpoint}@{scenario.hit}")
     return Outcome(root, first, job.run())
@@ -109,17 +124,32 @@ def test_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     assert out.second[0] == 0, out.second[1][-3000:]
     table = _table(out.root)
     assert table.format_version == scenario.format_version
-    assert table_rows(table) == expected_rows()
+    assert table_rows(table) == expected_rows(scenario.batches)
     paths = [f.file_path for f in live_files(table)]
     assert len(paths) == len(set(paths)), "a file is referenced twice"
     if scenario.format_version == 3:  # the first batch updates a row it inserted
         assert any(f.is_deletion_vector for f in live_files(table)), "no deletion vector"
-    assert watermark(table, "query-1", "cdc") == len(BATCHES) - 1
+    assert watermark(table, "query-1", "cdc") == len(scenario.batches) - 1
     assert staging_manifests(table) == []
     acked = sorted(int(n) for n in os.listdir(out.root / "commits") if n.isdigit())
-    assert acked == list(range(len(BATCHES)))
+    assert acked == list(range(len(scenario.batches)))
+    if scenario.changelog == "truncating":
+        _check_truncated_once(table, scenario.batches)
+
+
+def _check_truncated_once(table: Table, batches: list) -> None:
+    """Each snapshot holds the rows of the changes up to the batch it is stamped with:
+    no truncate applied twice (which would drop the changes after it), none skipped."""
+    for snap in table.refresh().snapshots():
+        stamp = snap.summary.get("stream-sink.max-committed-checkpoint-id")
+        if stamp is None:
+            continue
+        got = table.scan(snapshot_id=snap.snapshot_id).to_arrow()
+        rows = sorted(zip(got["id"].to_pylist(), got["data"].to_pylist(), strict=True))
+        assert rows == expected_rows(batches[: int(stamp) + 1]), f"snapshot stamped {stamp}"
 
 
 def test_every_failpoint_is_exercised() -> None:
     assert {s.failpoint for s in SCENARIOS} == set(FAILPOINTS)
+    assert {s.failpoint for s in SCENARIOS if s.changelog == "truncating"} == set(FAILPOINTS)
     assert {s.failpoint for s in SCENARIOS if s.format_version == 3} == set(FAILPOINTS)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from changelog import BATCHES, expected_rows
+from changelog import BATCHES, TRUNCATING_BATCHES, expected_rows
 from delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_versions
 from kill_harness import KillJob
 
@@ -29,17 +29,23 @@ SCHEMA = pa.schema([("id", pa.int64()), ("data", pa.string())])
 APP = app_id("query-1", "cdc")
 # a batch's failpoints are reached once per batch (interval 1); the 2nd hit is batch 1
 SCENARIOS = [(fp, 2) for fp in FAILPOINTS if fp != "between-batch-commits"]
+# a TRUNCATE of the source in batch 2 (mid-batch) and 4 (alone): killed at its 3rd hit,
+# in the batch that empties the table
+TRUNCATING = [(fp, 3) for fp in FAILPOINTS if fp != "between-batch-commits"]
 
 
-def _job(root: Path, shape: str = "memory") -> KillJob:
+def _job(root: Path, shape: str = "memory", changelog: str = "plain") -> KillJob:
     """``delta_crash_driver.py`` on ``root``; its stderr in ``root/driver.log``."""
-    return KillJob(Path(DRIVER), [str(root), shape], log=root / "driver.log", timeout=120)
+    args = [str(root), shape, changelog]
+    return KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=120)
 
 
-def _scenario(base: Path, failpoint: str, hit: int) -> tuple[Path, int, int, str]:
-    root = base / f"{failpoint}@{hit}"
+def _scenario(
+    base: Path, failpoint: str, hit: int, changelog: str = "plain"
+) -> tuple[Path, int, int, str]:
+    root = base / f"{failpoint}@{hit}-{changelog}"
     DeltaTable.create(str(root / "lake"), SCHEMA)
-    job = _job(root)
+    job = _job(root, changelog=changelog)
     first, first_out = job.run(f"{failpoint}@{hit}")
     second, second_out = job.run()
     return root, first, second, first_out[-2000:] + second_out[-2000:]
@@ -50,6 +56,12 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tup
     base = tmp_path_factory.mktemp("delta-crash")
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         futures = {f"{fp}@{hit}": pool.submit(_scenario, base, fp, hit) for fp, hit in SCENARIOS}
+        futures.update(
+            {
+                f"{fp}@{hit}-truncating": pool.submit(_scenario, base, fp, hit, "truncating")
+                for fp, hit in TRUNCATING
+            }
+        )
         yield {name: f.result() for name, f in futures.items()}
 
 
@@ -58,25 +70,30 @@ def _rows(rows: list[dict]) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", [f"{fp}@{hit}" for fp, hit in SCENARIOS])
+@pytest.mark.parametrize(
+    "scenario",
+    [f"{fp}@{hit}" for fp, hit in SCENARIOS] + [f"{fp}@{hit}-truncating" for fp, hit in TRUNCATING],
+)
 def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_once(
     outcomes: dict[str, tuple], scenario: str
 ) -> None:
     root, first, second, err = outcomes[scenario]
     assert first == -signal.SIGKILL, f"not killed at {scenario}: rc={first}\n{err}"
     assert second == 0, err
+    batches = TRUNCATING_BATCHES if scenario.endswith("-truncating") else BATCHES
     loc = str(root / "lake")
     table = DeltaTable.load(loc)
-    assert _rows(table.to_arrow().to_pylist()) == expected_rows()
-    assert _rows(delta_rs_rows(loc)) == expected_rows()
-    assert _rows(duckdb_delta_rows(loc)) == expected_rows()
-    assert table.snapshot.txn_version(APP) == len(BATCHES) - 1
-    # every version holds the state after the batch its txn names: no batch twice
+    assert _rows(table.to_arrow().to_pylist()) == expected_rows(batches)
+    assert _rows(delta_rs_rows(loc)) == expected_rows(batches)
+    assert _rows(duckdb_delta_rows(loc)) == expected_rows(batches)
+    assert table.snapshot.txn_version(APP) == len(batches) - 1
+    # every version holds the state after the batch its txn names: no batch twice, and
+    # no truncate applied twice or skipped
     versions = list(range(1, table.version + 1))
     for v, rows in zip(versions, duckdb_delta_versions(loc, versions), strict=True):
         done = table.snapshot_at(v).txn_version(APP)
         assert done is not None
-        assert _rows(rows) == expected_rows(BATCHES[: done + 1])
+        assert _rows(rows) == expected_rows(batches[: done + 1])
     if scenario.startswith("after-data-files"):
         return  # files written before the committer saw them are orphans by design
     # every data file on disk is live or was removed by a later version: none leaked

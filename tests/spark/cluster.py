@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "spark-standalone.sh"
 START_TIMEOUT_S = 300
+WORKER_CORES, WORKER_MEMORY = "1", "1g"
+"""Each worker's share (docker-compose.yml gives its workers the same)."""
 
 
 def free_port() -> int:
@@ -42,8 +44,9 @@ def cluster_env(root: Path) -> dict[str, str]:
 
 
 @contextmanager
-def standalone_cluster(root: Path, workers: int = 2) -> Iterator[str]:
-    """Start a master and ``workers`` workers; yield the master URL; stop them all."""
+def standalone_cluster(root: Path, workers: int = 2, ui_port: int = 0) -> Iterator[str]:
+    """Start a master and ``workers`` workers; yield the master URL; stop them all.
+    ``ui_port``: the master's web UI (and its ``/json/`` status), 0 for any free port."""
     root.mkdir(parents=True, exist_ok=True)
     env = cluster_env(root)
     port = free_port()
@@ -62,10 +65,12 @@ def standalone_cluster(root: Path, workers: int = 2) -> Iterator[str]:
         procs.append(proc)
 
     try:
-        launch("master", "master", "127.0.0.1", str(port), "0")
+        launch("master", "master", "127.0.0.1", str(port), str(ui_port))
         _wait(lambda: _listening(port), procs, "the master to listen")
         for i in range(workers):
-            launch(f"worker-{i}", "worker", url, "1", "1g", str(root / f"work-{i}"))
+            launch(
+                f"worker-{i}", "worker", url, WORKER_CORES, WORKER_MEMORY, str(root / f"work-{i}")
+            )
         master_log = root / "master.log"
         _wait(
             lambda: master_log.read_text(errors="replace").count("Registering worker") >= workers,

@@ -8,7 +8,7 @@ Mapping (Flink's RowKind names):
 c, r   ``+I`` after
 u      ``-U`` before (when present), ``+U`` after
 d      ``-D`` before
-t      none: the query stops (UnsupportedError)
+t      ``-T`` (TRUNCATE), its columns null
 =====  ==========================================
 
 Invariants:
@@ -21,8 +21,12 @@ Invariants:
   raised inside Spark (``raise_error``) and turned back into these classes by the
   sink, with the offending value in the message, preceded by the event's Kafka topic,
   partition and offset when ``df`` has those columns (as Spark's Kafka source gives).
-- Refused as well, since applying them would make the table differ from the source: a
-  TRUNCATE (``op`` t: UnsupportedError), a string column holding Debezium's TOAST
+- A TRUNCATE (``op`` t) is one ``-T`` row at the truncate's position, its columns null
+  (also with ``table_column``: it names its table); the sinks empty the table there
+  (:mod:`.truncation`). Debezium sends it without a Kafka key, which is not the keyless
+  event refused below.
+- Refused, since applying them would make the table differ from the source: a
+  string column holding Debezium's TOAST
   placeholder ``__debezium_unavailable_value`` (an unchanged large value PostgreSQL did
   not send: ValidationError naming the column and ``REPLICA IDENTITY FULL``), and, when
   the Kafka ``key`` column is present, an event without a key (a source table without a
@@ -56,6 +60,7 @@ from stream_sink.spark.cdc.control_columns import (
     ROW_KIND_COLUMN,
     marked,
 )
+from stream_sink.spark.cdc.truncation import TRUNCATE
 from stream_sink.spark.errors import spark_error_message
 from stream_sink.table.schema import Schema
 
@@ -156,7 +161,7 @@ def from_debezium(
         *(c.alias(name) for name, c in extra),
     )
     row = F.when(
-        F.col("c.row").isNull(),
+        F.col("c.row").isNull() & (F.col("c.k") != F.lit(TRUNCATE)),
         _fail("ValidationError", "Debezium event has no row image for its op: ", F.col("c.raw")),
     ).otherwise(F.col("c.row"))
     order_fields = [F.col(f"_pos{i}").alias(_order_name(o)) for i, o in enumerate(orders)]
@@ -255,17 +260,7 @@ def _changes(env: Column, raw: Column, rows: StructType, keyless: Column) -> Col
             env.isNull() | op.isNull(),
             _fail("ValidationError", "malformed Debezium event (not JSON, or no 'op'): ", raw),
         )
-        .when(
-            op == "t",
-            _fail(
-                "UnsupportedError",
-                "TRUNCATE of the source table (Debezium op 't'): the sink does not empty a "
-                "table from a change stream; stop the stream, empty the table (or recreate "
-                "it) and start a new stream from after this event, or drop truncates in "
-                "Debezium (skipped.operations=t) if the table should keep its rows: ",
-                raw,
-            ),
-        )
+        .when(op == "t", F.array(change(TRUNCATE, F.lit(None).cast(rows), 0)))
         .when(
             keyless,
             _fail(
@@ -304,7 +299,7 @@ def _changes(env: Column, raw: Column, rows: StructType, keyless: Column) -> Col
         .otherwise(
             _fail(
                 "UnknownRowKindError",
-                "unknown Debezium op (expected c, r, u or d): ",
+                "unknown Debezium op (expected c, r, u, d or t): ",
                 F.concat(F.lit("op="), op, F.lit(" in "), raw),
             )
         )

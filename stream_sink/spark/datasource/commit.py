@@ -92,6 +92,7 @@ def prepare_write(
         insert_kind_column=plan.insert_kind_column,
         key_columns=plan.equality_fields if sink.is_cdc else (),
         order_columns=sink.order_by if sink.is_cdc else (),
+        row_kind_column=sink.row_kind_column if sink.is_cdc else None,
     )
     return PreparedWrite(parsed, task)
 

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.exceptions import InvalidOptionError, ValidationError
+from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.options import SourceOptions
 from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
 from stream_sink.write.writer_factory import TaskWriterFactory
@@ -82,6 +83,8 @@ class SourceWriteTask:
     key_columns: tuple[str, ...] = ()
     """CDC modes: the equality fields (empty: append or overwrite)."""
     order_columns: tuple[str, ...] = ()
+    row_kind_column: str | None = None
+    """CDC modes: the row kind column, if the stream has one (a TRUNCATE is refused)."""
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> TaskOutput:
         ids = current_task_ids()
@@ -91,6 +94,7 @@ class SourceWriteTask:
         data = _collect(batches)
         if data is None:
             return TaskOutput(ids.partition_id, write_all(self.factory, iter(()), ids))
+        refuse_in_task(data, self.row_kind_column, f"table {self.factory.table_name}")
         data = data.sort_by([(c, "ascending") for c in (*self.key_columns, *self.order_columns)])
         hashes = key_hashes(data, self.key_columns)
         out = data.select(list(self.columns)).to_batches()

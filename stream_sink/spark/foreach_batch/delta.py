@@ -33,8 +33,9 @@ from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
 from stream_sink.delta.maintenance import due as maintenance_due
 from stream_sink.delta.maintenance import run as run_maintenance
-from stream_sink.exceptions import InvalidOptionError, MissingColumnError
+from stream_sink.exceptions import InvalidOptionError, MissingColumnError, TruncateInBatchError
 from stream_sink.spark import query
+from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.delta_tasks import (
     DeltaAppendTask,
@@ -42,7 +43,7 @@ from stream_sink.spark.delta_tasks import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.errors import find_stream_sink_error, reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
@@ -277,15 +278,40 @@ class DeltaSink:
         shape = TableShape.of(table.snapshot, self.storage_options)
         try:
             if self.mode in CDC_MODES:
-                return self._merge(df, table, shape)
+                return self._merge_changes(df, table, shape, batch_id)
             data = df.select(*table.schema.names)
             return _collect(data.mapInArrow(DeltaAppendTask(shape), RESULT_DDL))
         except Exception as e:
             reraise_stream_sink_error(e)
             raise
 
-    def _merge(self, df: DataFrame, table: DeltaTable, shape: TableShape) -> DeltaBatch:
-        """Copy-on-write MERGE of the batch's changes (see module docstring)."""
+    def _merge_changes(
+        self, df: DataFrame, table: DeltaTable, shape: TableShape, batch_id: int
+    ) -> DeltaBatch:
+        """``_merge``; a batch holding a TRUNCATE (row kind ``-T``) is merged again from
+        after its last one into an empty table, as a batch whose commit removes every
+        live file (:mod:`stream_sink.spark.cdc.truncation`)."""
+        kind = self.row_kind_column
+        if not kind:
+            return self._merge(df, table, shape)
+        try:
+            return self._merge(truncation.flagged(df, kind), table, shape)
+        except Exception as e:
+            if not isinstance(find_stream_sink_error(str(e)) or e, TruncateInBatchError):
+                raise
+            at = truncation.last_truncate(df, kind, self.order_by)
+            if at is None:  # pragma: no cover (the marker fires only on a -T row)
+                raise
+        log.info("DeltaSink %s: batch %d truncates %s", self.sink_id, batch_id, self.path)
+        rest = truncation.after(df, kind, self.order_by, at)
+        merged = self._merge(rest, table, shape, empty=True)
+        return DeltaBatch(merged.adds, (), truncate=True)
+
+    def _merge(
+        self, df: DataFrame, table: DeltaTable, shape: TableShape, empty: bool = False
+    ) -> DeltaBatch:
+        """Copy-on-write MERGE of the batch's changes (see module docstring); ``empty``:
+        into the table as emptied by a truncate (no file of it is read or rewritten)."""
         from pyspark.sql import functions as F
 
         missing = [c for c in (*self.keys, *self.order_by) if c not in df.columns]
@@ -295,15 +321,17 @@ class DeltaSink:
             df = df.where(F.col(self.row_kind_column) != "-U")
         types = _spark_schema(table.schema)
         keys_df = df.select(*(F.col(k).cast(types[k].dataType).alias(k) for k in self.keys))
-        keys_df = keys_df.distinct().persist()
-        try:
-            parts = [
-                rewrite_touched_files(
-                    keys_df, table.snapshot, shape, self.keys, self.driver_key_limit
+        parts: list[DeltaBatch] = []
+        if not empty:
+            keys_df = keys_df.distinct().persist()
+            try:
+                parts.append(
+                    rewrite_touched_files(
+                        keys_df, table.snapshot, shape, self.keys, self.driver_key_limit
+                    )
                 )
-            ]
-        finally:
-            keys_df.unpersist()
+            finally:
+                keys_df.unpersist()
         cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
         changes = (
             df.select(*cols, *[c for c in self.order_by if c not in cols])

@@ -34,13 +34,19 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.commit.io_context import NOT_ACKNOWLEDGED, in_step
-from stream_sink.exceptions import InvalidOptionError, NoSuchTableError, SchemaMismatchError
+from stream_sink.exceptions import (
+    InvalidOptionError,
+    NoSuchTableError,
+    SchemaMismatchError,
+    TruncateInBatchError,
+)
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.maintenance_report import report_location, write_report
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
+from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
@@ -261,7 +267,7 @@ class IcebergSink:
             started = time.perf_counter()
             step = f"batch {batch_id}: writing its data files"
             with in_step(self.sink_id, runtime.table.name, step, NOT_ACKNOWLEDGED):
-                result = self._write(df, plan, runtime.table, batch_id, runtime.job_id)
+                result = self._write_changes(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
             runtime.commits.record(batch_id, result)
         except BaseException:
@@ -449,6 +455,25 @@ class IcebergSink:
                 raise with_evolution_hint(e, self.options) from e
             self._plans[key] = plan
         return plan
+
+    def _write_changes(
+        self, df: DataFrame, plan: BatchPlan, table: Table, batch_id: int, job_id: str
+    ) -> WriteResult:
+        """``_write``; a CDC batch holding a TRUNCATE (row kind ``-T``) is written again
+        from after its last one, as a result that empties the table when committed
+        (:mod:`stream_sink.spark.cdc.truncation`)."""
+        kind = self.options.row_kind_column
+        if not (self.options.is_cdc and kind):
+            return self._write(df, plan, table, batch_id, job_id)
+        try:
+            return self._write(truncation.flagged(df, kind), plan, table, batch_id, job_id)
+        except TruncateInBatchError:
+            at = truncation.last_truncate(df, kind, self.options.order_by)
+            if at is None:  # pragma: no cover (the marker fires only on a -T row)
+                raise
+        log.info("sink %s: batch %d truncates table %s", self.sink_id, batch_id, table.name)
+        rest = truncation.after(df, kind, self.options.order_by, at)
+        return replace(self._write(rest, plan, table, batch_id, job_id), truncate=True)
 
     def _write(
         self, df: DataFrame, plan: BatchPlan, table: Table, batch_id: int, job_id: str

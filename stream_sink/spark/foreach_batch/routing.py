@@ -58,7 +58,7 @@ from stream_sink.exceptions import (
 )
 from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import query, schema_check
-from stream_sink.spark.cdc import distribution
+from stream_sink.spark.cdc import distribution, truncation
 from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
@@ -233,6 +233,8 @@ class BatchTables:
     keys: Mapping[str, tuple[str, ...]]
     dead: tuple[Any, ...] = ()
     """Routing values whose rows go to the dead-letter table."""
+    truncated: Mapping[str, Any] = field(default_factory=dict)
+    """Tables the batch truncates: the position (as collected) of the last truncate."""
 
 
 class Router:
@@ -282,9 +284,12 @@ class Router:
                 for name in sorted(found.columns)
             }
             dead = self._prepare_dead_letter(runtime, df.schema) if found.dead else None
-            results = self._write(df, plans, runtime, batch_id, dead) if plans or dead else {}
+            rows = self._after_truncates(df, found)
+            results = self._write(rows, plans, runtime, batch_id, dead) if plans or dead else {}
         finally:
             df.unpersist()
+        for name in found.truncated:  # emptied when committed, with the changes after it
+            results[name] = replace(results.get(name, WriteResult()), truncate=True)
         runtime.driver.drain()  # the route log is the commit's too (pipelined)
         if results:  # before any table records it: the loss check reads it per table
             runtime.routes.record(batch_id, results)
@@ -304,12 +309,22 @@ class Router:
         aggs = [F.count(distribution.column(c)).alias(f"n{i}") for i, c in enumerate(data)]
         if KEY_FIELDS_COLUMN in df.columns:
             aggs.append(F.first(F.col(KEY_FIELDS_COLUMN), ignorenulls=True).alias("key"))
+        kind = self._truncating_kind(df)
+        if kind is not None:
+            aggs.append(truncation.truncate_aggregate(kind, self.options.order_by).alias("trunc"))
+            changes = ~F.col(kind).eqNullSafe(F.lit(truncation.TRUNCATE))
+            aggs.append(F.count(F.when(changes, F.lit(1))).alias("changes"))
         columns: dict[str, frozenset[str]] = {}
         keys: dict[str, tuple[str, ...]] = {}
+        truncated: dict[str, Any] = {}
         dead: list[Any] = []
         for row in df.groupBy(distribution.column(col).alias("t")).agg(*aggs).collect():
             name = row["t"]
+            at = row["trunc"] if kind is not None else None
             problem = self._routing_problem(name)
+            only_truncates = at is not None and not row["changes"]
+            if only_truncates and (problem is not None or self._skips_truncate(name)):
+                continue  # only truncates, of no table there is: nothing to empty
             if problem is not None:
                 if self.dead_letter is None:
                     raise ValidationError(problem)
@@ -318,7 +333,30 @@ class Router:
             columns[name] = frozenset(c for i, c in enumerate(data) if row[f"n{i}"])
             if "key" in row.asDict() and row["key"]:
                 keys[name] = tuple(row["key"])
-        return BatchTables(columns, keys, tuple(dead))
+            if at is not None:
+                truncated[name] = at
+        return BatchTables(columns, keys, tuple(dead), truncated)
+
+    def _truncating_kind(self, df: DataFrame) -> str | None:
+        """The row kind column when the batch may hold TRUNCATE rows (CDC modes)."""
+        kind = self.options.row_kind_column
+        return kind if self.options.is_cdc and kind and kind in df.columns else None
+
+    def _skips_truncate(self, name: Any) -> bool:
+        """A table the sink has not written and the catalog lacks: a truncate of it alone
+        has nothing to empty, and nothing to create the table from."""
+        known = self.runtime is not None and name in self.runtime.tables
+        return not known and not self.catalog.table_exists(str(name))
+
+    def _after_truncates(self, df: DataFrame, found: BatchTables) -> DataFrame:
+        """The rows to write: without TRUNCATE rows, and for each truncated table only the
+        changes after its last truncate (:mod:`stream_sink.spark.cdc.truncation`)."""
+        kind = self._truncating_kind(df)
+        if kind is None:
+            return df
+        pos_type = df.select(truncation.position(self.options.order_by)).schema[0].dataType
+        at = {n: truncation.literal(v, pos_type) for n, v in found.truncated.items()}
+        return truncation.after(df, kind, self.options.order_by, at, self.table_column)
 
     def _data_columns(self, schema: StructType) -> tuple[str, ...]:
         """The user's columns: all but the routing, row kind and ``from_debezium``'s

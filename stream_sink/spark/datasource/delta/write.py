@@ -31,6 +31,7 @@ from stream_sink.delta.merge import MergeMode, net_changes
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.writer import write_data_files
 from stream_sink.io.fileio import FileIO
+from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.write import TaskOutput, key_hashes
 from stream_sink.spark.delta_tasks import TableShape
@@ -59,6 +60,7 @@ class DeltaSourceTask:
         touched = None
         try:
             data = _collect(batches, self.columns)
+            refuse_in_task(data, self.row_kind_column, f"Delta table {self.table.location}")
             if self.key_columns and data.num_rows:
                 mode: MergeMode = "changelog" if self.mode == "changelog" else "upsert"
                 data, touched = net_changes(
