@@ -44,7 +44,7 @@ from stream_sink.spark.delta_tasks import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.errors import raise_if_interrupted, reraise_stream_sink_error
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
@@ -175,8 +175,9 @@ class DeltaSink:
                 runtime.commits.drain()  # the MERGE reads the table the last batch left
             result = self._write(df, runtime.table.refresh(), batch_id)
             runtime.commits.record(batch_id, result)
-        except BaseException:
+        except BaseException as e:
             self._release()
+            raise_if_interrupted(e, f"DeltaSink {self.sink_id}", batch_id)
             raise
 
     def _maintain_committed(self) -> None:
