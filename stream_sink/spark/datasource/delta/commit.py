@@ -245,16 +245,16 @@ def _maintain(options: DeltaRouteOptions, table: DeltaTable) -> None:
     """The in-sink maintenance after a commit (see module doc); never raises."""
     if options.maintenance is None:
         return
-    places = _places(options)
-    location = report_location(places.checkpoint_location, places.sink_id)
     try:
+        places = _places(options)
+        location = report_location(places.checkpoint_location, places.sink_id)
         io = FileIO.for_location(location, places.storage_options)
         metrics = read_report(io, location)
         if maintenance_after_commit(table, options.maintenance, metrics):
             write_report(io, location, metrics)
             log.info("Delta sink %s: maintenance %s", places.sink_id, metrics)
     except Exception as e:  # the batch is committed: maintenance never fails it
-        log.warning("Delta sink %s: maintenance not run: %s", places.sink_id, e)
+        log.warning("Delta sink %s: maintenance not run: %s", table.location, e)
 
 
 def abort_stream(
