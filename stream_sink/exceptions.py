@@ -246,6 +246,11 @@ class TableMismatchError(CheckpointError):
     """A sink's checkpoint location or operator state belongs to another table."""
 
 
+class BatchInterruptedError(StreamSinkError):
+    """Spark interrupted a micro-batch (its query is stopping): nothing of the batch is
+    committed, and the query's next run writes it again."""
+
+
 class DataLossError(StreamSinkError):
     """Starting would silently lose batches that upstream already acknowledged."""
 

@@ -19,14 +19,22 @@ micro-batch fail; run between commits, the two never race, each run's work is bo
 works the same when every micro-batch opens a new sink (the ``format("stream_sink")``
 route). A run that fails (a conflict with another writer) is logged and counted; the
 next due version tries again. Nothing here ever fails the stream.
+
+Both front doors call :func:`after_commit` after each of their commits; the metrics
+(and whether the last run left work behind, which halves the interval) live in the
+sink (``DeltaSink.maintenance_metrics``) or, where each commit runs in a fresh worker
+(the Data Source route), in a small JSON report beside the sink's checkpoints
+(:func:`read_report`, :func:`write_report`), which every commit reads and rewrites.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.io.fileio import FileIO
 
 from .optimize import DEFAULT_TARGET_FILE_BYTES, optimize
 from .table import DeltaTable
@@ -64,6 +72,9 @@ class DeltaMaintenanceMetrics:
     vacuumed_files: int = 0
     backlog_runs: int = 0
     last_error: str | None = None
+    backlog: bool = False
+    """The last run left work behind: runs come every half ``every_versions`` until one
+    does not."""
 
 
 def due(version: int, options: DeltaMaintenanceOptions, backlog: bool) -> bool:
@@ -71,6 +82,23 @@ def due(version: int, options: DeltaMaintenanceOptions, backlog: bool) -> bool:
     every half of that while a backlog is left)."""
     every = max(1, options.every_versions // 2) if backlog else options.every_versions
     return version > 0 and version % every == 0
+
+
+def after_commit(
+    table: DeltaTable, options: DeltaMaintenanceOptions, metrics: DeltaMaintenanceMetrics
+) -> bool:
+    """After a commit through ``table``: a bounded run when the version just committed
+    makes one due (:func:`due`). True when a run was started. Never raises: the batch is
+    committed, and a failure is counted in ``metrics`` and retried at the next due version."""
+    try:
+        if not due(table.refresh().version, options, metrics.backlog):
+            return False
+        metrics.backlog = run(table, options, metrics)
+    except Exception as e:  # never fail the stream
+        metrics.failures += 1
+        metrics.last_error = f"{type(e).__name__}: {e}"
+        log.warning("Delta maintenance of %s failed: %s", table.location, metrics.last_error)
+    return True
 
 
 def run(
@@ -114,3 +142,22 @@ def _vacuum(
     r = vacuum(table, max_files=options.max_vacuumed_files)
     metrics.vacuumed_files += r.deleted_files
     return r.remaining_files > 0
+
+
+def read_report(io: FileIO, location: str) -> DeltaMaintenanceMetrics:
+    """The metrics last written at ``location``; zeros when there are none (or they
+    cannot be read: the report only counts, it never stops maintenance)."""
+    try:
+        if not io.exists(location):
+            return DeltaMaintenanceMetrics()
+        raw = json.loads(io.read_bytes(location).decode("utf-8"))
+        known = {f.name for f in fields(DeltaMaintenanceMetrics)}
+        return DeltaMaintenanceMetrics(**{k: v for k, v in raw.items() if k in known})
+    except (OSError, ValueError, TypeError) as e:
+        log.warning("Delta maintenance report %s unreadable, counting from zero: %s", location, e)
+        return DeltaMaintenanceMetrics()
+
+
+def write_report(io: FileIO, location: str, metrics: DeltaMaintenanceMetrics) -> None:
+    """Replace the report at ``location`` atomically (a reader sees a whole one)."""
+    io.write_atomic(location, json.dumps(asdict(metrics)).encode("utf-8"), fsync=False)

@@ -10,6 +10,7 @@ partition values and statistics are keyed by physical names.
 
 from __future__ import annotations
 
+import contextlib
 import io as _io
 import time
 import uuid
@@ -24,7 +25,7 @@ from stream_sink.io.fileio import FileIO
 
 from .actions import AddFile
 from .column_mapping import ColumnMapping
-from .paths import encode_path, partition_dir, serialize_partition_value
+from .paths import absolute_location, encode_path, partition_dir, serialize_partition_value
 from .stats import file_stats
 
 DEFAULT_TARGET_FILE_ROWS = 4_000_000
@@ -62,20 +63,22 @@ def write_data_files(
     target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
     mapping: ColumnMapping | None = None,
 ) -> list[AddFile]:
-    """Write ``data`` (conformed to ``schema``) under the table root ``location``."""
+    """Write ``data`` (conformed to ``schema``) under the table root ``location``; a
+    failure deletes the files written so far before it propagates."""
     if data.num_rows == 0:
         return []
     io = io or FileIO.for_location(location)
     mapping = mapping or ColumnMapping("")
     data = conform(data, schema)
-    if not partition_columns:
-        return _write_piece(location, io, mapping.to_physical(data), {}, "", target_file_rows)
     out: list[AddFile] = []
-    physical = [mapping.physical_name(c) for c in partition_columns]
-    for values, piece in _split(data, partition_columns):
-        values = {mapping.physical_name(c): v for c, v in values.items()}
-        rel_dir = partition_dir(physical, values)
-        out.extend(
+    try:
+        if not partition_columns:
+            _write_piece(location, io, mapping.to_physical(data), {}, "", target_file_rows, out)
+            return out
+        physical = [mapping.physical_name(c) for c in partition_columns]
+        for values, piece in _split(data, partition_columns):
+            values = {mapping.physical_name(c): v for c, v in values.items()}
+            rel_dir = partition_dir(physical, values)
             _write_piece(
                 location,
                 io,
@@ -83,8 +86,13 @@ def write_data_files(
                 values,
                 rel_dir,
                 target_file_rows,
+                out,
             )
-        )
+    except BaseException:
+        for a in out:
+            with contextlib.suppress(Exception):  # an orphan is harmless
+                io.delete(absolute_location(location, a.path))
+        raise
     return out
 
 
@@ -109,8 +117,9 @@ def _write_piece(
     values: dict[str, str | None],
     rel_dir: str,
     target_rows: int,
-) -> list[AddFile]:
-    out = []
+    out: list[AddFile],
+) -> None:
+    """Append each file written to ``out`` (as soon as it is written)."""
     for start in range(0, data.num_rows, target_rows):
         chunk = data.slice(start, target_rows)
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
@@ -129,4 +138,3 @@ def _write_piece(
                 stats=file_stats(chunk),
             )
         )
-    return out

@@ -84,11 +84,46 @@ def _abort(io: FileIO, location: str, adds: Iterable[AddFile]) -> None:
     abort_written(location, io, list(adds))  # the task fails anyway
 
 
-def _table_of(batches: Iterator[pa.RecordBatch], schema: pa.Schema | None = None) -> pa.Table:
-    parts = [b for b in batches if b.num_rows]
-    if not parts:
-        return pa.table({}) if schema is None else schema.empty_table()
-    return pa.Table.from_batches(parts)
+def table_of(batches: Iterator[pa.RecordBatch], columns: Sequence[str] | None = None) -> pa.Table:
+    """A task's input as one table (only ``columns``, when given); an empty input is an
+    empty table."""
+    parts = [b if columns is None else b.select(list(columns)) for b in batches if b.num_rows]
+    if parts:
+        return pa.Table.from_batches(parts)
+    return pa.table({c: pa.array([], pa.null()) for c in columns or ()})
+
+
+def write_rows(table: TableShape, rows: pa.Table) -> list[AddFile]:
+    """The table's columns of ``rows`` as new data files of ``table`` (none for no rows);
+    a failure leaves no file behind (:func:`~stream_sink.delta.writer.write_data_files`)."""
+    if not rows.num_rows:
+        return []
+    schema = table.schema
+    return write_data_files(
+        table.location,
+        rows.select([n for n in rows.column_names if n in schema.names]),
+        schema,
+        table.partition_columns,
+        io=table.io(),
+        mapping=table.mapping,
+    )
+
+
+def write_net_changes(
+    table: TableShape,
+    changes: pa.Table,
+    keys: Sequence[str],
+    mode: MergeMode,
+    row_kind_column: str | None,
+    order_by: Sequence[str],
+) -> tuple[list[AddFile], pa.Table | None]:
+    """The last change of each key in ``changes`` (sorted or not: in ``order_by`` order)
+    written as new data files of ``table``, and the keys the changes touched (None for
+    no changes); a failure leaves no file behind."""
+    if not changes.num_rows:
+        return [], None
+    final, touched = net_changes(changes, tuple(keys), mode, row_kind_column, tuple(order_by))
+    return write_rows(table, final), touched
 
 
 @dataclass(frozen=True)
@@ -96,23 +131,7 @@ class DeltaAppendTask:
     table: TableShape
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = self.table.io()
-        adds: list[AddFile] = []
-        try:
-            data = _table_of(batches)
-            if data.num_rows:
-                adds = write_data_files(
-                    self.table.location,
-                    data,
-                    self.table.schema,
-                    self.table.partition_columns,
-                    io=io,
-                    mapping=self.table.mapping,
-                )
-        except BaseException:
-            _abort(io, self.table.location, adds)
-            raise
-        yield _result(DeltaBatch(tuple(adds)))
+        yield _result(DeltaBatch(tuple(write_rows(self.table, table_of(batches)))))
 
 
 @dataclass(frozen=True)
@@ -185,27 +204,9 @@ class DeltaInsertTask:
     order_by: tuple[str, ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        io = self.table.io()
-        adds: list[AddFile] = []
-        try:
-            changes = _table_of(batches)
-            if changes.num_rows:
-                final, _ = net_changes(
-                    changes, self.keys, self.mode, self.row_kind_column, self.order_by
-                )
-                schema = self.table.schema
-                final = final.select([n for n in final.column_names if n in schema.names])
-                adds = write_data_files(
-                    self.table.location,
-                    final,
-                    schema,
-                    self.table.partition_columns,
-                    io=io,
-                    mapping=self.table.mapping,
-                )
-        except BaseException:
-            _abort(io, self.table.location, adds)
-            raise
+        adds, _ = write_net_changes(
+            self.table, table_of(batches), self.keys, self.mode, self.row_kind_column, self.order_by
+        )
         yield _result(DeltaBatch(tuple(adds)))
 
 

@@ -5,6 +5,7 @@ bounded, every version exact in delta-rs and DuckDB; vacuum keeps what a version
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -120,3 +121,42 @@ def test_options_are_checked() -> None:
         DeltaMaintenanceOptions(max_compacted_files=1)
     with pytest.raises(InvalidOptionError, match="every_versions"):
         DeltaMaintenanceOptions(every_versions=0)
+
+
+def test_a_failed_run_is_counted_never_raised_and_retried_at_the_next_due_version(
+    tmp_path: Path,
+) -> None:
+    """``after_commit``, as both front doors call it after their commits: a vacuum that
+    cannot read the table's retention fails the run (compaction still runs), the failure
+    is counted and the commit goes on; the next due version runs again and, the setting
+    fixed, completes. The metrics survive a report's round trip (the Data Source route
+    keeps them in a file between its commits' workers)."""
+    from stream_sink.delta.maintenance import after_commit, read_report, write_report
+    from stream_sink.io.fileio import FileIO
+
+    loc = str(tmp_path / "t")
+    retention = "delta.deletedFileRetentionDuration"
+    table = DeltaTable.create(loc, SCHEMA, configuration={retention: "soon"})
+    rng, model = random.Random(4), dict[int, int]()
+    options = DeltaMaintenanceOptions(every_versions=4, min_input_files=2)
+    metrics = DeltaMaintenanceMetrics()
+    ran = []
+    for step in range(1, 7):  # versions 1-4, the run's OPTIMIZE 5, then 6 and 7
+        upsert(table, rng, model, step)
+        ran.append(after_commit(table, options, metrics))
+    assert ran == [False, False, False, True, False, False]  # version 4 is due
+    assert (metrics.runs, metrics.failures) == (1, 1) and metrics.compacted_files > 0
+    assert "vacuum" in (metrics.last_error or "") and "soon" in (metrics.last_error or "")
+
+    fixed = {retention: "interval 0 seconds"}
+    meta = dataclasses.replace(table.refresh().snapshot.metadata, configuration=fixed)
+    table.new_transaction().add(meta).commit("SET TBLPROPERTIES")
+    assert after_commit(table, options, metrics)  # version 8: the next due one
+    assert (metrics.runs, metrics.failures) == (2, 1) and metrics.vacuumed_files > 0
+    assert rows(loc) == sorted(model.items())
+
+    report = str(tmp_path / "chk" / "sink" / "maintenance.json")
+    io = FileIO.for_location(report)
+    assert read_report(io, report) == DeltaMaintenanceMetrics()  # none yet: zeros
+    write_report(io, report, metrics)
+    assert read_report(io, report) == metrics

@@ -196,3 +196,45 @@ def test_changelog_stream_with_spilled_keys_is_exact(spark: Any, tmp_path: Path)
     assert table.version == 3
     spilled = tmp_path / "chk-sp" / "touched-keys"
     assert not spilled.exists() or not any(spilled.iterdir())
+
+
+def test_in_sink_maintenance_compacts_and_vacuums_a_delta_stream(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``maintenance.*`` options: compaction and vacuum run in the route's commit every
+    3 versions, as ``DeltaSink(maintenance=...)`` runs them; the metrics are kept in
+    ``maintenance.json`` beside the checkpoints across the commits' workers; the table
+    as delta-rs and DuckDB read it is the stream's last change per key."""
+    from stream_sink.delta.maintenance import read_report
+    from stream_sink.io.fileio import FileIO
+
+    batches = [
+        [{"id": (b * 7 + i) % 10, "p": f"p{i % 2}", "seq": b * 100 + i} for i in range(6)]
+        for b in range(8)
+    ]
+    last = {r["id"]: r["seq"] for batch in batches for r in batch}
+    write_batches(tmp_path / "m-in", batches)
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("seq", pa.int64())])
+    retention = {"delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    DeltaTable.create(str(tmp_path / "m"), schema, partition_by=["p"], configuration=retention)
+    stream(
+        spark,
+        tmp_path,
+        "m",
+        "id long, p string, seq long",
+        mode="upsert",
+        equality_fields="id",
+        order_by="seq",
+        **{"maintenance.every-versions": "3", "maintenance.min-input-files": "2"},
+    ).awaitTermination()
+
+    report = str(tmp_path / "chk-m" / "m" / "maintenance.json")
+    m = read_report(FileIO.for_location(report), report)
+    assert m.runs >= 2 and m.failures == 0, m.last_error
+    assert m.compacted_files > 0 and m.vacuumed_files > 0
+    table = DeltaTable.load(str(tmp_path / "m"))
+    infos = [table.log.read_commit(v)[0] for v in range(1, table.version + 1)]
+    operations = [i.values["operation"] for i in infos]  # type: ignore[union-attr]
+    assert "OPTIMIZE" in operations and operations.count("MERGE") + operations.count("WRITE") == 8
+    for rows in both_readers(table.location):
+        assert sorted((r["id"], r["seq"]) for r in rows) == sorted(last.items())

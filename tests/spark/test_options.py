@@ -143,6 +143,46 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
         parse_route_options({"path": "lake/t", "checkpointLocation": "c"}, streaming=True)
 
 
+def test_maintenance_of_a_delta_target_is_set_by_string_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maintenance`` turns ``DeltaSink``'s in-sink maintenance on with its defaults;
+    ``maintenance.<field>`` sets a field (and turns it on); a bad one fails at start."""
+    from stream_sink.delta import DeltaMaintenanceOptions
+    from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
+    from stream_sink.spark.datasource.options import parse_route_options
+
+    monkeypatch.chdir(tmp_path)
+    base = {"target": "delta", "path": "lake/t", "checkpointLocation": "chk"}
+
+    def maintenance(**options: str) -> DeltaMaintenanceOptions | None:
+        parsed = parse_route_options({**base, **options}, streaming=True)
+        assert isinstance(parsed, DeltaRouteOptions)
+        assert parsed.sink_kwargs()["maintenance"] == parsed.maintenance
+        return parsed.maintenance
+
+    assert maintenance() is None and maintenance(maintenance="false") is None
+    assert maintenance(maintenance="True") == DeltaMaintenanceOptions()
+    assert maintenance(**{"maintenance.every_versions": "3", "Maintenance.Vacuum": "false"}) == (
+        DeltaMaintenanceOptions(every_versions=3, vacuum=False)
+    )
+    for options, error in (
+        ({"maintenance": "yes"}, r"maintenance='yes': expected 'true' or 'false'"),
+        ({"maintenance.every-versions": "ten"}, "expected an integer"),
+        ({"maintenance.every-versions": "0"}, r"every_versions must be >= 1"),
+        ({"maintenance.evry-versions": "3"}, r"'maintenance.evry-versions'.*every-versions"),
+        (
+            {"maintenance": "false", "maintenance.vacuum": "true"},
+            r"drop them or set \.option\('maintenance', 'true'\)",
+        ),
+        ({"maintenance.compact": "true", "table": "db.t"}, "is for Iceberg tables"),
+    ):
+        with pytest.raises(InvalidOptionError, match=error):
+            parse_route_options({**base, **options}, streaming=True)
+    with pytest.raises(InvalidOptionError, match="unknown option 'maintenance'"):
+        parse_route_options({"table": "db.t", "maintenance": "true"}, streaming=False)
+
+
 def test_a_sink_of_a_table_that_does_not_exist_is_refused_where_it_is_made(
     tmp_path: Path,
 ) -> None:

@@ -52,6 +52,18 @@ from stream_sink.spark.datasource.delta.options import (
     parse_delta_options,
     target_of,
 )
+from stream_sink.spark.datasource.keys import (
+    CATALOG_PREFIX,
+    NOT_ON_THIS_ROUTE,
+    SNAPSHOT_PREFIX,
+    SPARK_CHECKPOINT,
+    SPARK_OWN,
+    check_interval_batches,
+    normalize_key,
+    not_on_this_route,
+    require_spark_checkpoint,
+    split_list,
+)
 from stream_sink.spark.options import (
     SinkOptions,
     parse_options,
@@ -59,12 +71,9 @@ from stream_sink.spark.options import (
     route_commit_mode,
 )
 
-CATALOG_PREFIX = "catalog."
-SNAPSHOT_PREFIX = "snapshot-property."
-SPARK_CHECKPOINT = "checkpointlocation"
-SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path", "target"})
-"""Options Spark itself sets or uses; accepted and not passed on."""
+__all__ = ["NOT_ON_THIS_ROUTE", "SINK_OPTIONS", "SourceOptions", "parse_route_options"]
 
+WHERE = "format('stream_sink')"
 SINK_OPTIONS = (
     "table",
     "mode",
@@ -78,15 +87,6 @@ SINK_OPTIONS = (
     "commit-mode",
     "branch",
 )
-NOT_ON_THIS_ROUTE = {
-    "distribution": "the route cannot repartition the query: call "
-    ".repartition(<key columns>) on the DataFrame before writeStream",
-    "checkpoint-interval-ms": "every micro-batch commits in Spark's commit step; use "
-    "IcebergSink.foreach_batch for time-based checkpoints",
-    "metrics-port": "commits run in a short-lived Python worker; use IcebergSink with "
-    "foreachBatch for a metrics endpoint",
-    "spark-checkpoint-location": "set Spark's .option('checkpointLocation', DIR)",
-}
 LIST_OPTIONS = ("equality-fields", "order-by")
 
 
@@ -115,18 +115,6 @@ def parse_route_options(
     return parse_source_options(options, streaming=streaming)
 
 
-def normalize_key(key: str) -> str:
-    """``order_by`` and ``Order-By`` are ``order-by``; catalog and snapshot property
-    names after their prefix keep their spelling (lower-cased by Spark already)."""
-    low = key.strip().lower()
-    if low.startswith(CATALOG_PREFIX) or low in SPARK_OWN:
-        return low
-    for prefix in (SNAPSHOT_PREFIX, SNAPSHOT_PREFIX.replace("-", "_")):
-        if low.startswith(prefix):
-            return SNAPSHOT_PREFIX + low[len(prefix) :]
-    return low.replace("_", "-")
-
-
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check ``options`` of an Iceberg target (see module doc); raises InvalidOptionError."""
     sink: dict[str, str] = {}
@@ -143,11 +131,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             catalog[key[len(CATALOG_PREFIX) :]] = str(value)
         elif key.startswith(SNAPSHOT_PREFIX):
             props[key[len(SNAPSHOT_PREFIX) :]] = str(value)
-        elif key in NOT_ON_THIS_ROUTE:
-            raise InvalidOptionError(
-                f"format('stream_sink'): option {raw_key!r} is not available on this route: "
-                f"{NOT_ON_THIS_ROUTE[key]}"
-            )
+        elif refusal := not_on_this_route(str(raw_key), key, WHERE):
+            raise InvalidOptionError(refusal)
         elif key in SINK_OPTIONS:
             sink[key] = str(value)
         else:
@@ -162,11 +147,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             "format('stream_sink') needs .option('table', 'db.name') for an Iceberg table"
             + (delta if path else "")
         )
-    if streaming and spark_checkpoint is None:
-        raise InvalidOptionError(
-            "format('stream_sink') needs Spark's .option('checkpointLocation', DIR): the "
-            "sink finds its query id and commit log there"
-        )
+    require_spark_checkpoint(spark_checkpoint, streaming=streaming, where=WHERE)
     return SourceOptions(
         sink=_sink_options(sink, props, spark_checkpoint),
         catalog_name=catalog.pop("name", "stream_sink"),
@@ -177,16 +158,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
 def _sink_options(
     given: dict[str, str], props: dict[str, str], spark_checkpoint: str | None
 ) -> SinkOptions:
-    interval = given.get("checkpoint-interval-batches", "1").strip()
-    if interval != "1":
-        raise InvalidOptionError(
-            f"format('stream_sink'): checkpoint-interval-batches={interval!r}: only 1 is "
-            "possible here (every micro-batch commits in Spark's commit step); use "
-            "IcebergSink.foreach_batch to commit every N batches"
-        )
-    route_commit_mode(given.get("commit-mode", "synchronous"), where="format('stream_sink')")
+    check_interval_batches(
+        given,
+        WHERE,
+        "here (every micro-batch commits in Spark's commit step); use "
+        "IcebergSink.foreach_batch to commit every N batches",
+    )
+    route_commit_mode(given.get("commit-mode", "synchronous"), where=WHERE)
     spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
-    lists = {k: _split(given[k]) for k in LIST_OPTIONS if k in given}
+    lists = {k: list(split_list(given[k], WHERE)) for k in LIST_OPTIONS if k in given}
     return parse_options(
         table=given["table"],
         mode=given.get("mode", "append"),
@@ -211,12 +191,3 @@ def _catalog_args(catalog: dict[str, str]) -> dict[str, str]:
         path = args["uri"][len("sqlite:///") :]
         args["uri"] = "sqlite:///" + resolve_location(path)
     return args
-
-
-def _split(value: str) -> list[str]:
-    items = [v.strip() for v in value.split(",")]
-    if any(not v for v in items):
-        raise InvalidOptionError(
-            f"format('stream_sink'): {value!r} is not a comma-separated list of column names"
-        )
-    return items

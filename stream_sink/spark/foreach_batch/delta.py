@@ -31,9 +31,11 @@ from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
-from stream_sink.delta.maintenance import due as maintenance_due
-from stream_sink.delta.maintenance import run as run_maintenance
+from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
+from stream_sink.delta.maintenance import write_report as write_maintenance_report
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, TruncateInBatchError
+from stream_sink.io.fileio import FileIO
+from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark import query
 from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.control_columns import control_columns
@@ -43,7 +45,11 @@ from stream_sink.spark.delta_tasks import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.errors import find_stream_sink_error, reraise_stream_sink_error
+from stream_sink.spark.errors import (
+    find_stream_sink_error,
+    raise_if_interrupted,
+    reraise_stream_sink_error,
+)
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
@@ -144,7 +150,6 @@ class DeltaSink:
         self.maintenance = maintenance
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.maintenance_metrics = DeltaMaintenanceMetrics()
-        self._maintenance_backlog = False
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._check_cdc()
         self._runtime: _Runtime | None = None
@@ -175,8 +180,9 @@ class DeltaSink:
                 runtime.commits.drain()  # the MERGE reads the table the last batch left
             result = self._write(df, runtime.table.refresh(), batch_id)
             runtime.commits.record(batch_id, result)
-        except BaseException:
+        except BaseException as e:
             self._release()
+            raise_if_interrupted(e, f"DeltaSink {self.sink_id}", batch_id)
             raise
 
     def _maintain_committed(self) -> None:
@@ -189,19 +195,23 @@ class DeltaSink:
             self._maintain(table)
 
     def _maintain(self, table: DeltaTable) -> None:
-        """A bounded maintenance run when the version just committed makes one due."""
+        """A bounded maintenance run when the version just committed makes one due (the
+        batch is committed: maintenance never fails it); its metrics are then written
+        to ``<checkpoint_location>/<sink id>/maintenance.json``, as the Data Source
+        route writes them."""
         options = self.maintenance
         if options is None:
             return
-        try:  # the batch is committed: maintenance never fails it
-            if maintenance_due(table.refresh().version, options, self._maintenance_backlog):
-                self._maintenance_backlog = run_maintenance(
-                    table, options, self.maintenance_metrics
-                )
-        except Exception as e:
-            self.maintenance_metrics.failures += 1
-            self.maintenance_metrics.last_error = f"{type(e).__name__}: {e}"
-            log.warning("DeltaSink %s: maintenance failed: %s", self.sink_id, e)
+        if maintenance_after_commit(table, options, self.maintenance_metrics):
+            self._write_maintenance_report()
+
+    def _write_maintenance_report(self) -> None:
+        location = report_location(self.checkpoint_location, self.sink_id)
+        try:
+            io = FileIO.for_location(location, self.storage_options)
+            write_maintenance_report(io, location, self.maintenance_metrics)
+        except Exception as e:  # a report never fails the stream
+            log.warning("DeltaSink %s: maintenance report not written: %s", self.sink_id, e)
 
     def close(self) -> None:
         """Wait for the commit in flight (pipelined), then release the operator state;

@@ -48,7 +48,7 @@ from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.ordering import TaskSort
-from stream_sink.spark.errors import reraise_stream_sink_error
+from stream_sink.spark.errors import raise_if_interrupted, reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
 from stream_sink.spark.foreach_batch.parquet_route import (
@@ -270,8 +270,9 @@ class IcebergSink:
                 result = self._write_changes(df, plan, runtime.table, batch_id, runtime.job_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
             runtime.commits.record(batch_id, result)
-        except BaseException:
+        except BaseException as e:
             self._abandon()
+            raise_if_interrupted(e, f"IcebergSink {self.sink_id}", batch_id)
             raise
 
     def _routed_batch(self, router: Router, df: DataFrame, batch_id: int) -> None:
@@ -279,8 +280,9 @@ class IcebergSink:
             started = time.perf_counter()
             result = router.foreach_batch(df, batch_id)
             self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
-        except BaseException:
+        except BaseException as e:
             router.abandon()
+            raise_if_interrupted(e, f"IcebergSink {self.sink_id}", batch_id)
             raise
 
     def release(self) -> None:

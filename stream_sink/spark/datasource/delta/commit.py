@@ -7,6 +7,14 @@ Python worker, which reopens the sink's runtime (:func:`stream_sink.spark.runtim
 the one ``DeltaSink`` uses) and hands the batch to the commit driver: one checkpoint
 and one commit per micro-batch, as a copy-on-write MERGE must see the previous batch.
 
+With ``maintenance`` (``DeltaMaintenanceOptions``) the commit then runs the in-sink
+maintenance ``DeltaSink`` runs (:func:`stream_sink.delta.maintenance.after_commit`:
+bounded compaction and vacuum when the version just committed makes a run due), in
+the same worker after the batch is durable: its metrics and whether it left work
+behind are read from and written back to ``<checkpoint-location>/<sink id>/
+maintenance.json``, since nothing of the worker outlives the call. A failed run is
+counted there and retried at the next due version; it never fails the batch.
+
 In the CDC modes the commit also does the copy-on-write half of the MERGE: it removes
 the keys the tasks touched from the table's live files, reading and rewriting those
 files here, on the driver (Spark's commit step has no executors), against the table
@@ -41,9 +49,12 @@ from stream_sink.delta.key_spill import (
     rewrite_spilled,
     shared_keys,
 )
+from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
+from stream_sink.delta.maintenance import read_report, write_report
 from stream_sink.delta.paths import absolute_location
 from stream_sink.exceptions import InvalidOptionError, MissingColumnError, SchemaMismatchError
 from stream_sink.io.fileio import FileIO
+from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
 from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, spills_of
@@ -58,17 +69,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stream_sink.spark.source")
 
+BATCH_WHERE = "df.write.format('stream_sink') with target 'delta'"
+
 
 def prepare_delta_write(
     options: DeltaRouteOptions, schema: StructType, *, streaming: bool, overwrite: bool
 ) -> DeltaPreparedWrite:
     """Check ``schema`` against the table (created when missing), plan the executors' work."""
+    if options.maintenance is not None and not streaming:
+        raise InvalidOptionError(
+            f"{BATCH_WHERE}: the maintenance options apply to streams (they run after a "
+            "stream's commits); drop them, or compact and vacuum the table with "
+            "stream_sink.delta.optimize and stream_sink.delta.vacuum"
+        )
     if runs_as_overwrite(
         options.mode,
         streaming=streaming,
         overwrite=overwrite,
         where=WHERE,
-        batch_where="df.write.format('stream_sink') with target 'delta'",
+        batch_where=BATCH_WHERE,
     ):
         options = dataclasses.replace(options, mode="overwrite")
     columns = tuple(schema.fieldNames())
@@ -166,9 +185,8 @@ def _discard_spills(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput |
         remove_spills(_spill_io(prepared), spills)
 
 
-def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
-    """The table and the sink's runtime for the current query, restored."""
-    places = DeltaPlaces.resolve(
+def _places(options: DeltaRouteOptions) -> DeltaPlaces:
+    return DeltaPlaces.resolve(
         options.path,
         sink_id=options.sink_id,
         checkpoint_location=options.checkpoint_location,
@@ -176,6 +194,11 @@ def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
         state_dir=options.state_dir,
         storage_options=options.storage,
     )
+
+
+def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
+    """The table and the sink's runtime for the current query, restored."""
+    places = _places(options)
     job_id = places.job_id()
     table = DeltaTable.load(places.path, storage_options=places.storage_options)
     return table, open_delta(places, table, options.mode, job_id)
@@ -215,6 +238,23 @@ def commit_stream(
         watermark,
         (time.perf_counter() - started) * 1e3,
     )
+    _maintain(options, table)
+
+
+def _maintain(options: DeltaRouteOptions, table: DeltaTable) -> None:
+    """The in-sink maintenance after a commit (see module doc); never raises."""
+    if options.maintenance is None:
+        return
+    try:
+        places = _places(options)
+        location = report_location(places.checkpoint_location, places.sink_id)
+        io = FileIO.for_location(location, places.storage_options)
+        metrics = read_report(io, location)
+        if maintenance_after_commit(table, options.maintenance, metrics):
+            write_report(io, location, metrics)
+            log.info("Delta sink %s: maintenance %s", places.sink_id, metrics)
+    except Exception as e:  # the batch is committed: maintenance never fails it
+        log.warning("Delta sink %s: maintenance not run: %s", table.location, e)
 
 
 def abort_stream(

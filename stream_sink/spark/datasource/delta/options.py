@@ -26,6 +26,12 @@ option                         meaning (default)
                                an Iceberg target)
 ``driver-key-limit``           CDC: distinct keys of a batch the commit holds at once
                                (``1000000``); beyond, it streams the tasks' spilled keys
+``maintenance``                ``true``: compaction and vacuum after the commits, as
+                               ``DeltaSink(maintenance=DeltaMaintenanceOptions())``
+                               (``false``; streams only)
+``maintenance.<field>``        a field of :class:`~stream_sink.delta.DeltaMaintenanceOptions`
+                               with ``-`` for ``_`` (``maintenance.every-versions``);
+                               setting one turns maintenance on
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
 ``s3.<key>``                   FileIO property of the table's store (``s3.endpoint``,
                                ``s3.access-key-id``, ``s3.secret-access-key``,
@@ -44,7 +50,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stream_sink.delta.maintenance import DeltaMaintenanceOptions
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.spark.datasource.keys import (
+    MAINTENANCE,
+    MAINTENANCE_PREFIX,
+    SPARK_CHECKPOINT,
+    check_interval_batches,
+    normalize_key,
+    not_on_this_route,
+    parse_maintenance,
+    require_spark_checkpoint,
+    split_list,
+)
 from stream_sink.spark.options import CDC_MODES, WRITE_MODES, resolve_location, route_commit_mode
 
 TARGET = "target"
@@ -63,6 +81,7 @@ DELTA_OPTIONS = (
     "checkpoint-interval-batches",
     "commit-mode",
     "driver-key-limit",
+    "maintenance",
 )
 ICEBERG_ONLY = {
     "table": "it names an Iceberg table; a Delta table is named by its path: "
@@ -70,12 +89,6 @@ ICEBERG_ONLY = {
     "branch": "Delta tables have no branches",
     "catalog.": "a Delta table needs no catalog: give its path",
     "snapshot-property.": "Delta versions carry no snapshot summary",
-}
-NOT_ON_THIS_ROUTE = {
-    "distribution": "call .repartition(<key columns>) on the DataFrame before writeStream",
-    "checkpoint-interval-ms": "every micro-batch commits in Spark's commit step",
-    "metrics-port": "commits run in a short-lived Python worker",
-    "spark-checkpoint-location": "set Spark's .option('checkpointLocation', DIR)",
 }
 LIST_OPTIONS = ("partition-by", "equality-fields", "order-by")
 STORAGE_PREFIX = "s3."
@@ -100,6 +113,8 @@ class DeltaRouteOptions:
     """None: DeltaSink's default."""
     storage_options: tuple[tuple[str, str], ...] = ()
     """FileIO properties of the table's store (``s3.*``)."""
+    maintenance: DeltaMaintenanceOptions | None = None
+    """In-sink compaction and vacuum after the stream's commits (None: none)."""
 
     @property
     def storage(self) -> dict[str, str]:
@@ -123,6 +138,7 @@ class DeltaRouteOptions:
             "spark_checkpoint_location": self.spark_checkpoint_location,
             "state_dir": self.state_dir,
             "storage_options": self.storage,
+            "maintenance": self.maintenance,
             **self._key_limit(),
         }
 
@@ -148,10 +164,9 @@ def target_of(options: Mapping[str, str]) -> str:
 
 def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> DeltaRouteOptions:
     """Check ``options`` of a Delta target (see module doc); raises InvalidOptionError."""
-    from stream_sink.spark.datasource.options import SPARK_CHECKPOINT, normalize_key
-
     given: dict[str, str] = {}
     storage: dict[str, str] = {}
+    maintenance: dict[str, str] = {}
     spark_checkpoint = None
     for raw_key, value in options.items():
         key = normalize_key(str(raw_key))
@@ -161,6 +176,8 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
             continue
         elif key.startswith(STORAGE_PREFIX):
             storage[str(raw_key).strip().lower()] = str(value)
+        elif key.startswith(MAINTENANCE_PREFIX):
+            maintenance[key[len(MAINTENANCE_PREFIX) :]] = str(value)
         elif key in DELTA_OPTIONS:
             given[key] = str(value)
         else:
@@ -169,20 +186,13 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         raise InvalidOptionError(
             f"{WHERE} needs the table's location: .option('path', DIR), or .save(DIR) / .start(DIR)"
         )
-    if streaming and spark_checkpoint is None:
-        raise InvalidOptionError(
-            f"{WHERE} needs Spark's .option('checkpointLocation', DIR): the sink finds its "
-            "query id and commit log there"
-        )
-    interval = given.get("checkpoint-interval-batches", "1").strip()
-    if interval != "1":
-        raise InvalidOptionError(
-            f"{WHERE}: checkpoint-interval-batches={interval!r}: only 1 is possible (a Delta "
-            "MERGE must see the previous batch, so every micro-batch commits)"
-        )
+    require_spark_checkpoint(spark_checkpoint, streaming=streaming, where=WHERE)
+    check_interval_batches(
+        given, WHERE, "(a Delta MERGE must see the previous batch, so every micro-batch commits)"
+    )
     route_commit_mode(given.get("commit-mode", "synchronous"), where=WHERE)
     spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
-    lists = {k: tuple(_split(given[k])) for k in LIST_OPTIONS if k in given}
+    lists = {k: split_list(given[k], WHERE) for k in LIST_OPTIONS if k in given}
     parsed = DeltaRouteOptions(
         path=resolve_location(given["path"].strip()),
         mode=given.get("mode", "append").strip().lower(),
@@ -196,6 +206,9 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         state_dir=given.get("state-dir", "state"),
         driver_key_limit=_key_limit(given.get("driver-key-limit")),
         storage_options=tuple(sorted(storage.items())),
+        maintenance=parse_maintenance(
+            given.get(MAINTENANCE), maintenance, DeltaMaintenanceOptions, WHERE
+        ),
     )
     _check_modes(parsed)
     return parsed
@@ -217,14 +230,12 @@ def _refusal(raw_key: str, key: str) -> str:
     for name, why in ICEBERG_ONLY.items():
         if key == name or (name.endswith(".") and key.startswith(name)):
             return f"{WHERE}: option {raw_key!r} is for Iceberg tables ({why})"
-    if key in NOT_ON_THIS_ROUTE:
-        return (
-            f"{WHERE}: option {raw_key!r} is not available on this route: "
-            + (NOT_ON_THIS_ROUTE[key])
-        )
+    refusal = not_on_this_route(raw_key, key, WHERE)
+    if refusal is not None:
+        return refusal
     return (
         f"{WHERE}: unknown option {raw_key!r}; options are {', '.join(DELTA_OPTIONS)}, "
-        f"{STORAGE_PREFIX}<key>"
+        f"{STORAGE_PREFIX}<key>, {MAINTENANCE_PREFIX}<field>"
     )
 
 
@@ -250,10 +261,3 @@ def _check_modes(o: DeltaRouteOptions) -> None:
             f"{WHERE}: row-kind-column, equality-fields and order-by apply to the upsert and "
             f"changelog modes only, not to mode={o.mode!r}"
         )
-
-
-def _split(value: str) -> list[str]:
-    items = [v.strip() for v in value.split(",")]
-    if any(not v for v in items):
-        raise InvalidOptionError(f"{WHERE}: {value!r} is not a comma-separated list of columns")
-    return items

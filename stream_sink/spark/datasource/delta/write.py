@@ -1,5 +1,8 @@
 """What each Spark task of ``format("stream_sink")`` into a Delta table runs.
 
+The rows are written as ``DeltaSink``'s tasks write them
+(:func:`stream_sink.spark.delta_tasks.write_rows`, ``write_net_changes``):
+
 - append and overwrite: the task's rows as data files.
 - upsert and changelog: the task's net changes (per key, the last change in source
   order: :func:`stream_sink.delta.merge.net_changes`) as data files, plus the keys it
@@ -16,7 +19,6 @@ before the error propagates; a retried attempt writes new, uniquely named files.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,17 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.key_spill import HASH_DTYPE, KeySpill, write_spill
-from stream_sink.delta.merge import MergeMode, net_changes
-from stream_sink.delta.paths import absolute_location
-from stream_sink.delta.writer import write_data_files
+from stream_sink.delta.merge import MergeMode, abort_written
 from stream_sink.io.fileio import FileIO
 from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.write import TaskOutput, key_hashes
-from stream_sink.spark.delta_tasks import TableShape
+from stream_sink.spark.delta_tasks import TableShape, table_of, write_net_changes, write_rows
 from stream_sink.spark.executor import current_task_ids
 
 
@@ -55,42 +54,32 @@ class DeltaSourceTask:
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> TaskOutput:
         ids = current_task_ids()
-        io = self.table.io()
-        adds: list[AddFile] = []
-        touched = None
-        try:
-            data = _collect(batches, self.columns)
-            refuse_in_task(data, self.row_kind_column, f"Delta table {self.table.location}")
-            if self.key_columns and data.num_rows:
-                mode: MergeMode = "changelog" if self.mode == "changelog" else "upsert"
-                data, touched = net_changes(
-                    data, self.key_columns, mode, self.row_kind_column, self.order_columns
-                )
-            if data.num_rows:
-                schema = self.table.schema
-                data = data.select([n for n in data.column_names if n in schema.names])
-                adds = write_data_files(
-                    self.table.location,
-                    data,
-                    schema,
-                    self.table.partition_columns,
-                    io=io,
-                    mapping=self.table.mapping,
-                )
-        except BaseException:
-            for a in adds:
-                with contextlib.suppress(Exception):  # the task fails anyway
-                    io.delete(absolute_location(self.table.location, a.path))
-            raise
+        data = table_of(batches, self.columns)
+        refuse_in_task(data, self.row_kind_column, f"Delta table {self.table.location}")
+        if not self.key_columns:
+            adds = write_rows(self.table, data)
+            return TaskOutput(ids.partition_id, DeltaBatch(tuple(adds)).to_bytes())
+        mode: MergeMode = "changelog" if self.mode == "changelog" else "upsert"
+        adds, touched = write_net_changes(
+            self.table, data, self.key_columns, mode, self.row_kind_column, self.order_columns
+        )
         result = DeltaBatch(tuple(adds)).to_bytes()
         if touched is None or not touched.num_rows:
             return TaskOutput(ids.partition_id, result)
+        try:
+            spill = self._spill(touched)
+        except BaseException:
+            abort_written(self.table.location, self.table.io(), adds)  # the task fails anyway
+            raise
+        return TaskOutput(ids.partition_id, result, touched=pickle.dumps(spill))
+
+    def _spill(self, touched: pa.Table) -> KeySpill:
+        """The keys the task touched and their hashes, spilled beside the checkpoints."""
         hashes = np.frombuffer(key_hashes(touched, self.key_columns), dtype=HASH_DTYPE)
         spill_io = FileIO.for_location(self.spill_location, dict(self.table.storage_options))
-        spill = write_spill(
+        return write_spill(
             spill_io, self.spill_location, touched, hashes, self.table.partition_columns
         )
-        return TaskOutput(ids.partition_id, result, touched=pickle.dumps(spill))
 
 
 @dataclass(frozen=True)
@@ -101,13 +90,6 @@ class DeltaPreparedWrite:
     task: DeltaSourceTask
     driver = "stream_sink.spark.datasource.delta.commit"
     """The module whose commit and abort functions Spark's commit step calls."""
-
-
-def _collect(batches: Iterator[pa.RecordBatch], columns: tuple[str, ...]) -> pa.Table:
-    parts = [b.select(list(columns)) for b in batches if b.num_rows]
-    if not parts:
-        return pa.table({c: pa.array([], pa.null()) for c in columns})
-    return pa.Table.from_batches(parts)
 
 
 def spills_of(raw: bytes) -> KeySpill:
