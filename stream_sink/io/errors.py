@@ -16,12 +16,14 @@ import errno
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from stream_sink.exceptions import RemoteStorageError, SinkIOError, StreamSinkError
+from stream_sink.io.credentials import expires_at_ms, is_expired_credentials
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,9 @@ _UNREACHABLE = (
 )
 _DENIED = (
     "accessdenied",
+    "access_denied",
     "access denied",
+    "invalid_access_key_id",
     "forbidden",
     "invalidaccesskeyid",
     "signaturedoesnotmatch",
@@ -94,6 +98,14 @@ def object_store_failure(
     elif any(w in text for w in _NO_BUCKET):
         why = f"bucket {bucket!r} does not exist at the {where}"
         check = f"create bucket {bucket!r}, or check the bucket in the location"
+    elif is_expired_credentials(e, expires_at_ms(properties)):
+        expired = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(_expiry_s(properties)))
+        why = f"the {where} refused access to bucket {bucket!r}: the credentials expired"
+        check = (
+            f"they expired at {expired} (s3.session-token-expires-at-ms); a catalog's vended "
+            "credentials are renewed through the table's FileIO (load the table from the "
+            "catalog again to get new ones)"
+        )
     elif any(w in text for w in _DENIED):
         why = f"the {where} refused access to bucket {bucket!r}"
         check = (
@@ -104,6 +116,10 @@ def object_store_failure(
         why = f"the {where} failed a request on bucket {bucket!r}"
         check = "check s3.endpoint, the bucket, the credentials and s3.region"
     return RemoteStorageError(f"{doing} {location} failed: {why}; {check} ({describe(e)})")
+
+
+def _expiry_s(properties: Mapping[str, str]) -> float:
+    return (expires_at_ms(properties) or 0) / 1000
 
 
 class _Renewable(Protocol):
