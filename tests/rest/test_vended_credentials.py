@@ -86,3 +86,34 @@ def test_a_table_is_written_past_the_lifetime_of_its_vended_credentials(
     )
     got = con.execute(f'SELECT id FROM lake."{ns}".events ORDER BY id').fetchall()
     assert [r[0] for r in got] == want
+
+
+@pytest.mark.slow
+def test_maintenance_with_vended_credentials_keeps_its_lock_beside_the_table(
+    vending_seaweed: Any,
+) -> None:
+    """Compaction, expiry and orphan removal read, write, list and delete with the
+    table's vended credentials; the lease lock, outside the table's files (where the
+    vended ones do not reach), with the catalog's own keys."""
+    catalog = load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+    ns = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(ns)
+    table = catalog.create_table(
+        f"{ns}.kept",
+        SCHEMA,
+        properties={"stream-sink.maintenance.lock-location": f"s3://ckpt/{ns}/locks"},
+    )
+    for start in (0, 3, 6):
+        table.append(rows(range(start, start + 3)))
+    orphan = f"{table.location}/data/orphan-00000.parquet"
+    table.io.write_bytes(orphan, b"not referenced")
+    m = table.maintenance
+    with m.lock():
+        assert m.rewrite_data_files(min_input_files=2).rewritten_data_files == 3
+        now = int(time.time() * 1000)
+        assert m.expire_snapshots(older_than_ms=now + 1, retain_last=1).deleted_files > 3
+        removed = m.remove_orphan_files(older_than_ms=now + 60_000)
+        assert orphan in removed.orphans
+    final = catalog.load_table(table.identifier)
+    assert len(final.snapshots()) == 1
+    assert sorted(final.scan().to_arrow()["id"].to_pylist()) == list(range(9))
