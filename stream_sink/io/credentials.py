@@ -135,13 +135,28 @@ class RefreshingCredentials:
         return expires_at_ms(self._properties)
 
     def current(self) -> Mapping[str, str]:
-        """The properties to use now, renewed first when expiry is within the margin."""
+        """The properties to use now, renewed first when expiry is within the margin. A
+        renewal that fails while the credentials have not expired yet is logged and tried
+        again at the next use (the catalog may be back by then); once they have expired,
+        its error is raised."""
         with self._lock:
             expires = self.expires_at
             if expires is not None:
                 margin = refresh_margin_ms(self._properties, expires - self._received_ms)
                 if now_ms() >= expires - margin:
-                    self._renew("they expire soon")
+                    try:
+                        self._renew("they expire soon")
+                    except Exception as e:
+                        if now_ms() >= expires:
+                            raise
+                        log.warning(
+                            "%s: renewing storage credentials failed (%s: %s); the current "
+                            "ones are valid until %s and are used meanwhile",
+                            self.what,
+                            type(e).__name__,
+                            e,
+                            expires,
+                        )
             return dict(self._properties)
 
     def refresh_after(self, error: BaseException | str, used: Mapping[str, str]) -> bool:

@@ -140,3 +140,14 @@ def test_the_longest_storage_credentials_prefix_applies() -> None:
     assert storage_credentials(body, "s3://warehouse/ns/u")[SESSION_TOKEN] == "bucket"
     assert storage_credentials(body, "s3://elsewhere/x") == {}
     assert storage_credentials({}, "s3://warehouse/ns/t") == {}
+
+
+def test_a_failed_renewal_keeps_valid_credentials_and_raises_for_expired_ones() -> None:
+    def unreachable() -> dict[str, str]:
+        raise ConnectionError("catalog down")
+
+    due = vended("t0", 60_000, **{REFRESH_MARGIN_MS: "120000"})
+    assert RefreshingCredentials(due, unreachable, what="t").current()[SESSION_TOKEN] == "t0"
+    expired = RefreshingCredentials(vended("t0", -1), unreachable, what="t")
+    with pytest.raises(ConnectionError):
+        expired.current()
