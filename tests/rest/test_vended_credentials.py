@@ -12,12 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import TABLE_BUCKET, VENDED_LIFETIME_S
+from seaweed_server import VENDED_LIFETIME_S
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import RemoteStorageError
 from stream_sink.io.credentials import EXPIRES_AT_MS, SESSION_TOKEN, now_ms
 
+TABLE_BUCKET = "warehouse"  # the vending server's table bucket
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
 
 

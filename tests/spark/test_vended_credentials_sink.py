@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -15,12 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import TABLE_BUCKET, VENDED_LIFETIME_S
+from seaweed_server import VENDED_LIFETIME_S
 from streams import run_available, write_batches
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
 
+TABLE_BUCKET = "warehouse"  # the vending server's table bucket
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
 HELD_UP = 7  # the row whose batch is held up in its executor
 
@@ -75,6 +77,14 @@ def test_an_append_stream_outlives_its_vended_credentials(
         r for r in caplog.records if "refused the executors' storage credentials" in r.message
     ]
     assert len(refused) == 1  # batch 2, written again with renewed credentials
+
+    # no vended credential in the logs or in anything the run left on disk: SeaweedFS's
+    # session tokens are JWTs, its temporary access keys start with ASIA
+    leaked = re.compile(rb"eyJhbGciOi|ASIA[0-9a-f]{16}")
+    assert not leaked.search(caplog.text.encode())
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert not leaked.search(path.read_bytes()), path
 
     want = list(range(12))
     table = catalog.load_table(name)
