@@ -341,7 +341,7 @@ def _wait_for_table_bucket(server: Any) -> None:
     """A server that just started may answer that its table bucket does not exist yet."""
     import time
 
-    from stream_sink.exceptions import CatalogError
+    from stream_sink.exceptions import CatalogError, NoSuchNamespaceError
 
     for attempt in range(40):
         try:
@@ -349,7 +349,7 @@ def _wait_for_table_bucket(server: Any) -> None:
             catalog.list_namespaces()
             catalog.close()
             return
-        except CatalogError:
+        except (CatalogError, NoSuchNamespaceError):  # "table bucket not found", for now
             if attempt == 39:
                 raise
             time.sleep(0.5)

@@ -55,7 +55,6 @@ def test_a_table_is_written_past_the_lifetime_of_its_vended_credentials(
         executor_io.exists(table.metadata_location)
     # ... and the table's own FileIO renews them: writing goes on
     table.append(rows(range(3, 6)))
-    wait_until_expired(table.io.current_properties)
     table.append(rows(range(6, 9)))
     assert table.io.current_properties[SESSION_TOKEN] != vended[SESSION_TOKEN]
 
