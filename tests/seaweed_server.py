@@ -14,13 +14,24 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
   only for ``?warehouse=s3://<table bucket>``.
 - A table bucket takes writes only under ``<namespace>/<table>/metadata/`` and
   ``<namespace>/<table>/data/``.
+- With ``vended_lifetime`` set, the catalog vends credentials (``start(...,
+  vended_lifetime="20s")``): a load with ``X-Iceberg-Access-Delegation:
+  vended-credentials`` answers ``s3.access-key-id``/``s3.secret-access-key``/
+  ``s3.session-token``/``s3.session-token-expires-at-ms``, minted by its STS
+  (``AssumeRole`` of the role below, ``-s3.iceberg.credentialRole``) and scoped to the
+  table's prefix. Their lifetime is the STS's ``tokenDuration`` (any duration; an explicit
+  ``-s3.iceberg.credentialDurationSeconds`` must be 900 s or more, as on AWS). Once
+  expired, S3 refuses them: ``InvalidAccessKeyId`` (403), and a bare 403 on HEAD.
+  The catalog has no credentials endpoint: a new table load vends new ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -37,6 +48,11 @@ from pathlib import Path
 REGION = "us-east-1"
 FIXED_ARGS = ("-master.telemetry=false", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false")
 """``weed mini`` settings of every server (docker/entrypoint.sh gives its the same)."""
+VENDING_ROLE = "arn:aws:iam::role/TableWriter"
+VENDED_LIFETIME_S = 20
+"""The lifetime of the credentials the tests' vending server (``vending_seaweed``) vends:
+short enough that a test outlives them, long enough that one micro-batch's write fits in
+the half of it executors are sure to get (the sink renews them once half is gone)."""
 _GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
 
 
@@ -112,6 +128,7 @@ class SeaweedServer:
         buckets: tuple[str, ...] = (),
         table_buckets: tuple[str, ...] = (),
         timeout_s: float = 90.0,
+        vended_lifetime: str | None = None,
     ) -> SeaweedServer:
         weed = weed_binary()
         if weed is None:
@@ -148,6 +165,14 @@ class SeaweedServer:
             args.append(f"-bucket={','.join(buckets)}")
         if table_buckets:
             args.append(f"-tableBucket={','.join(table_buckets)}")
+        if vended_lifetime:
+            iam = root / "iam.json"
+            iam.write_text(json.dumps(_vending_iam(vended_lifetime)))
+            args += [
+                f"-s3.iam.config={iam}",
+                f"-s3.iceberg.credentialRole={VENDING_ROLE}",
+                "-s3.iceberg.credentialDurationSeconds=0",  # the STS's tokenDuration
+            ]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
         log_path = root / "weed.log"
         with open(log_path, "ab") as log:
@@ -196,6 +221,46 @@ class SeaweedServer:
             os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout_s)
+
+
+def _vending_iam(lifetime: str) -> dict[str, object]:
+    """An IAM config whose STS mints sessions of ``lifetime`` for the catalog's vending
+    (provider ``iceberg-catalog``), as the role ``VENDING_ROLE`` (read and write)."""
+    key = base64.b64encode(secrets.token_bytes(32)).decode()
+    trust = {
+        "Effect": "Allow",
+        "Principal": {"Federated": "iceberg-catalog"},
+        "Action": ["sts:AssumeRoleWithCredentials"],
+    }
+    allow = {
+        "Effect": "Allow",
+        "Action": ["s3:*"],
+        "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"],
+    }
+    session = {"Effect": "Allow", "Action": ["sts:ValidateSession"], "Resource": ["*"]}
+    return {
+        "sts": {
+            "tokenDuration": lifetime,
+            "maxSessionLength": lifetime,
+            "issuer": "seaweedfs-sts",
+            "signingKey": key,
+        },
+        "policy": {"defaultEffect": "Deny"},
+        "roles": [
+            {
+                "roleName": VENDING_ROLE.rsplit("/", 1)[1],
+                "roleArn": VENDING_ROLE,
+                "trustPolicy": {"Version": "2012-10-17", "Statement": [trust]},
+                "attachedPolicies": ["TableReadWrite"],
+            }
+        ],
+        "policies": [
+            {
+                "name": "TableReadWrite",
+                "document": {"Version": "2012-10-17", "Statement": [allow, session]},
+            }
+        ],
+    }
 
 
 def _answers(url: str, must_contain: bytes) -> bool:

@@ -194,6 +194,8 @@ def _store(properties: Mapping[str, str]) -> _S3:
         store = _STORES.get(key)
         if store is None:
             store = _STORES[key] = _make_store(properties)
+            while len(_STORES) > 32:  # renewed credentials make new keys: drop the oldest
+                del _STORES[next(iter(_STORES))]
         return store
 
 
@@ -216,6 +218,7 @@ def _make_store(properties: Mapping[str, str]) -> _S3:
         "region_name": properties.get("s3.region") or os.environ.get("AWS_REGION", "us-east-1"),
         "aws_access_key_id": properties.get("s3.access-key-id"),
         "aws_secret_access_key": properties.get("s3.secret-access-key"),
+        "aws_session_token": properties.get("s3.session-token"),
     }
     session = boto3.session.Session()  # one per client: creating clients is not thread-safe
     config = Config(**settings)

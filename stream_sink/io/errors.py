@@ -16,12 +16,14 @@ import errno
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 from stream_sink.exceptions import RemoteStorageError, SinkIOError, StreamSinkError
+from stream_sink.io.credentials import expires_at_ms, is_expired_credentials
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,9 @@ _UNREACHABLE = (
 )
 _DENIED = (
     "accessdenied",
+    "access_denied",
     "access denied",
+    "invalid_access_key_id",
     "forbidden",
     "invalidaccesskeyid",
     "signaturedoesnotmatch",
@@ -94,6 +98,14 @@ def object_store_failure(
     elif any(w in text for w in _NO_BUCKET):
         why = f"bucket {bucket!r} does not exist at the {where}"
         check = f"create bucket {bucket!r}, or check the bucket in the location"
+    elif is_expired_credentials(e, expires_at_ms(properties)):
+        expired = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(_expiry_s(properties)))
+        why = f"the {where} refused access to bucket {bucket!r}: the credentials expired"
+        check = (
+            f"they expired at {expired} (s3.session-token-expires-at-ms); a catalog's vended "
+            "credentials are renewed through the table's FileIO (load the table from the "
+            "catalog again to get new ones)"
+        )
     elif any(w in text for w in _DENIED):
         why = f"the {where} refused access to bucket {bucket!r}"
         check = (
@@ -106,9 +118,23 @@ def object_store_failure(
     return RemoteStorageError(f"{doing} {location} failed: {why}; {check} ({describe(e)})")
 
 
+def _expiry_s(properties: Mapping[str, str]) -> float:
+    return (expires_at_ms(properties) or 0) / 1000
+
+
+class _Renewable(Protocol):
+    def refresh_after(self, error: BaseException | str, used: Mapping[str, str]) -> bool: ...
+
+
 class _Store(Protocol):
     scheme: str
     properties: Mapping[str, str]
+
+    @property
+    def current_properties(self) -> Mapping[str, str]: ...
+
+    @property
+    def credentials(self) -> _Renewable | None: ...
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -117,20 +143,31 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 def object_store_errors(doing: str) -> Callable[[_Method], _Method]:
     """Decorate a ``FileIO`` method taking a location first: on an object store, an
     OSError other than a missing or existing file becomes :func:`object_store_failure`.
-    Local files keep their errors (their callers add the path; see :func:`io_failure`)."""
+    Local files keep their errors (their callers add the path; see :func:`io_failure`).
+
+    A FileIO with renewable credentials that is refused for expired ones renews them
+    and runs the method once more (a refused request changed nothing)."""
 
     def decorate(method: _Method) -> _Method:
         @functools.wraps(method)
         def wrapper(self: _Store, location: str, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(self, location, *args, **kwargs)
-            except (StreamSinkError, FileNotFoundError, FileExistsError):
-                raise
-            except OSError as e:
-                missing_bucket = any(w in str(e).lower() for w in _NO_BUCKET)
-                if self.scheme != "s3" or (_is_not_found_text(e) and not missing_bucket):
+            renewed = False
+            while True:
+                used = self.current_properties
+                try:
+                    return method(self, location, *args, **kwargs)
+                except (StreamSinkError, FileNotFoundError, FileExistsError):
                     raise
-                raise object_store_failure(e, doing, location, self.properties) from e
+                except OSError as e:
+                    missing_bucket = any(w in str(e).lower() for w in _NO_BUCKET)
+                    if self.scheme != "s3" or (_is_not_found_text(e) and not missing_bucket):
+                        raise
+                    creds = self.credentials
+                    if not renewed and creds is not None and creds.refresh_after(e, used):
+                        renewed = True
+                        log.info("%s %s: credentials renewed, trying again", doing, location)
+                        continue
+                    raise object_store_failure(e, doing, location, used) from e
 
         return wrapper  # type: ignore[return-value]
 

@@ -10,12 +10,17 @@ Invariants:
   locally a hard link of a fsync'd temporary file, on S3 a conditional PUT
   (``If-None-Match: *``, see :mod:`stream_sink.io.conditional_put`).
 - A missing file is reported as :class:`MissingFileError` naming the location.
+- With ``credentials`` (a catalog's vended, short-lived credentials) every request uses
+  the current ones, renewed ahead of expiry, and a request refused for expired
+  credentials is sent once more with renewed ones (:mod:`stream_sink.io.credentials`).
+  Pickled, a FileIO carries its current properties only, never the way to renew them.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Mapping
@@ -31,9 +36,16 @@ from stream_sink.exceptions import (
     UnsupportedSchemeError,
 )
 from stream_sink.io import conditional_put
+from stream_sink.io.credentials import RefreshingCredentials
 from stream_sink.io.errors import object_store_errors
 
-S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.region")
+S3_PROPERTIES = (
+    "s3.endpoint",
+    "s3.access-key-id",
+    "s3.secret-access-key",
+    "s3.session-token",
+    "s3.region",
+)
 
 
 @dataclass(frozen=True)
@@ -52,17 +64,32 @@ class FileIO:
 
     scheme: str = "file"
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # keys: secrets
+    #: renewable credentials (driver only); their current properties replace ``properties``
+    credentials: RefreshingCredentials | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
-    def for_location(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
+    def for_location(
+        location: str,
+        properties: Mapping[str, str] | None = None,
+        credentials: RefreshingCredentials | None = None,
+    ) -> FileIO:
         scheme = _scheme(location)
         if scheme not in _FAMILY:
             raise unsupported_scheme(location)
-        props = dict(properties or {})
-        return FileIO(
-            "s3" if scheme == "s3a" else scheme,
-            {k: v for k, v in props.items() if k.startswith(("s3.", "hdfs."))},
-        )
+        return FileIO("s3" if scheme == "s3a" else scheme, _storage(properties or {}), credentials)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled with the current properties and without ``credentials``: an executor
+        gets credentials that were valid (and outside the renewal margin) when the task
+        was serialised, and the driver keeps the means to renew them."""
+        return (FileIO, (self.scheme, dict(self.current_properties)))
+
+    @property
+    def current_properties(self) -> Mapping[str, str]:
+        """The properties requests use now (renewed credentials when there are some)."""
+        if self.credentials is None:
+            return self.properties
+        return _storage(self.credentials.current())
 
     @property
     def supports_atomic_rename(self) -> bool:
@@ -76,7 +103,7 @@ class FileIO:
     # --- the pyarrow filesystem ----------------------------------------------
 
     def filesystem(self) -> pafs.FileSystem:
-        return _filesystem(self.scheme, tuple(sorted(self.properties.items())))
+        return _filesystem(self.scheme, tuple(sorted(self.current_properties.items())))
 
     def path_of(self, location: str) -> str:
         """The filesystem path for ``location`` (what pyarrow.fs calls a path); a
@@ -235,7 +262,9 @@ class FileIO:
             if before_publish is not None:
                 before_publish()
             bucket, _, key = self.path_of(location).partition("/")
-            return conditional_put.put_if_absent(self.properties, bucket, key, data, location)
+            return conditional_put.put_if_absent(
+                self.current_properties, bucket, key, data, location
+            )
         raise UnsupportedError(
             f"{location}: {self.scheme}:// has no atomic put-if-absent here (only local "
             "paths and s3:// have one)"
@@ -366,7 +395,12 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-_FS_CACHE: dict[tuple[str, tuple[tuple[str, str], ...]], pafs.FileSystem] = {}
+def _storage(properties: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in properties.items() if k.startswith(("s3.", "hdfs."))}
+
+
+_FS_CACHE: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], pafs.FileSystem] = OrderedDict()
+_FS_CACHE_SIZE = 32  # renewed credentials make new keys: the oldest filesystems are dropped
 
 
 def _filesystem(scheme: str, props: tuple[tuple[str, str], ...]) -> pafs.FileSystem:
@@ -375,6 +409,8 @@ def _filesystem(scheme: str, props: tuple[tuple[str, str], ...]) -> pafs.FileSys
     if fs is None:
         fs = _make_filesystem(scheme, dict(props))
         _FS_CACHE[key] = fs
+        while len(_FS_CACHE) > _FS_CACHE_SIZE:
+            _FS_CACHE.popitem(last=False)
     return fs
 
 
@@ -387,6 +423,7 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
             "access_key": props.get("s3.access-key-id") or os.environ.get("AWS_ACCESS_KEY_ID"),
             "secret_key": props.get("s3.secret-access-key")
             or os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            "session_token": props.get("s3.session-token"),  # vended (temporary) credentials
             "region": props.get("s3.region") or os.environ.get("AWS_REGION", "us-east-1"),
         }
         if endpoint:

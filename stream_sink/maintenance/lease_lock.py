@@ -101,7 +101,11 @@ class LeaseLogLock(MaintenanceLock):
     def __init__(self, table: Table, owner: str, lease_ms: int) -> None:
         super().__init__(table, owner, lease_ms)
         self.directory = lock_directory(table)
-        self.io = FileIO.for_location(self.directory, table.io.properties)
+        # vended credentials are the table's (often scoped to its files, and short-lived):
+        # the lock directory, elsewhere, is reached with the catalog's own storage keys
+        vended = table.io.credentials is not None
+        store = table.catalog.properties if vended else table.io.properties
+        self.io = FileIO.for_location(self.directory, store)
         if not self.io.supports_put_if_absent:
             raise UnsupportedError(
                 f"table {table.name}: {LOCK_LOCATION}={self.directory} is on a store without "

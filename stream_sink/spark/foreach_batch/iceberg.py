@@ -480,6 +480,30 @@ class IcebergSink:
     def _write(
         self, df: DataFrame, plan: BatchPlan, table: Table, batch_id: int, job_id: str
     ) -> WriteResult:
+        """The batch's data files. Executors get the table's current storage credentials;
+        when the store refuses them as expired mid-write (vended credentials outlived by a
+        long batch), the credentials are renewed and the batch written once more, under new
+        file names. Only the WriteResult of the attempt that succeeded is committed; the
+        files the failed attempt left are referenced by nothing (orphan cleanup removes
+        them)."""
+        used = table.io.current_properties  # what the executors get (renewed if due)
+        try:
+            return self._write_files(df, plan, table, batch_id, job_id)
+        except Exception as e:
+            credentials = table.io.credentials
+            if credentials is None or not credentials.refresh_after(e, used):
+                raise
+        log.warning(
+            "sink %s: batch %d: the store refused the executors' storage credentials as "
+            "expired; renewed them, writing the batch's data files again",
+            self.sink_id,
+            batch_id,
+        )
+        return self._write_files(df, plan, table, batch_id, job_id)
+
+    def _write_files(
+        self, df: DataFrame, plan: BatchPlan, table: Table, batch_id: int, job_id: str
+    ) -> WriteResult:
         factory = TaskWriterFactory.for_table(
             table,
             equality_fields=plan.equality_fields,

@@ -14,10 +14,16 @@ Invariants:
 - Tables are read through the FileIO configured from the catalog's properties, overlaid
   with the load result's ``config`` and the longest matching ``storage-credentials``
   prefix (vended credentials, endpoints).
+- Vended credentials with an expiry (``s3.session-token-expires-at-ms``) are renewed by
+  the table's FileIO (:mod:`stream_sink.io.credentials`): from the credentials endpoint
+  when the load result names one (``client.refresh-credentials-endpoint``, as Iceberg
+  Java's ``VendedCredentialsProvider`` does), else by loading the table again, which
+  vends new ones. ``client.refresh-credentials-enabled=false`` turns renewal off.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import OrderedDict
@@ -38,6 +44,12 @@ from stream_sink.exceptions import (
     UnsupportedError,
 )
 from stream_sink.io import FileIO
+from stream_sink.io.credentials import (
+    REFRESH_ENABLED,
+    REFRESH_ENDPOINT,
+    RefreshingCredentials,
+    is_vended,
+)
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -230,7 +242,7 @@ class RestCatalog(Catalog[TableT]):
     def load_table(self, identifier: str | Sequence[str]) -> TableT:
         ident = table_identifier(identifier)
         location, meta = self._load(ident)
-        return self._table_factory(ident, meta, location, self.io_for(meta.location), self)
+        return self._table_factory(ident, meta, location, self.io_for(meta.location, ident), self)
 
     def _load(self, ident: Identifier) -> tuple[str, TableMetadata]:
         try:
@@ -256,20 +268,52 @@ class RestCatalog(Catalog[TableT]):
         while len(self._metadata) > _CACHE:
             self._metadata.popitem(last=False)
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
-        for cred in body.get("storage-credentials") or []:
-            prefix = str(cred.get("prefix", ""))
-            if meta.location.startswith(prefix):
-                config.update({str(k): str(v) for k, v in (cred.get("config") or {}).items()})
+        config.update(storage_credentials(body, meta.location))
         if config or meta.location in self._storage:
             self._storage[meta.location] = config
         return location, meta
 
-    def io_for(self, location: str) -> FileIO:
+    def io_for(self, location: str, identifier: Identifier | None = None) -> FileIO:
+        """The FileIO for files under ``location``; given the table's ``identifier``, one
+        that renews vended credentials before they expire (see the module's invariants)."""
+        props = self._storage_properties(location)
+        renew = props.get(REFRESH_ENABLED, "true").strip().lower() != "false"
+        if identifier is None or not renew or not is_vended(props):
+            return FileIO.for_location(location, props)
+        credentials = RefreshingCredentials(
+            props,
+            functools.partial(self._renew_credentials, identifier, location),
+            what=f"catalog {self.name!r} table {dotted(identifier)}",
+        )
+        return FileIO.for_location(location, props, credentials)
+
+    def _storage_properties(self, location: str) -> dict[str, str]:
         props = dict(self.properties)
         match = max((p for p in self._storage if location.startswith(p)), key=len, default=None)
         if match is not None:
             props.update(self._storage[match])
-        return FileIO.for_location(location, props)
+        return props
+
+    def _renew_credentials(self, ident: Identifier, location: str) -> dict[str, str]:
+        """Storage properties with new credentials for the table at ``location``."""
+        endpoint = self._storage_properties(location).get(REFRESH_ENDPOINT)
+        if endpoint:
+            resp = self.client.request(
+                "GET", "", absolute=endpoint, what=f"load credentials of {dotted(ident)}"
+            )
+            fresh = storage_credentials(resp.body, location)
+            if fresh:
+                self._storage[location] = {**self._storage.get(location, {}), **fresh}
+                return self._storage_properties(location)
+            log.warning(
+                "catalog %r: the credentials endpoint of %s returned none for %s; loading "
+                "the table instead",
+                self.name,
+                dotted(ident),
+                location,
+            )
+        self._load(ident)  # a table load vends new credentials
+        return self._storage_properties(location)
 
     def create_table(
         self,
@@ -320,7 +364,9 @@ class RestCatalog(Catalog[TableT]):
                 raise self._no_namespace(ident[:-1]) from None
             raise
         meta_location, meta = self._adopt(resp.body, ident)
-        return self._table_factory(ident, meta, meta_location, self.io_for(meta.location), self)
+        return self._table_factory(
+            ident, meta, meta_location, self.io_for(meta.location, ident), self
+        )
 
     def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> None:
         ident = table_identifier(identifier)
@@ -503,3 +549,15 @@ def _actions(updates: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _types(requirements: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({str(r["type"]) for r in requirements})
+
+
+def storage_credentials(body: Any, location: str) -> dict[str, str]:
+    """The ``config`` of the ``storage-credentials`` entry (of a LoadTableResult or a
+    LoadCredentialsResponse) whose prefix is the longest one ``location`` starts with;
+    empty when none matches."""
+    best: tuple[int, dict[str, str]] = (-1, {})
+    for cred in (body or {}).get("storage-credentials") or []:
+        prefix = str(cred.get("prefix", ""))
+        if location.startswith(prefix) and len(prefix) > best[0]:
+            best = (len(prefix), {str(k): str(v) for k, v in (cred.get("config") or {}).items()})
+    return best[1]

@@ -196,6 +196,12 @@ class RestClient:
             parts.append(self.prefix)
         return "/".join([*parts, path])
 
+    def resolve(self, endpoint: str) -> str:
+        """An endpoint the server named: a URL as it is, a path below ``uri``."""
+        if "://" in endpoint:
+            return endpoint
+        return f"{self.uri}/{endpoint.lstrip('/')}"
+
     def namespace_path(self, namespace: tuple[str, ...]) -> str:
         sep = self.properties.get(NAMESPACE_SEPARATOR, "%1F")
         return sep.join(quote(p, safe="") for p in namespace)
@@ -211,11 +217,14 @@ class RestClient:
         what: str,
         retry: bool | None = None,
         headers: Mapping[str, str] | None = None,
+        absolute: str | None = None,
     ) -> Response:
         """Send one request; 2xx returns, anything else raises (see :func:`raise_for`).
-        ``retry`` (default: reads only) retries transport failures and 429/502/503/504."""
+        ``retry`` (default: reads only) retries transport failures and 429/502/503/504.
+        ``absolute``: an endpoint the server named (a URL, or a path resolved against
+        ``uri`` as Iceberg Java resolves it), sent instead of ``path``."""
         retryable = method in _READS if retry is None else retry
-        url = self.url(path, prefixed=prefixed)
+        url = self.resolve(absolute) if absolute else self.url(path, prefixed=prefixed)
         refreshed = False
         attempt = 0
         while True:

@@ -1,0 +1,119 @@
+"""Vended credentials from a real catalog (SeaweedFS's REST catalog minting STS sessions
+scoped to one table, ``vending_seaweed``), used past their lifetime: the table's FileIO
+renews them, the credentials an executor was handed are refused once expired, and the
+table is read back by ours, pyiceberg and DuckDB through the same catalog."""
+
+from __future__ import annotations
+
+import pickle
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from seaweed_server import VENDED_LIFETIME_S
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.exceptions import RemoteStorageError
+from stream_sink.io.credentials import EXPIRES_AT_MS, SESSION_TOKEN, now_ms
+
+TABLE_BUCKET = "warehouse"  # the vending server's table bucket
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+def rows(ids: range) -> pa.Table:
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "name": [f"r{i}" for i in ids]}, schema=SCHEMA
+    )
+
+
+def wait_until_expired(properties: Any) -> None:
+    """Sleep until the credentials in ``properties`` are past their expiry (and a second)."""
+    left_ms = int(properties[EXPIRES_AT_MS]) - now_ms()
+    assert 0 < left_ms <= VENDED_LIFETIME_S * 1000  # vended, short-lived
+    time.sleep(left_ms / 1000 + 1.0)
+
+
+@pytest.mark.slow
+def test_a_table_is_written_past_the_lifetime_of_its_vended_credentials(
+    vending_seaweed: Any,
+) -> None:
+    catalog = load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+    ns = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(ns)
+    table = catalog.create_table(f"{ns}.events", SCHEMA)
+    vended = dict(table.io.current_properties)
+    assert vended[SESSION_TOKEN] and vended["s3.access-key-id"] != vending_seaweed.access_key
+
+    executor_io = pickle.loads(pickle.dumps(table.io))  # what an executor is handed
+    table.append(rows(range(0, 3)))
+    wait_until_expired(vended)
+
+    # the server refuses the credentials it vended once they expire ...
+    with pytest.raises(RemoteStorageError, match="the credentials expired"):
+        executor_io.exists(table.metadata_location)
+    # ... and the table's own FileIO renews them: writing goes on
+    table.append(rows(range(3, 6)))
+    table.append(rows(range(6, 9)))
+    assert table.io.current_properties[SESSION_TOKEN] != vended[SESSION_TOKEN]
+
+    want = list(range(9))
+    reloaded = catalog.load_table(f"{ns}.events")
+    assert len(reloaded.snapshots()) == 3
+    assert sorted(reloaded.scan().to_arrow().column("id").to_pylist()) == want
+
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+
+    props = dict(vending_seaweed.rest_props(TABLE_BUCKET))
+    props["client.access-key-id"] = vending_seaweed.access_key
+    props["client.secret-access-key"] = vending_seaweed.secret_key
+    py_table = py_load_catalog("py", **props).load_table((ns, "events"))
+    assert sorted(py_table.scan().to_arrow().column("id").to_pylist()) == want
+
+    from readers import _extension_file, duckdb_connection
+
+    con = duckdb_connection()
+    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
+    con.execute(
+        f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{vending_seaweed.access_key}', "
+        f"CLIENT_SECRET '{vending_seaweed.secret_key}', "
+        f"OAUTH2_SERVER_URI '{vending_seaweed.catalog_uri}/v1/oauth/tokens')"
+    )
+    con.execute(
+        f"ATTACH 's3://{TABLE_BUCKET}' AS lake "
+        f"(TYPE iceberg, ENDPOINT '{vending_seaweed.catalog_uri}', SECRET rest)"
+    )
+    got = con.execute(f'SELECT id FROM lake."{ns}".events ORDER BY id').fetchall()
+    assert [r[0] for r in got] == want
+
+
+@pytest.mark.slow
+def test_maintenance_with_vended_credentials_keeps_its_lock_beside_the_table(
+    vending_seaweed: Any,
+) -> None:
+    """Compaction, expiry and orphan removal read, write, list and delete with the
+    table's vended credentials; the lease lock, outside the table's files (where the
+    vended ones do not reach), with the catalog's own keys."""
+    catalog = load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+    ns = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(ns)
+    table = catalog.create_table(
+        f"{ns}.kept",
+        SCHEMA,
+        properties={"stream-sink.maintenance.lock-location": f"s3://ckpt/{ns}/locks"},
+    )
+    for start in (0, 3, 6):
+        table.append(rows(range(start, start + 3)))
+    orphan = f"{table.location}/data/orphan-00000.parquet"
+    table.io.write_bytes(orphan, b"not referenced")
+    m = table.maintenance
+    with m.lock():
+        assert m.rewrite_data_files(min_input_files=2).rewritten_data_files == 3
+        now = int(time.time() * 1000)
+        assert m.expire_snapshots(older_than_ms=now + 1, retain_last=1).deleted_files > 3
+        removed = m.remove_orphan_files(older_than_ms=now + 60_000)
+        assert orphan in removed.orphans
+    final = catalog.load_table(table.identifier)
+    assert len(final.snapshots()) == 1
+    assert sorted(final.scan().to_arrow()["id"].to_pylist()) == list(range(9))

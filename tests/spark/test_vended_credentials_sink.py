@@ -1,0 +1,116 @@
+"""An append stream into a REST table whose catalog vends credentials that expire after
+``VENDED_LIFETIME_S`` (``vending_seaweed``), outliving them: one micro-batch is held up
+in its executor past the lifetime of the credentials it was handed, so S3 refuses its
+writes mid-batch; the sink renews them and writes the batch again. Every row lands
+exactly once, read back by ours, pyiceberg and DuckDB through the same catalog."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from seaweed_server import VENDED_LIFETIME_S
+from streams import run_available, write_batches
+
+import stream_sink as ss
+from stream_sink.spark import IcebergSink
+
+TABLE_BUCKET = "warehouse"  # the vending server's table bucket
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+HELD_UP = 7  # the row whose batch is held up in its executor
+
+
+def held_up_once(marker: Path, seconds: float) -> Any:
+    """A Spark UDF passing ``id`` through that, the first time it sees ``HELD_UP``, waits
+    ``seconds`` (the executor's credentials expire meanwhile)."""
+    from pyspark.sql.functions import udf
+
+    def identity(value):  # type: ignore[no-untyped-def]  # untyped: a plain Python UDF
+        if value == HELD_UP and not os.path.exists(marker):
+            open(marker, "w").close()
+            time.sleep(seconds)
+        return value
+
+    return udf(identity, "long")
+
+
+@pytest.mark.slow
+def test_an_append_stream_outlives_its_vended_credentials(
+    spark: Any, tmp_path: Path, vending_seaweed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    catalog = ss.load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+    ns = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(ns)
+    name = f"{ns}.events"
+    catalog.create_table(name, SCHEMA)
+    batches = [[{"id": i * 3 + j, "v": f"b{i}"} for j in range(3)] for i in range(4)]
+    write_batches(tmp_path / "in", batches)
+    slow = held_up_once(tmp_path / "held-up", VENDED_LIFETIME_S + 1)
+    sink = IcebergSink(
+        catalog=catalog,
+        table=name,
+        mode="append",
+        checkpoint_location=str(tmp_path / "chk"),
+        spark_checkpoint_location=str(tmp_path / "spark-chk"),
+        state_dir=str(tmp_path / "state"),
+    )
+
+    def foreach(df: Any, batch_id: int) -> None:
+        sink.foreach_batch(df.withColumn("id", slow("id")), batch_id)
+
+    try:
+        schema = "id long, v string"
+        run_available(spark, tmp_path / "in", schema, foreach, sink.spark_checkpoint_location)
+    finally:
+        sink.close()
+
+    assert os.path.exists(tmp_path / "held-up")
+    refused = [
+        r for r in caplog.records if "refused the executors' storage credentials" in r.message
+    ]
+    assert len(refused) == 1  # batch 2, written again with renewed credentials
+
+    # no vended credential in the logs or in anything the run left on disk: SeaweedFS's
+    # session tokens are JWTs, its temporary access keys start with ASIA
+    leaked = re.compile(rb"eyJhbGciOi|ASIA[0-9a-f]{16}")
+    assert not leaked.search(caplog.text.encode())
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert not leaked.search(path.read_bytes()), path
+
+    want = list(range(12))
+    table = catalog.load_table(name)
+    assert len(table.snapshots()) == 4  # one per batch, none twice
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
+
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+
+    props = dict(vending_seaweed.rest_props(TABLE_BUCKET))
+    props["client.access-key-id"] = vending_seaweed.access_key
+    props["client.secret-access-key"] = vending_seaweed.secret_key
+    py_table = py_load_catalog("py", **props).load_table((ns, "events"))
+    assert sorted(py_table.scan().to_arrow().column("id").to_pylist()) == want
+
+    from readers import _extension_file, duckdb_connection
+
+    con = duckdb_connection()
+    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
+    con.execute(
+        f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{vending_seaweed.access_key}', "
+        f"CLIENT_SECRET '{vending_seaweed.secret_key}', "
+        f"OAUTH2_SERVER_URI '{vending_seaweed.catalog_uri}/v1/oauth/tokens')"
+    )
+    con.execute(
+        f"ATTACH 's3://{TABLE_BUCKET}' AS lake "
+        f"(TYPE iceberg, ENDPOINT '{vending_seaweed.catalog_uri}', SECRET rest)"
+    )
+    got = con.execute(f'SELECT id FROM lake."{ns}".events ORDER BY id').fetchall()
+    assert [r[0] for r in got] == want
