@@ -5,14 +5,20 @@ Written: classic single-file Parquet checkpoints of the V1 spec (valid on every 
 (UUID-named JSON or Parquet, or classic) with their ``_delta_log/_sidecars`` files.
 
 A checkpoint at version v holds the reconciled state after v: protocol, metadata, the
-latest ``txn`` per appId, every live ``add`` and the ``remove`` tombstones, one action
-per row in the column named after it. Invariants: the checkpoint file is written
-atomically before ``_last_checkpoint`` points at it; a checkpoint that cannot be
-decoded raises CorruptMetadataError naming its version.
+latest ``txn`` per appId, every live ``add`` and the ``remove`` tombstones younger than
+``delta.deletedFileRetentionDuration``, one action per row in the column named after
+it. Invariants: the checkpoint file is written atomically before ``_last_checkpoint``
+points at it; a checkpoint that cannot be decoded raises CorruptMetadataError naming
+its version; a tombstone leaves the checkpoints once it is past the retention, as in
+Delta's own checkpoints, so that a stream's checkpoints stay the size of its live
+files rather than growing with every file it ever removed (vacuum spares a file only
+for that retention too, and finds the files to delete by listing).
 
 Unlike commit files, both are plain overwrites (a rename over locally, a PUT on S3),
 and that is safe: the checkpoint of version v is a function of the committed log up to
-v, so two writers checkpointing v write the same state and either copy is right; each
+v, so two writers checkpointing v write the same state (up to tombstones that expired
+between their writes, which no reader within the retention needs) and either copy is
+right; each
 write is atomic (a reader sees the old object or the whole new one); and
 ``_last_checkpoint`` is only a hint: readers list ``_delta_log`` and use the newest
 checkpoint at or below the version they want, then the JSON commits after it, so a
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import io as _io
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +41,7 @@ import pyarrow.parquet as pq
 from stream_sink.exceptions import CorruptMetadataError, MissingFileError
 
 from .actions import Action, Metadata, Protocol, Sidecar, parse_action
+from .expired_logs import deleted_file_retention_ms
 from .log import DeltaLog, checkpoint_name
 from .snapshot import DeltaSnapshot
 
@@ -131,7 +139,7 @@ CHECKPOINT_SCHEMA = pa.schema(
 )
 
 
-def _rows(snapshot: DeltaSnapshot) -> list[dict[str, Any]]:
+def _rows(snapshot: DeltaSnapshot, now_ms: int) -> list[dict[str, Any]]:
     def row(name: str, body: dict[str, Any]) -> dict[str, Any]:
         return {name: body}
 
@@ -147,16 +155,20 @@ def _rows(snapshot: DeltaSnapshot) -> list[dict[str, Any]]:
         body["partitionValues"] = list(add.partition_values.items())
         body["tags"] = list(add.tags.items()) if add.tags else None
         out.append(row("add", body))
+    horizon = now_ms - deleted_file_retention_ms(snapshot.configuration)
     for rm in snapshot.tombstones.values():
+        if (rm.deletion_timestamp or 0) < horizon:
+            continue  # past the retention: vacuum may have deleted the file already
         body = rm.to_json()
         body["partitionValues"] = list((rm.partition_values or {}).items()) or None
         out.append(row("remove", body))
     return out
 
 
-def write_checkpoint(log: DeltaLog, snapshot: DeltaSnapshot) -> None:
-    """Write the checkpoint of ``snapshot`` and point ``_last_checkpoint`` at it."""
-    rows = _rows(snapshot)
+def write_checkpoint(log: DeltaLog, snapshot: DeltaSnapshot, now_ms: int | None = None) -> None:
+    """Write the checkpoint of ``snapshot`` and point ``_last_checkpoint`` at it
+    (tombstones older than the retention at ``now_ms``, default now, left out)."""
+    rows = _rows(snapshot, int(time.time() * 1000) if now_ms is None else now_ms)
     table = pa.Table.from_pylist(rows, schema=CHECKPOINT_SCHEMA)
     buf = _io.BytesIO()
     pq.write_table(table, buf, compression="snappy")

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 LOG_RETENTION = "delta.logRetentionDuration"
 ENABLE_CLEANUP = "delta.enableExpiredLogCleanup"
 DEFAULT_LOG_RETENTION_MS = 30 * 24 * 3600 * 1000
+DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
+DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 24 * 3600 * 1000
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*([a-z]+?)s?\s*$", re.IGNORECASE)
 _UNIT_MS = {
     "millisecond": 1,
@@ -61,6 +63,15 @@ def retention_ms(configuration: Mapping[str, str]) -> int | None:
         return None
     raw = configuration.get(LOG_RETENTION)
     return DEFAULT_LOG_RETENTION_MS if raw is None else interval_ms(raw)
+
+
+def deleted_file_retention_ms(configuration: Mapping[str, str]) -> int:
+    """How long a ``remove`` keeps its file: vacuum spares the file and checkpoints keep
+    the tombstone until then (default ``interval 7 days``)."""
+    raw = configuration.get(DELETED_FILE_RETENTION)
+    if raw is None:
+        return DEFAULT_DELETED_FILE_RETENTION_MS
+    return interval_ms(raw, DELETED_FILE_RETENTION)
 
 
 def expired_log_files(delta_log: DeltaLog, retention: int, now_ms: int) -> list[str]:

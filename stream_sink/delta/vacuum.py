@@ -22,18 +22,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .deletion_vectors import dv_location
-from .expired_logs import interval_ms
+from .expired_logs import (
+    DEFAULT_DELETED_FILE_RETENTION_MS,
+    DELETED_FILE_RETENTION,
+    deleted_file_retention_ms,
+)
 from .paths import absolute_location
 from .table import DeltaTable
 
 log = logging.getLogger(__name__)
 
-DELETED_FILE_RETENTION = "delta.deletedFileRetentionDuration"
-DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 24 * 3600 * 1000
+__all__ = [
+    "DEFAULT_DELETED_FILE_RETENTION_MS",
+    "DELETED_FILE_RETENTION",
+    "VacuumResult",
+    "deleted_file_retention_ms",
+    "vacuum",
+]
 
 
 @dataclass(frozen=True)
@@ -41,13 +49,6 @@ class VacuumResult:
     deleted_files: int
     remaining_files: int
     """Deletable files left for a later call (``max_files``)."""
-
-
-def deleted_file_retention_ms(configuration: Mapping[str, str]) -> int:
-    raw = configuration.get(DELETED_FILE_RETENTION)
-    if raw is None:
-        return DEFAULT_DELETED_FILE_RETENTION_MS
-    return interval_ms(raw, DELETED_FILE_RETENTION)
 
 
 def vacuum(

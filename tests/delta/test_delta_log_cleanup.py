@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from delta_readers import delta_rs_rows
+from delta_readers import delta_rs_rows, duckdb_delta_rows
 
 from stream_sink.delta import DeltaTable
+from stream_sink.delta.checkpoint import write_checkpoint
 from stream_sink.delta.log_cleanup import STALE_TEMP_AGE_S, TEMP_NAME
+from stream_sink.delta.writer import write_data_files
 
 KILLED_WRITER = """
 import os, signal, sys
@@ -104,3 +107,40 @@ def test_expired_log_entries_go_after_a_checkpoint_and_readers_still_read(
     expected = list(range(1, 11))
     assert sorted(r["id"] for r in delta_rs_rows(location)) == expected
     assert sorted(DeltaTable.load(location).to_arrow()["id"].to_pylist()) == expected
+
+
+def test_checkpoints_leave_out_tombstones_past_the_file_retention(tmp_path: Path) -> None:
+    """A stream that rewrites files leaves a tombstone per removed file; checkpoints keep
+    them only for ``delta.deletedFileRetentionDuration``, so they stay the size of the
+    live table instead of growing with every file the stream ever removed."""
+    location = str(tmp_path / "rewritten")
+    table = DeltaTable.create(
+        location,
+        pa.schema([("id", pa.int64())]),
+        configuration={
+            "delta.checkpointInterval": "100",
+            "delta.deletedFileRetentionDuration": "interval 1 hours",
+        },
+    )
+    hour_ago = int(time.time() * 1000) - 3600 * 1000 - 60_000
+    for i in range(1, 7):  # six rewrites: each removes the one live file, adds one
+        txn = table.new_transaction()
+        live = list(table.snapshot.files.values())
+        txn.read_files(a.path for a in live)
+        removed_at = hour_ago if i <= 4 else int(time.time() * 1000)
+        txn.add_all(a.remove(removed_at) for a in live)
+        txn.add_all(
+            write_data_files(location, pa.table({"id": [i]}), table.schema, (), io=table.io)
+        )
+        txn.commit()
+    log_dir = Path(location, "_delta_log")
+    write_checkpoint(table.log, table.refresh().snapshot)
+    checkpoint = pq.read_table(log_dir / f"{table.version:020d}.checkpoint.parquet")
+    removes = [r for r in checkpoint.column("remove").to_pylist() if r is not None]
+    assert len(table.snapshot.tombstones) == 5  # the log still has them all
+    assert len(removes) == 2  # the ones removed within the hour (rewrites 5 and 6)
+    for v in range(table.version):  # readers start from the checkpoint
+        (log_dir / f"{v:020d}.json").unlink()
+    assert [r["id"] for r in delta_rs_rows(location)] == [6]
+    assert DeltaTable.load(location).to_arrow()["id"].to_pylist() == [6]
+    assert [r["id"] for r in duckdb_delta_rows(location)] == [6]
