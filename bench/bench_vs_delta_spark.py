@@ -86,9 +86,7 @@ def delta_session() -> Any:
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.jars", ",".join(jars))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
+        .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

@@ -17,6 +17,8 @@ with ``Catalog.hadoop(warehouse)``.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from peer_spark import peer_jars, run_on_pyspark_of
@@ -35,6 +37,8 @@ def use_iceberg_pyspark() -> None:
     """Stay on pyspark 3.5; on any other pyspark, run on the one of ``iceberg-spark-4.1``."""
     if iceberg_peer_set() == SPARK_4_SET:
         run_on_pyspark_of(SPARK_4_SET)
+    else:  # Spark's Python workers: this interpreter, with its pyspark 3.5 and pyarrow
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def iceberg_session(warehouse: str, extra: dict[str, str] | None = None) -> Any:
