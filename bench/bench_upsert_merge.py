@@ -2,9 +2,11 @@
 instead, ``foreachBatch`` + dedup by key + ``MERGE INTO`` (merge-on-read) with Apache
 Iceberg's own Spark runtime, on the same CDC changes in the same Spark session.
 
-Run: ``.venv-spark35/bin/python bench/bench_upsert_merge.py [--files 10]
-[--rows 40000] [--keys 100000] [--rounds 3]`` (pyspark 3.5: Iceberg's runtime jar is
-built for it; see ``bench/iceberg_spark.py``).
+Run: ``.venv/bin/python bench/bench_upsert_merge.py [--files 10] [--rows 40000]
+[--keys 100000] [--rounds 5]``: on pyspark 4.x the script re-runs itself on the pyspark
+of peer set ``iceberg-spark-4.1`` (Apache Iceberg's runtime for Spark 4.1 loads in no
+other Spark; see ``bench/iceberg_spark.py``); with ``.venv-spark35/bin/python`` it runs
+on pyspark 3.5 with set ``iceberg-spark-3.5``.
 
 Input: ``files`` Parquet files of ``rows`` changes each (one file per micro-batch):
 ``id`` drawn from ``keys`` ids, a payload, ``seq`` (the source order, increasing) and
@@ -45,7 +47,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from iceberg_spark import iceberg_session
+from iceberg_spark import iceberg_session, use_iceberg_pyspark
 from streams import drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
@@ -193,6 +195,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    use_iceberg_pyspark()
     root = Path(tempfile.mkdtemp(prefix="bench-upsert-merge-"))
     warehouse = root / "warehouse"
     try:
@@ -233,6 +236,7 @@ def main() -> None:
         spark.stop()
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak RSS: Python driver {own:.0f} MiB, JVM {jvm:.0f} MiB (both routes share them)")
+        print(f"load average at end: {os.getloadavg()}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

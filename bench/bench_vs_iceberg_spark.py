@@ -1,22 +1,26 @@
-"""Append stream: IcebergSink vs Apache Iceberg's own Spark streaming writer, one session.
+"""Append stream: our sink vs Apache Iceberg's own Spark streaming writer, one session.
 
-Run with the pyspark 3.5 interpreter (Iceberg's runtime jar is built for Spark 3.5):
-``.venv-spark35/bin/python bench/bench_vs_iceberg_spark.py [files] [rows_per_file] [rounds]
-[route]`` (defaults 8 x 250,000, 5 rounds, route ``auto``; ``route`` is the sink's
-``write_route``: ``auto``, ``spark`` or ``arrow``; ``both`` runs the sink twice per
-round, once on each route, to compare them in the same run).
+Run: ``.venv/bin/python bench/bench_vs_iceberg_spark.py [files] [rows_per_file] [rounds]
+[route]`` (defaults 8 x 250,000, 5 rounds, route ``auto``). On pyspark 4.x the script
+re-runs itself on the pyspark of peer set ``iceberg-spark-4.1`` (Apache Iceberg's runtime
+for Spark 4.1 does not load in another Spark; ``bench/iceberg_spark.py``); with
+``.venv-spark35/bin/python`` it runs on pyspark 3.5 with set ``iceberg-spark-3.5``.
+``route`` is the foreachBatch sink's ``write_route``: ``auto``, ``spark`` or ``arrow``;
+``both`` runs that sink twice per round, once on each route, to compare them in the
+same run.
 
 The same Parquet input (``files`` files, ``maxFilesPerTrigger=2``, availableNow) goes
-through (a) ``writeStream.format("iceberg").toTable("hc.db.<t>")`` and (b)
-``foreachBatch`` with IcebergSink (append) into a table of the same schema, both with
-Iceberg's default codec (zstd), both unpartitioned, on one local[2] session
-(:mod:`iceberg_spark`). One untimed run of each side first (JVM code paths, Python
-workers); then rounds interleaved, alternating which side goes first. Every final
-table is read back by Spark (Iceberg's reader) and must hold ``files * rows`` rows.
+through (a) ``writeStream.format("iceberg").toTable("hc.db.<t>")``, (b) ``foreachBatch``
+with IcebergSink (append) and, on pyspark 4.x, (c) ``writeStream.format("stream_sink")``
+(the Data Source route), each into a table of the same schema, all with Iceberg's
+default codec (zstd), all unpartitioned, on one local[2] session. One untimed run of
+each side first (JVM code paths, Python workers); then rounds interleaved, alternating
+which side goes first. Every final table is read back by Spark (Iceberg's reader) and
+must hold ``files * rows`` rows.
 
-Prints each run, the median of each side, the ratio iceberg / sink time (goal: at
-least 1.0) and the peak resident memory of the driver and of its children (JVM and
-Python workers), with the load average when the run started and ended.
+Prints each run, the median of each side, the ratio iceberg / ours time for each of our
+routes (goal: at least 1.0 by the faster one) and the peak resident memory of the
+driver and of the JVM, with the load average when the run started and ended.
 """
 
 from __future__ import annotations
@@ -37,11 +41,12 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_spark_sink import SCHEMA, make_input
-from iceberg_spark import iceberg_session
+from iceberg_spark import iceberg_session, use_iceberg_pyspark
 from streams import drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
-from stream_sink.spark import IcebergSink
+from stream_sink.spark import IcebergSink, register
+from stream_sink.spark.datasource.register import supports_data_source
 
 FILES_PER_TRIGGER = 2
 TABLE_SCHEMA = pa.schema([f.with_nullable(True) for f in SCHEMA])
@@ -65,9 +70,15 @@ def run_iceberg(spark: Any, source: Path, work: Path, name: str) -> float:
     return time.perf_counter() - started
 
 
-def run_sink(spark: Any, source: Path, work: Path, name: str, route: str = "auto") -> float:
+def new_table(work: Path, name: str) -> Any:
+    """Table ``db.<name>`` of the shared warehouse (``hc.db.<name>`` to Spark)."""
     catalog = ss.load_catalog("bench", type="hadoop", warehouse=str(work.parents[1] / "warehouse"))
     catalog.create_table(f"db.{name}", schema=TABLE_SCHEMA)
+    return catalog
+
+
+def run_sink(spark: Any, source: Path, work: Path, name: str, route: str = "auto") -> float:
+    catalog = new_table(work, name)
     sink = IcebergSink(
         catalog=catalog,
         table=f"db.{name}",
@@ -77,6 +88,25 @@ def run_sink(spark: Any, source: Path, work: Path, name: str, route: str = "auto
     )
     elapsed, _ = drain_into(sink, parquet_stream(spark, source, FILES_PER_TRIGGER))
     return elapsed
+
+
+def run_datasource(spark: Any, source: Path, work: Path, name: str) -> float:
+    """``writeStream.format("stream_sink")`` into a table of the same warehouse."""
+    new_table(work, name)
+    started = time.perf_counter()
+    q = (
+        parquet_stream(spark, source, FILES_PER_TRIGGER)
+        .writeStream.format("stream_sink")
+        .option("catalog.type", "hadoop")
+        .option("catalog.warehouse", str(work.parents[1] / "warehouse"))
+        .option("table", f"db.{name}")
+        .option("state-dir", str(work / "state"))
+        .option("checkpointLocation", str(work / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return time.perf_counter() - started
 
 
 Runner = Callable[[Any, Path, Path, str], float]
@@ -98,19 +128,33 @@ def run_rounds(
             if r < 0:
                 continue
             times[side].append(elapsed)
-            print(f"round {r + 1} {side:13s} {elapsed:7.2f} s  {total / elapsed:12,.0f} rows/s")
+            print(
+                f"round {r + 1} {label(side):27s} {elapsed:7.2f} s  "
+                f"{total / elapsed:12,.0f} rows/s",
+                flush=True,
+            )
     return times
+
+
+def label(side: str) -> str:
+    """What a side is, as a Spark user would write it."""
+    if side == "iceberg":
+        return 'format("iceberg")'
+    if side == "stream_sink":
+        return 'format("stream_sink")'
+    return side.replace("foreachBatch", "foreachBatch IcebergSink")
 
 
 def report(times: dict[str, list[float]], files: int, rows: int, jvm_mib: float) -> None:
     total = files * rows
     print(
         f"append, {files} files x {rows:,} rows, {FILES_PER_TRIGGER} files per trigger, "
-        f"zstd on both sides, {len(times['iceberg'])} interleaved rounds (warm-up excluded):"
+        f"zstd on every side, {len(times['iceberg'])} interleaved rounds (warm-up excluded):"
     )
     for name, ts in times.items():
         med = statistics.median(ts)
-        print(f"  {name:13s} median {med:7.2f} s {total / med:12,.0f} rows/s  (runs {ts})")
+        runs = ", ".join(f"{t:.2f}" for t in ts)
+        print(f"  {label(name):27s} median {med:7.2f} s {total / med:12,.0f} rows/s  (runs {runs})")
     ice = times["iceberg"]
     for name, ours in times.items():
         if name == "iceberg":
@@ -118,12 +162,12 @@ def report(times: dict[str, list[float]], files: int, rows: int, jvm_mib: float)
         paired = statistics.median(a / b for a, b in zip(ice, ours, strict=True))
         ratio = statistics.median(ice) / statistics.median(ours)
         print(
-            f"  ratio iceberg / {name} time: median {ratio:.2f}x, "
+            f"  ratio iceberg / {label(name)} time: median {ratio:.2f}x, "
             f"median of per-round ratios {paired:.2f}x (goal >= 1.0)"
         )
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"  peak RSS (both sides, one session): driver Python {own:,.0f} MiB, "
+        f"  peak RSS (every side, one session): driver Python {own:,.0f} MiB, "
         f"JVM {jvm_mib:,.0f} MiB"
     )
 
@@ -136,6 +180,7 @@ def _sink_runner(route: str) -> Runner:
 
 
 def main(files: int = 8, rows: int = 250_000, rounds: int = 5, route: str = "auto") -> None:
+    use_iceberg_pyspark()
     root = Path(tempfile.mkdtemp(prefix="bench-vs-iceberg-"))
     print(f"load average at start: {os.getloadavg()}")
     try:
@@ -145,7 +190,10 @@ def main(files: int = 8, rows: int = 250_000, rounds: int = 5, route: str = "aut
 
         runners: dict[str, Runner] = {"iceberg": run_iceberg}
         for r in ("spark", "arrow") if route == "both" else (route,):
-            runners["iceberg-sink" if route != "both" else f"sink-{r}"] = _sink_runner(r)
+            runners["foreachBatch" if route != "both" else f"foreachBatch-{r}"] = _sink_runner(r)
+        if supports_data_source():
+            register(spark)
+            runners["stream_sink"] = run_datasource
         times = run_rounds(spark, root, rounds, files * rows, runners)
         report(times, files, rows, jvm_peak_mib(spark))
         spark.stop()

@@ -1,8 +1,10 @@
 """Where an append micro-batch's time goes: the executor side, stage by stage, and the
 driver side (commit, state, checkpoint) of IcebergSink, next to Iceberg's own writer.
 
-Run with the pyspark 3.5 interpreter: ``.venv-spark35/bin/python bench/profile_append.py
-[rows_per_file] [repeats]`` (defaults 250,000 and 5). One micro-batch's worth of input
+Run: ``.venv-spark35/bin/python bench/profile_append.py [rows_per_file] [repeats]``
+(defaults 250,000 and 5) on pyspark 3.5, or ``.venv/bin/python bench/profile_append.py``
+on Spark 4.1 (it re-runs itself on the pyspark of peer set ``iceberg-spark-4.1``, see
+``bench/iceberg_spark.py``). One micro-batch's worth of input
 (2 Parquet files, as ``bench_vs_iceberg_spark.py`` triggers) is timed through:
 
 - ``scan``: Spark reads the files (``format("noop")`` write: no output);
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
 from bench_spark_sink import make_input
 from bench_vs_iceberg_spark import DDL, TABLE_SCHEMA
-from iceberg_spark import iceberg_session
+from iceberg_spark import iceberg_session, use_iceberg_pyspark
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
@@ -61,6 +63,7 @@ def timed(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def main(rows: int = 250_000, repeats: int = 5) -> None:
+    use_iceberg_pyspark()
     root = Path(tempfile.mkdtemp(prefix="profile-append-"))
     print(f"load average at start: {os.getloadavg()}")
     try:
