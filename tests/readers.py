@@ -183,3 +183,30 @@ def duckdb_columns(
     finally:
         if own:
             con.close()
+
+
+def rest_catalog_ids(server: Any, bucket: str, ns: str, table: str) -> tuple[list[int], list[int]]:
+    """The sorted ``id`` column of ``ns.table`` in table bucket ``bucket`` of a SeaweedFS
+    REST catalog ``server``, as pyiceberg's REST catalog and DuckDB's ``ATTACH`` of the
+    catalog read it. Neither is given S3 keys: a catalog that vends credentials serves
+    both."""
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+
+    props = dict(server.rest_props(bucket))
+    props["client.access-key-id"] = server.access_key
+    props["client.secret-access-key"] = server.secret_key
+    py_table = py_load_catalog("py", **props).load_table((ns, table))
+    py_ids = sorted(py_table.scan().to_arrow().column("id").to_pylist())
+    con = duckdb_connection()
+    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
+    con.execute(
+        f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{server.access_key}', "
+        f"CLIENT_SECRET '{server.secret_key}', "
+        f"OAUTH2_SERVER_URI '{server.catalog_uri}/v1/oauth/tokens')"
+    )
+    con.execute(
+        f"ATTACH 's3://{bucket}' AS lake (TYPE iceberg, ENDPOINT '{server.catalog_uri}', "
+        "SECRET rest)"
+    )
+    got = con.execute(f'SELECT id FROM lake."{ns}".{table} ORDER BY id').fetchall()
+    return py_ids, [r[0] for r in got]

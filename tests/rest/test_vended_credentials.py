@@ -63,29 +63,9 @@ def test_a_table_is_written_past_the_lifetime_of_its_vended_credentials(
     assert len(reloaded.snapshots()) == 3
     assert sorted(reloaded.scan().to_arrow().column("id").to_pylist()) == want
 
-    from pyiceberg.catalog import load_catalog as py_load_catalog
+    from readers import rest_catalog_ids
 
-    props = dict(vending_seaweed.rest_props(TABLE_BUCKET))
-    props["client.access-key-id"] = vending_seaweed.access_key
-    props["client.secret-access-key"] = vending_seaweed.secret_key
-    py_table = py_load_catalog("py", **props).load_table((ns, "events"))
-    assert sorted(py_table.scan().to_arrow().column("id").to_pylist()) == want
-
-    from readers import _extension_file, duckdb_connection
-
-    con = duckdb_connection()
-    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
-    con.execute(
-        f"CREATE SECRET rest (TYPE iceberg, CLIENT_ID '{vending_seaweed.access_key}', "
-        f"CLIENT_SECRET '{vending_seaweed.secret_key}', "
-        f"OAUTH2_SERVER_URI '{vending_seaweed.catalog_uri}/v1/oauth/tokens')"
-    )
-    con.execute(
-        f"ATTACH 's3://{TABLE_BUCKET}' AS lake "
-        f"(TYPE iceberg, ENDPOINT '{vending_seaweed.catalog_uri}', SECRET rest)"
-    )
-    got = con.execute(f'SELECT id FROM lake."{ns}".events ORDER BY id').fetchall()
-    assert [r[0] for r in got] == want
+    assert rest_catalog_ids(vending_seaweed, TABLE_BUCKET, ns, "events") == (want, want)
 
 
 @pytest.mark.slow
