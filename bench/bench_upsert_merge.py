@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iceberg_spark import iceberg_session, use_iceberg_pyspark
-from streams import drain_into, jvm_peak_mib, parquet_stream
+from streams import dedup_merge_sql, drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
 import stream_sink.spark.foreach_batch.iceberg as sink_module
@@ -120,22 +120,7 @@ def run_merge(spark: Any, source: Path, work: Path, name: str) -> float:
     def merge(df: Any, batch_id: int) -> None:
         view = f"changes_{batch_id}"
         df.createOrReplaceTempView(view)
-        df.sparkSession.sql(
-            f"""
-            MERGE INTO hc.db.{name} t
-            USING (
-              SELECT * FROM (
-                SELECT *, row_number() OVER (PARTITION BY id ORDER BY seq DESC) AS rn
-                FROM {view}) WHERE rn = 1
-            ) s
-            ON t.id = s.id
-            WHEN MATCHED AND s._row_kind = '-D' THEN DELETE
-            WHEN MATCHED THEN UPDATE SET
-              t.name = s.name, t.amount = s.amount, t.qty = s.qty, t.seq = s.seq
-            WHEN NOT MATCHED AND s._row_kind != '-D' THEN INSERT
-              (id, name, amount, qty, seq) VALUES (s.id, s.name, s.amount, s.qty, s.seq)
-            """
-        )
+        df.sparkSession.sql(dedup_merge_sql(f"hc.db.{name}", view))
         df.sparkSession.catalog.dropTempView(view)
 
     started = time.perf_counter()

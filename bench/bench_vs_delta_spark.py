@@ -59,7 +59,7 @@ from bench_spark_sink import make_input as make_append_input
 from bench_upsert_merge import expected_rows
 from bench_upsert_merge import make_input as make_upsert_input
 from peer_spark import peer_jars, run_on_pyspark_of
-from streams import drain_into, jvm_peak_mib, parquet_stream
+from streams import dedup_merge_sql, drain_into, jvm_peak_mib, parquet_stream
 
 DELTA_SET = "delta-spark-4.2"
 FILES_PER_TRIGGER = 2
@@ -162,22 +162,7 @@ def upsert_merge(dv: bool) -> Runner:
         def merge(df: Any, batch_id: int) -> None:
             view = f"changes_{batch_id}"
             df.createOrReplaceTempView(view)
-            df.sparkSession.sql(
-                f"""
-                MERGE INTO delta.`{table}` t
-                USING (
-                  SELECT * FROM (
-                    SELECT *, row_number() OVER (PARTITION BY id ORDER BY seq DESC) AS rn
-                    FROM {view}) WHERE rn = 1
-                ) s
-                ON t.id = s.id
-                WHEN MATCHED AND s._row_kind = '-D' THEN DELETE
-                WHEN MATCHED THEN UPDATE SET
-                  t.name = s.name, t.amount = s.amount, t.qty = s.qty, t.seq = s.seq
-                WHEN NOT MATCHED AND s._row_kind != '-D' THEN INSERT
-                  (id, name, amount, qty, seq) VALUES (s.id, s.name, s.amount, s.qty, s.seq)
-                """
-            )
+            df.sparkSession.sql(dedup_merge_sql(f"delta.`{table}`", view))
             df.sparkSession.catalog.dropTempView(view)
 
         started = time.perf_counter()

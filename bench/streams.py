@@ -49,3 +49,24 @@ def jvm_peak_mib(spark: Any) -> float:
     except (AttributeError, OSError, ValueError):
         pass
     return 0.0
+
+
+def dedup_merge_sql(target: str, view: str) -> str:
+    """What a Spark user writes to upsert a micro-batch of changes (``id``, ``name``,
+    ``amount``, ``qty``, ``seq``, ``_row_kind``) registered as ``view``: the latest change
+    of each id, then ``MERGE INTO target`` deleting ``-D`` ids, updating or inserting
+    the rest."""
+    return f"""
+        MERGE INTO {target} t
+        USING (
+          SELECT * FROM (
+            SELECT *, row_number() OVER (PARTITION BY id ORDER BY seq DESC) AS rn
+            FROM {view}) WHERE rn = 1
+        ) s
+        ON t.id = s.id
+        WHEN MATCHED AND s._row_kind = '-D' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET
+          t.name = s.name, t.amount = s.amount, t.qty = s.qty, t.seq = s.seq
+        WHEN NOT MATCHED AND s._row_kind != '-D' THEN INSERT
+          (id, name, amount, qty, seq) VALUES (s.id, s.name, s.amount, s.qty, s.seq)
+        """
