@@ -117,7 +117,6 @@ class SinkMaintenance:
 
     @property
     def running(self) -> bool:
-
         t = self._thread
         return t is not None and t.is_alive()
 

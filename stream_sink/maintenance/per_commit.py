@@ -35,7 +35,7 @@ from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance.in_sink import SinkMaintenance
 from stream_sink.maintenance.options import MaintenanceOptions
 from stream_sink.maintenance.triggers import TriggerState
-from stream_sink.metrics.maintenance_report import read_report, read_trigger, write_report
+from stream_sink.metrics.maintenance_report import read_report_and_trigger, write_report
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.table import Table
@@ -67,6 +67,7 @@ def maintain_after_commit(
     (see the module docstring). ``owner`` names the lock's holder, stable per sink;
     ``protected`` names files the sink holds uncommitted."""
     foreground = dataclasses.replace(options, background=False)
+    metrics, trigger = read_report_and_trigger(io, report)
     maintenance = SinkMaintenance(
         load_table,
         foreground,
@@ -74,10 +75,10 @@ def maintain_after_commit(
         lambda: protected,
         clock,
         lock_location=lock_location,
-        trigger=TriggerState.restored(foreground, read_trigger(io, report), int(clock() * 1000)),
-        metrics=read_report(io, report),
+        trigger=TriggerState.restored(foreground, trigger, int(clock() * 1000)),
+        metrics=metrics,
     )
     ran = maintenance.after_commit(metadata)
-    metrics = maintenance.metrics
-    write_report(io, report, metrics, trigger=maintenance.trigger_state.saved())
-    return CommitMaintenance(ran, metrics)
+    after = maintenance.metrics
+    write_report(io, report, after, trigger=maintenance.trigger_state.saved())
+    return CommitMaintenance(ran, after)

@@ -3,7 +3,7 @@
 
 A sink whose every commit runs in a fresh process (the ``format("stream_sink")``
 route) also keeps its maintenance triggers' state there, under ``trigger``
-(:func:`read_trigger`), so the next commit resumes counting where the last one stopped;
+(:func:`read_report_and_trigger`), so the next commit resumes counting where the last one stopped;
 readers of the metrics ignore it.
 
 Invariants: the file is replaced atomically (a reader sees a whole report or the
@@ -48,23 +48,26 @@ def write_report(
 
 def read_report(io: FileIO, location: str) -> MaintenanceMetricsSnapshot | None:
     """The last report written at ``location``; None when there is none (or unreadable)."""
+    return read_report_and_trigger(io, location)[0]
+
+
+def read_report_and_trigger(
+    io: FileIO, location: str
+) -> tuple[MaintenanceMetricsSnapshot | None, dict[str, Any] | None]:
+    """The report at ``location`` (as :func:`read_report`) and the triggers' state saved
+    with it (None when there is none: no report, an unreadable one, or one written
+    without it), from one read."""
     raw = _read(io, location)
     if raw is None:
-        return None
+        return None, None
+    trigger = raw.get(TRIGGER_KEY)
     known = {f.name for f in fields(MaintenanceMetricsSnapshot)}
     try:
-        return MaintenanceMetricsSnapshot(**{k: v for k, v in raw.items() if k in known})
+        metrics = MaintenanceMetricsSnapshot(**{k: v for k, v in raw.items() if k in known})
     except TypeError as e:
         log.warning("maintenance report %s unreadable: %s", location, e)
-        return None
-
-
-def read_trigger(io: FileIO, location: str) -> dict[str, Any] | None:
-    """The triggers' state saved with the report at ``location``; None when there is
-    none (no report, an unreadable one, or one written without it)."""
-    raw = _read(io, location)
-    trigger = raw.get(TRIGGER_KEY) if raw is not None else None
-    return trigger if isinstance(trigger, dict) else None
+        return None, None
+    return metrics, trigger if isinstance(trigger, dict) else None
 
 
 def _read(io: FileIO, location: str) -> dict[str, Any] | None:

@@ -281,7 +281,6 @@ def _only_sink(root: str, io: FileIO) -> str:
     sinks = [
         n for n in names if n != SPARK_CHECKPOINT_DIR and n not in spark and not n.startswith(".")
     ]
-
     if len(sinks) == 1:
         return sinks[0]
     if not sinks:

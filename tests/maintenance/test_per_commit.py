@@ -21,7 +21,7 @@ from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.maintenance.per_commit import maintain_after_commit
 from stream_sink.maintenance.triggers import TriggerState
-from stream_sink.metrics.maintenance_report import read_report, read_trigger
+from stream_sink.metrics.maintenance_report import read_report, read_report_and_trigger
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.metadata import TableMetadata
@@ -122,7 +122,7 @@ def test_a_sink_resumed_at_every_commit_runs_as_a_long_lived_one(
     assert ours(fresh.table) == fresh.expected() == kept.expected()
     assert rows_of(duckdb_rows(fresh.table.metadata_location)) == fresh.expected()
     # the triggers' state saved beside the metrics: the head it counted up to
-    trigger = read_trigger(FileIO.for_location(report), report)
+    _, trigger = read_report_and_trigger(FileIO.for_location(report), report)
     assert trigger is not None
     assert trigger["seen_snapshot_id"] == fresh.table.current_snapshot().snapshot_id
     assert trigger["commits"] == batches % 3

@@ -248,7 +248,6 @@ def test_maintenance_of_an_iceberg_target_is_set_by_string_options(
         )
 
 
-
 def test_a_sink_of_a_table_that_does_not_exist_is_refused_where_it_is_made(
     tmp_path: Path,
 ) -> None:
