@@ -69,6 +69,10 @@ class SinkMaintenance:
     holds but has not committed. ``lock_location`` (``sink_lock_location``: beside the
     sink's checkpoints) is recorded as the table's lock location before a run when the
     table's lock needs one and the table names none (``adopt_lock_location``).
+
+    ``trigger`` and ``metrics`` resume what an earlier instance of the same sink left
+    (its ``trigger_state`` and ``metrics``): a sink whose every commit runs in a fresh
+    process (:mod:`.per_commit`) builds one per commit from what the previous one saved.
     """
 
     def __init__(
@@ -81,6 +85,8 @@ class SinkMaintenance:
         *,
         report: Callable[[MaintenanceMetricsSnapshot], None] | None = None,
         lock_location: str | None = None,
+        trigger: TriggerState | None = None,
+        metrics: MaintenanceMetricsSnapshot | None = None,
     ) -> None:
         self._load_table = load_table
         self._lock_location = lock_location
@@ -89,15 +95,25 @@ class SinkMaintenance:
         self._protected = protected
         self._clock = clock
         self._report = report
-        self._trigger = TriggerState(options, last_run_ms=int(clock() * 1000))
+        self._trigger = (
+            TriggerState(options, last_run_ms=int(clock() * 1000))
+            if trigger is None
+            else replace(trigger, options=options)
+        )
         self._thread: threading.Thread | None = None
         self._mutex = threading.Lock()
-        self._metrics = MaintenanceMetricsSnapshot()
+        self._metrics = metrics if metrics is not None else MaintenanceMetricsSnapshot()
 
     @property
     def metrics(self) -> MaintenanceMetricsSnapshot:
         with self._mutex:
             return self._metrics
+
+    @property
+    def trigger_state(self) -> TriggerState:
+        """A copy of what the triggers counted since the last run (to resume from)."""
+        with self._mutex:
+            return replace(self._trigger)
 
     @property
     def running(self) -> bool:

@@ -8,11 +8,17 @@ A run that did not complete leaves a retry standing: it is due again after
 A run that completed but left a backlog (``backlog``: its bounded work did not reach
 the end, or the table holds more live files than the options' backlog thresholds) is
 due again at the next commit.
+
+``saved``/``restored`` carry the state across processes (a sink whose every commit runs
+in a fresh process keeps it in a file): everything but the options, as plain JSON values;
+a saved state that cannot be read back restores as a fresh one (``restored`` never raises).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from stream_sink.maintenance.options import MaintenanceOptions
 from stream_sink.table.metadata import TableMetadata
@@ -48,6 +54,44 @@ class TriggerState:
             self.equality_delete_files += int(s.get("added-equality-delete-files", "0"))
             self.equality_deletes += int(s.get("added-equality-deletes", "0"))
         self._seen = head.snapshot_id
+
+    def saved(self) -> dict[str, Any]:
+        """The state without its options, as JSON values (see :meth:`restored`)."""
+        return {
+            "last_run_ms": self.last_run_ms,
+            "commits": self.commits,
+            "data_files": self.data_files,
+            "equality_delete_files": self.equality_delete_files,
+            "equality_deletes": self.equality_deletes,
+            "seen_snapshot_id": self._seen,
+            "retry_failures": self.retry_failures,
+            "backlog": self.backlog,
+        }
+
+    @staticmethod
+    def restored(
+        options: MaintenanceOptions, saved: Mapping[str, Any] | None, now_ms: int
+    ) -> TriggerState:
+        """The state :meth:`saved` gave, under ``options``; a fresh one (last run
+        ``now_ms``) when ``saved`` is None or not a saved state."""
+        fresh = TriggerState(options, last_run_ms=now_ms)
+        if not saved:
+            return fresh
+        try:
+            seen = saved.get("seen_snapshot_id")
+            return TriggerState(
+                options,
+                last_run_ms=int(saved["last_run_ms"]),
+                commits=int(saved["commits"]),
+                data_files=int(saved["data_files"]),
+                equality_delete_files=int(saved["equality_delete_files"]),
+                equality_deletes=int(saved["equality_deletes"]),
+                _seen=None if seen is None else int(seen),
+                retry_failures=int(saved["retry_failures"]),
+                backlog=bool(saved["backlog"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return fresh
 
     def retry_backoff(self) -> int:
         """Commits to wait before retrying a run that did not complete."""

@@ -2,7 +2,9 @@
 
 Sources, all read-only (safe while the query runs):
 - ``<checkpoint location>/spark/``: Spark's query id (``metadata``), the batches it
-  planned (``offsets/``) and the batches whose ``foreachBatch`` returned (``commits/``).
+  planned (``offsets/``) and the batches whose ``foreachBatch`` returned (``commits/``);
+  for a ``format("stream_sink")`` query, whose sink checkpoints under Spark's own
+  ``checkpointLocation``, Spark's checkpoint is the checkpoint location itself.
 - ``<checkpoint location>/<sink id>/chk-<id>``: the sink's completed checkpoints.
 - the table's snapshot summaries: the watermark, the highest batch id committed by
   (query id, sink id) on the branch.
@@ -111,7 +113,7 @@ def sink_status(
     root = resolve_location(checkpoint_location)
     # the catalog's storage properties (s3.endpoint, keys) serve its checkpoints too
     io = catalog.io_for(root) if catalog is not None else FileIO.for_location(root)
-    spark_dir = f"{root}/{SPARK_CHECKPOINT_DIR}"
+    spark_dir = _spark_dir(root, io)
     if not io.exists(root):
         raise NotFoundError(
             f"checkpoint location {root!r} does not exist; check "
@@ -256,11 +258,29 @@ def _uncommitted(
     )
 
 
+def _spark_dir(root: str, io: FileIO) -> str:
+    """Spark's checkpoint of the sink's query: ``<root>/spark`` (``foreachBatch`` sinks),
+    or ``root`` itself when Spark's checkpoint is there and not below (the Data Source
+    route: its sink checkpoints under Spark's ``checkpointLocation``)."""
+    nested = f"{root}/{SPARK_CHECKPOINT_DIR}"
+    if not io.exists(f"{nested}/metadata") and io.exists(f"{root}/metadata"):
+        return root
+    return nested
+
+
+SPARK_ENTRIES = frozenset({"metadata", "offsets", "commits", "sources", "state", "touched-keys"})
+"""Entries of a checkpoint location that is also Spark's (``_spark_dir``) that are not
+a sink's: Spark's own, and the Delta route's spilled keys."""
+
+
 def _only_sink(root: str, io: FileIO) -> str:
     """The one sink id checkpointing under ``root`` (its sub-directory other than
     Spark's); InvalidOptionError when there are several, NotFoundError when none."""
     names = [loc.rstrip("/").rsplit("/", 1)[-1] for loc in io.list_dir(root)]
-    sinks = [n for n in names if n != SPARK_CHECKPOINT_DIR and not n.startswith(".")]
+    spark = SPARK_ENTRIES if _spark_dir(root, io) == root else frozenset()
+    sinks = [
+        n for n in names if n != SPARK_CHECKPOINT_DIR and n not in spark and not n.startswith(".")
+    ]
     if len(sinks) == 1:
         return sinks[0]
     if not sinks:

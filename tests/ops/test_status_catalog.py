@@ -91,3 +91,46 @@ def test_status_says_when_the_recorded_catalog_is_down_and_reports_nothing_uncom
     reason = doc["table_error"]
     assert f"cannot open catalog 'prod' as the sink recorded it (type=sql, uri={down})" in reason
     assert "pass --catalog-uri" in reason and "cannot read table db.orders" in out.err
+
+
+def test_status_of_a_data_source_query_reads_spark_and_maintenance_at_its_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``format("stream_sink")`` checkpoints under Spark's own ``checkpointLocation``
+    (Spark's ``metadata``, ``offsets/``, ``commits/`` beside ``<sink id>/``): status
+    finds the query and the sink there, with what the route's maintenance reported."""
+    from stream_sink.io import FileIO
+    from stream_sink.maintenance import MaintenanceOptions
+    from stream_sink.maintenance.per_commit import maintain_after_commit
+
+    wh, chk = str(tmp_path / "wh"), tmp_path / "chk"
+    catalog = ss.load_catalog("demo", type="hadoop", warehouse=wh)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
+    for batch in range(2):
+        table.append(pa.table({"id": [batch]}))
+    for folder in ("offsets", "commits", "sources/0"):
+        (chk / folder).mkdir(parents=True)
+    (chk / "metadata").write_text('{"id":"7d4f0c6e-1111-2222-3333-444455556666"}\n')
+    for batch in ("0", "1"):
+        (chk / "offsets" / batch).write_text('v1\n{"batchWatermarkMs":0}\n{}')
+        (chk / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    report = str(chk / "db.t" / "maintenance.json")
+    maintain_after_commit(
+        lambda: catalog.load_table("db.t"),
+        table.refresh().metadata,
+        MaintenanceOptions(commit_count=2),
+        owner="sink:db.t",
+        io=FileIO.for_location(report),
+        report=report,
+        lock_location=None,
+    )
+    assert (
+        main(["status", "--checkpoint-location", str(chk), "--warehouse", wh, "--format", "jsonl"])
+        == 0
+    )
+    status = json.loads(capsys.readouterr().out)
+    assert status["sink_id"] == "db.t" and status["acknowledged"] == [0, 1]
+    assert status["maintenance"]["runs"] == 1 and status["maintenance"]["failures"] == 0
+    assert main(["status", "--checkpoint-location", str(chk), "--warehouse", wh]) == 0
+    assert "1 runs, 0 failed, 0 yielded" in capsys.readouterr().out

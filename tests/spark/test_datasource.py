@@ -4,6 +4,7 @@ errors a user meets at the start of the query."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,57 @@ def test_bad_options_fail_at_start(spark: Any, tmp_path: Path, warehouse: Any) -
                 {"table": "db.t", "checkpointLocation": "c", **options}, streaming=True
             )
     assert issubclass(InvalidOptionError, ValidationError)
+
+
+def test_in_sink_maintenance_compacts_and_expires_an_iceberg_stream(
+    spark: Any, tmp_path: Path, warehouse: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``maintenance.*`` options: compaction and expiry run in the route's commit after
+    every 2 commits, as ``IcebergSink(maintenance=...)`` runs them; the triggers' counts
+    and the metrics are kept in ``maintenance.json`` across the commits' workers and
+    shown by ``stream-sink status``; the table, read by DuckDB and pyiceberg, holds every
+    row once."""
+    from readers import pyiceberg_rows
+
+    from stream_sink.cli.main import main
+
+    warehouse.create_table("db.small", schema=TABLE_SCHEMA)
+    write_batches(
+        tmp_path / "small-in",
+        [[{"id": b * 10 + i, "data": f"b{b}"} for i in range(10)] for b in range(6)],
+    )
+    stream(
+        spark,
+        tmp_path,
+        "small",
+        "id long, data string",
+        repartition="2",  # two small files a batch
+        **{
+            "maintenance.commit-count": "2",
+            "maintenance.min-input-files": "2",
+            "maintenance.max-snapshot-age-ms": "0",
+            "maintenance.retain-last": "2",
+        },
+    ).awaitTermination()
+
+    table = warehouse.load_table("db.small")
+    assert int(table.current_snapshot().summary["total-data-files"]) <= 2  # of 12 written
+    assert len(table.snapshots()) == 2  # expired down to retain-last
+    assert [s.operation for s in table.snapshots()][-1] == "replace"
+    want = list(range(60))
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
+    for rows in (duckdb_rows(table.metadata_location), pyiceberg_rows(table.metadata_location)):
+        assert sorted(r["id"] for r in rows) == want
+
+    report = json.loads((tmp_path / "chk-small" / "db.small" / "maintenance.json").read_text())
+    assert report["runs"] == 3 and report["failures"] == 0, report["last_error"]
+    assert report["rewritten_data_files"] >= 6 and report["expired_snapshots"] >= 4
+    assert report["trigger"]["commits"] == 0  # the last commit's run reset the count
+    chk = str(tmp_path / "chk-small")
+    wh = str(tmp_path / "warehouse")
+    assert (
+        main(["status", "--checkpoint-location", chk, "--warehouse", wh, "--format", "jsonl"]) == 0
+    )
+    status = json.loads(capsys.readouterr().out)
+    assert status["watermark"] == 5 and status["acknowledged"] == [0, 1, 2, 3, 4, 5]
+    assert status["maintenance"]["runs"] == 3 and not status["maintenance"]["failing"]

@@ -179,8 +179,73 @@ def test_maintenance_of_a_delta_target_is_set_by_string_options(
     ):
         with pytest.raises(InvalidOptionError, match=error):
             parse_route_options({**base, **options}, streaming=True)
-    with pytest.raises(InvalidOptionError, match="unknown option 'maintenance'"):
-        parse_route_options({"table": "db.t", "maintenance": "true"}, streaming=False)
+    with pytest.raises(InvalidOptionError, match=r"unknown option 'maintenance.every-versions'"):
+        parse_route_options({"table": "db.t", "maintenance.every-versions": "3"}, streaming=False)
+
+
+def test_maintenance_of_an_iceberg_target_is_set_by_string_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maintenance`` turns ``IcebergSink``'s in-sink maintenance on with its defaults;
+    ``maintenance.<field>`` sets any ``MaintenanceOptions`` field (and turns it on); runs
+    are in the commit, never in the background; a bad option, or maintenance on a batch
+    write, fails when the write starts, saying how to fix it."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from stream_sink.maintenance import MaintenanceOptions
+    from stream_sink.spark.datasource.commit import prepare_write
+    from stream_sink.spark.datasource.options import SourceOptions, parse_route_options
+
+    monkeypatch.chdir(tmp_path)
+    base = {"table": "db.t", "checkpointLocation": "chk"}
+
+    def maintenance(**options: str) -> MaintenanceOptions | None:
+        parsed = parse_route_options({**base, **options}, streaming=True)
+        assert isinstance(parsed, SourceOptions)
+        return parsed.maintenance
+
+    assert maintenance() is None and maintenance(maintenance="false") is None
+    assert maintenance(maintenance="TRUE") == MaintenanceOptions(background=False)
+    assert maintenance(
+        **{
+            "maintenance.commit_count": "3",
+            "Maintenance.Retain-Last": "2",
+            "maintenance.max-snapshot-age-ms": "0",
+            "maintenance.data-file-count": "none",
+            "maintenance.remove-orphan-files": "true",
+            "maintenance.background": "false",
+        }
+    ) == MaintenanceOptions(
+        commit_count=3,
+        retain_last=2,
+        max_snapshot_age_ms=0,
+        remove_orphan_files=True,
+        background=False,
+    )
+    for options, error in (
+        ({"maintenance": "on"}, r"maintenance='on': expected 'true' or 'false'"),
+        ({"maintenance.commit-count": "ten"}, "expected an integer"),
+        ({"maintenance.commit-count": "0"}, r"commit_count must be >= 1"),
+        ({"maintenance.comit-count": "3"}, r"'maintenance.comit-count'.*maintenance.commit-count"),
+        (
+            {"maintenance": "false", "maintenance.retain-last": "2"},
+            r"drop them or set \.option\('maintenance', 'true'\)",
+        ),
+        (
+            {"maintenance.commit-count": "none", "maintenance.interval-ms": ""},
+            "set at least one trigger",
+        ),
+        ({"maintenance.background": "true"}, r"runs in that commit.*foreachBatch"),
+    ):
+        with pytest.raises(InvalidOptionError, match=error):
+            parse_route_options({**base, **options}, streaming=True)
+    with pytest.raises(InvalidOptionError, match=r"apply to streams.*stream-sink maintain"):
+        prepare_write(
+            {"table": "db.t", "maintenance": "true"},
+            StructType([StructField("id", LongType())]),
+            streaming=False,
+            overwrite=False,
+        )
 
 
 def test_a_sink_of_a_table_that_does_not_exist_is_refused_where_it_is_made(

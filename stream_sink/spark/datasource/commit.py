@@ -10,6 +10,24 @@ left), hands the batch to the commit driver, which records it, checkpoints and c
 it, then releases the state: the protocol ``IcebergSink.foreach_batch`` runs, through
 the same driver.
 
+With ``maintenance`` (``MaintenanceOptions``) the commit then runs the in-sink
+maintenance ``IcebergSink`` runs (:mod:`stream_sink.maintenance.in_sink`: triggers,
+the maintenance lock, bounded runs, backlog, retries), through
+:func:`stream_sink.maintenance.per_commit.maintain_after_commit`: after the batch is
+committed and the operator state released, in the same worker, with the triggers'
+counts and the metrics read from and written back to ``<checkpoint-location>/<sink
+id>/maintenance.json``. ``IcebergSink`` runs maintenance in a background thread that
+races its next micro-batches; here no thread can: Spark discards the worker when
+``commit_stream`` returns, which would kill a run mid-way (its lease held, its work
+lost) at every batch. So a due run runs in the foreground, which is correct (the
+batch is already committed and durable, the run commits through the catalog like any
+other maintainer, and a run killed with the worker leaves only what any killed run
+leaves: a lease its owner takes back, orphan files), and costs this micro-batch the
+run's time, bounded by ``MaintenanceOptions``' per-run limits; batches with no run due
+pay one small report read and write. A failed run never fails the batch: it is
+counted, retried after later commits, and reported as ``failing`` after
+``failures_before_alert`` in a row, as in ``IcebergSink``.
+
 Invariants:
 - Every check of the DataFrame against the table runs in ``prepare_write``, so a bad
   option or schema fails the query at its start, before any file is written.
@@ -26,8 +44,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from stream_sink.exceptions import InvalidOptionError
+from stream_sink.maintenance.lease_lock import sink_lock_location
+from stream_sink.maintenance.per_commit import maintain_after_commit
+from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
-from stream_sink.spark.datasource.options import parse_route_options
+from stream_sink.spark.datasource.options import SourceOptions, parse_route_options
 from stream_sink.spark.datasource.write import (
     PreparedWrite,
     SourceWriteTask,
@@ -37,7 +59,9 @@ from stream_sink.spark.datasource.write import (
 )
 from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
-from stream_sink.spark.runtime import open_iceberg
+from stream_sink.spark.runtime import SinkRuntime, open_iceberg
+from stream_sink.table.catalog.base import Catalog
+from stream_sink.table.table import Table
 from stream_sink.write.file_factory import new_operation_id
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
@@ -63,6 +87,13 @@ def prepare_write(
         return prepare_delta_write(route, schema, streaming=streaming, overwrite=overwrite)
     parsed = route
     sink = parsed.sink
+    if parsed.maintenance is not None and not streaming:
+        raise InvalidOptionError(
+            "df.write.format('stream_sink'): the maintenance options apply to streams (they "
+            "run after a stream's commits); drop them, or maintain the table with "
+            "table.maintenance (rewrite_data_files, expire_snapshots, ...) or "
+            "`stream-sink maintain TABLE`"
+        )
     if runs_as_overwrite(
         sink.mode,
         streaming=streaming,
@@ -118,23 +149,68 @@ def commit_stream(
         runtime = open_iceberg(catalog, opts, catalog.load_table(opts.table))
         try:
             watermark = runtime.record(batch_id, result)
+            committed = _committed(runtime, prepared.options)
         finally:
             runtime.close()
+        rows = sum(f.record_count for f in result.data_files)
+        ms = (time.perf_counter() - started) * 1e3
+        log.info(
+            "sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
+            "watermark %d) in %.0f ms",
+            opts.sink_id,
+            batch_id,
+            rows,
+            len(result.data_files),
+            len(result.delete_files),
+            watermark,
+            ms,
+        )
+        if committed is not None:
+            _maintain(prepared.options, catalog, *committed)
     finally:
         catalog.close()
-    rows = sum(f.record_count for f in result.data_files)
-    ms = (time.perf_counter() - started) * 1e3
-    log.info(
-        "sink %s: committed batch %d (%d rows, %d data files, %d delete files, "
-        "watermark %d) in %.0f ms",
-        opts.sink_id,
-        batch_id,
-        rows,
-        len(result.data_files),
-        len(result.delete_files),
-        watermark,
-        ms,
-    )
+
+
+def _committed(runtime: SinkRuntime, options: SourceOptions) -> tuple[Table, frozenset[str]] | None:
+    """With maintenance on: the table as the commit left it, and the files the sink
+    still holds uncommitted (none once a batch is committed; kept from orphan removal)."""
+    if options.maintenance is None:
+        return None
+    table = runtime.committed_table()
+    assert isinstance(table, Table)
+    return table, runtime.uncommitted_paths()
+
+
+def _maintain(
+    options: SourceOptions, catalog: Catalog, table: Table, protected: frozenset[str]
+) -> None:
+    """The in-sink maintenance after a commit (see module doc); never raises."""
+    maintenance = options.maintenance
+    assert maintenance is not None
+    sink = options.sink
+    started = time.perf_counter()
+    try:
+        report = report_location(sink.checkpoint_location, sink.sink_id)
+        done = maintain_after_commit(
+            lambda: catalog.load_table(sink.table),
+            table.metadata,
+            maintenance,
+            owner=f"sink:{sink.sink_id}",
+            io=catalog.io_for(report),
+            report=report,
+            lock_location=sink_lock_location(sink.checkpoint_location, sink.sink_id),
+            protected=protected,
+        )
+    except Exception as e:  # the batch is committed: maintenance never fails it
+        log.warning("sink %s: maintenance not run: %s", sink.sink_id, e)
+        return
+    if done.ran:
+        log.info(
+            "sink %s: maintenance run in %.0f ms: %s",
+            sink.sink_id,
+            (time.perf_counter() - started) * 1e3,
+            done.metrics,
+        )
 
 
 def abort_stream(

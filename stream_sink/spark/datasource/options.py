@@ -30,6 +30,14 @@ option                         meaning (default)
 ``catalog.name``               catalog name (``stream_sink``)
 ``catalog.<key>``              any other catalog property (``s3.endpoint``, ``jdbc.user``)
 ``snapshot-property.<key>``    extra snapshot summary property
+``maintenance``                ``true``: compaction, delete conversion and expiry
+                               after the stream's commits, as ``IcebergSink(
+                               maintenance=MaintenanceOptions())`` (``false``;
+                               streams only; run in the commit, see ``commit``)
+``maintenance.<field>``        a field of :class:`~stream_sink.maintenance.
+                               MaintenanceOptions` with ``-`` for ``_``
+                               (``maintenance.commit-count``); setting one turns
+                               maintenance on; ``background`` may only be ``false``
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
 =============================  ======================================================
 
@@ -42,11 +50,13 @@ driver), so executors never resolve them against their own working directory.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.maintenance.options import MaintenanceOptions
 from stream_sink.spark.datasource.delta.options import (
     DeltaRouteOptions,
     parse_delta_options,
@@ -54,6 +64,8 @@ from stream_sink.spark.datasource.delta.options import (
 )
 from stream_sink.spark.datasource.keys import (
     CATALOG_PREFIX,
+    MAINTENANCE,
+    MAINTENANCE_PREFIX,
     NOT_ON_THIS_ROUTE,
     SNAPSHOT_PREFIX,
     SPARK_CHECKPOINT,
@@ -61,6 +73,7 @@ from stream_sink.spark.datasource.keys import (
     check_interval_batches,
     normalize_key,
     not_on_this_route,
+    parse_maintenance,
     require_spark_checkpoint,
     split_list,
 )
@@ -86,6 +99,7 @@ SINK_OPTIONS = (
     "checkpoint-interval-batches",
     "commit-mode",
     "branch",
+    "maintenance",
 )
 LIST_OPTIONS = ("equality-fields", "order-by")
 
@@ -98,6 +112,8 @@ class SourceOptions:
     catalog_name: str
     catalog: tuple[tuple[str, str], ...]
     """``load_catalog`` keyword arguments (``type``, ``warehouse``, ``uri``, properties)."""
+    maintenance: MaintenanceOptions | None = None
+    """In-sink maintenance after the stream's commits, run in the foreground (None: none)."""
 
     def open_catalog(self) -> Any:
         from stream_sink.catalogs import load_catalog
@@ -120,6 +136,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     sink: dict[str, str] = {}
     catalog: dict[str, str] = {}
     props: dict[str, str] = {}
+    maintenance: dict[str, str] = {}
     spark_checkpoint = None
     for raw_key, value in options.items():
         key = normalize_key(str(raw_key))
@@ -131,6 +148,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             catalog[key[len(CATALOG_PREFIX) :]] = str(value)
         elif key.startswith(SNAPSHOT_PREFIX):
             props[key[len(SNAPSHOT_PREFIX) :]] = str(value)
+        elif key.startswith(MAINTENANCE_PREFIX):
+            maintenance[key[len(MAINTENANCE_PREFIX) :]] = str(value)
         elif refusal := not_on_this_route(str(raw_key), key, WHERE):
             raise InvalidOptionError(refusal)
         elif key in SINK_OPTIONS:
@@ -138,7 +157,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         else:
             raise InvalidOptionError(
                 f"format('stream_sink'): unknown option {raw_key!r}; options are "
-                f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>"
+                f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>, "
+                f"{MAINTENANCE_PREFIX}<field>"
             )
     if "table" not in sink:
         path = next((v for k, v in options.items() if str(k).lower() == "path"), None)
@@ -152,7 +172,26 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         sink=_sink_options(sink, props, spark_checkpoint),
         catalog_name=catalog.pop("name", "stream_sink"),
         catalog=tuple(sorted(_catalog_args(catalog).items())),
+        maintenance=_maintenance(sink.get(MAINTENANCE), maintenance),
     )
+
+
+def _maintenance(switch: str | None, given: dict[str, str]) -> MaintenanceOptions | None:
+    """``MaintenanceOptions`` from the ``maintenance`` options, to run in the commit's
+    worker: ``background`` is always false there (nothing of the worker outlives the
+    commit), so ``maintenance.background=true`` is refused."""
+    options = parse_maintenance(switch, given, MaintenanceOptions, WHERE)
+    if options is None:
+        return None
+    if "background" in given and options.background:
+        raise InvalidOptionError(
+            f"{WHERE}: maintenance.background='true' is not possible on this route: each "
+            "micro-batch's commit runs in a Python worker that ends with it, so maintenance "
+            "runs in that commit, after the batch is committed; drop the option, or use "
+            "IcebergSink(maintenance=MaintenanceOptions(...)) with foreachBatch for runs "
+            "in the background"
+        )
+    return dataclasses.replace(options, background=False)
 
 
 def _sink_options(
