@@ -53,7 +53,12 @@ from stream_sink.spark.errors import (
 )
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
-from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
+from stream_sink.spark.options import (
+    CDC_MODES,
+    DEFAULT_DRIVER_KEY_LIMIT,
+    WRITE_MODES,
+    check_cdc_options,
+)
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
 
@@ -157,19 +162,13 @@ class DeltaSink:
         self._opened = False  # by a batch of this run (else close may open it)
 
     def _check_cdc(self) -> None:
-        where = f"DeltaSink {self.sink_id}"
-        if self.mode in CDC_MODES:
-            if not self.keys:
-                raise InvalidOptionError(f"{where}: mode={self.mode!r} needs equality_fields=")
-            if not self.order_by:
-                raise InvalidOptionError(
-                    f"{where}: mode={self.mode!r} needs order_by= (the "
-                    "column(s) giving source order)"
-                )
-            if self.mode == "changelog" and not self.row_kind_column:
-                raise InvalidOptionError(f"{where}: mode='changelog' needs row_kind_column=")
-        elif self.row_kind_column:
-            raise InvalidOptionError(f"{where}: row_kind_column= only applies to CDC modes")
+        check_cdc_options(
+            f"DeltaSink {self.sink_id}",
+            self.mode,
+            equality_fields=self.keys,
+            row_kind_column=self.row_kind_column,
+            order_by=self.order_by,
+        )
 
     # --- foreachBatch ---------------------------------------------------------------------
 
