@@ -333,7 +333,9 @@ class DeltaSink:
         after its last one into an empty table, as a batch whose commit removes every
         live file (:mod:`stream_sink.spark.cdc.truncation`). The filter that finds the
         truncate sits above the persisted ``changes``, so the failed first attempt leaves
-        them cached and the second reads them from there, not from the source."""
+        them cached and the second reads them from there, not from the source. (Spark
+        drops the metrics of failed tasks, so a truncating batch's ``numInputRows`` counts
+        only the partitions the first attempt read without failing: 0 for one partition.)"""
         kind = self.row_kind_column
         if not kind:
             return self._merge(changes, table, shape)
