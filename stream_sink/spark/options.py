@@ -103,8 +103,10 @@ def parse_options(
     schema_evolution: str = "none",
     table_column: str | None = None,
     commit_mode: str = "synchronous",
+    cdc_names: CdcOptionNames | None = None,
 ) -> SinkOptions:
-    """Check and normalise the keyword arguments of ``IcebergSink``."""
+    """Check and normalise the keyword arguments of ``IcebergSink``; ``cdc_names``: how
+    the messages name the CDC options (default: as keyword arguments)."""
     if table_column is not None:
         if table is not None:
             raise InvalidOptionError(
@@ -120,25 +122,21 @@ def parse_options(
     root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
     spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
     orders = _names("order_by", order_by)
+    keys = _names("equality_fields", equality_fields)
     _check_intervals(checkpoint_interval_batches, checkpoint_interval_ms)
-    if mode_ == "changelog" and not row_kind_column:
-        raise InvalidOptionError(
-            f"sink {sink!r}: mode='changelog' needs row_kind_column= (a column of +I/-U/+U/-D)"
-        )
-    if mode_ in CDC_MODES and not orders:
-        raise InvalidOptionError(
-            f"sink {sink!r}: mode={mode_!r} needs order_by= (the column(s) giving source order, "
-            "such as an LSN or Kafka offset): without it changes of one key could be applied "
-            "out of order"
-        )
-    if mode_ not in CDC_MODES and row_kind_column:
-        raise InvalidOptionError(
-            f"sink {sink!r}: row_kind_column= only applies to mode='changelog' or 'upsert'"
-        )
+    check_cdc_options(
+        f"sink {sink!r}",
+        mode_,
+        equality_fields=keys,
+        row_kind_column=row_kind_column,
+        order_by=orders,
+        names=cdc_names,
+        keys_required=False,  # the table's identifier fields, when none are given
+    )
     return SinkOptions(
         table=table.strip(),
         mode=mode_,  # type: ignore[arg-type]
-        equality_fields=_names("equality_fields", equality_fields) or None,
+        equality_fields=keys or None,
         row_kind_column=row_kind_column or None,
         order_by=orders,
         distribution=_choice("distribution", distribution, DISTRIBUTIONS),  # type: ignore[arg-type]
@@ -156,6 +154,71 @@ def parse_options(
         table_column=table_column,
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
     )
+
+
+@dataclass(frozen=True)
+class CdcOptionNames:
+    """How a front door's user sets each CDC option, as its error messages name it."""
+
+    equality_fields: str
+    row_kind_column: str
+    order_by: str
+
+
+KEYWORD_NAMES = CdcOptionNames("equality_fields=", "row_kind_column=", "order_by=")
+"""``IcebergSink``'s and ``DeltaSink``'s keyword arguments."""
+ROUTE_OPTION_NAMES = CdcOptionNames(
+    ".option('equality-fields', 'k1,k2')",
+    ".option('row-kind-column', COLUMN)",
+    ".option('order-by', COLUMN)",
+)
+"""``format("stream_sink")``'s options."""
+
+
+def check_cdc_options(
+    where: str,
+    mode: str,
+    *,
+    equality_fields: Sequence[str],
+    row_kind_column: str | None,
+    order_by: Sequence[str],
+    names: CdcOptionNames | None = None,
+    keys_required: bool = True,
+    unused_refused: bool = False,
+) -> None:
+    """The CDC options against ``mode``, in one wording for every front door (``where``
+    names the sink, ``names`` spells the options; default :data:`KEYWORD_NAMES`).
+
+    A CDC mode needs ``order_by``, and ``equality_fields`` when ``keys_required`` (an
+    Iceberg sink falls back to the table's identifier fields); changelog mode needs the
+    row kind column. Other modes refuse a row kind column and, when ``unused_refused``,
+    equality fields and order columns too. InvalidOptionError."""
+    names = names or KEYWORD_NAMES
+    if mode in CDC_MODES:
+        if keys_required and not equality_fields:
+            raise InvalidOptionError(
+                f"{where}: mode={mode!r} needs {names.equality_fields} (the key column(s))"
+            )
+        if not order_by:
+            raise InvalidOptionError(
+                f"{where}: mode={mode!r} needs {names.order_by} (the column(s) giving source "
+                "order, such as an LSN or Kafka offset): without it changes of one key could "
+                "be applied out of order"
+            )
+        if mode == "changelog" and not row_kind_column:
+            raise InvalidOptionError(
+                f"{where}: mode='changelog' needs {names.row_kind_column} (a column of +I/-U/+U/-D)"
+            )
+        return
+    unused = [names.row_kind_column] if row_kind_column else []
+    if unused_refused:
+        unused += [names.equality_fields] if equality_fields else []
+        unused += [names.order_by] if order_by else []
+    if unused:
+        raise InvalidOptionError(
+            f"{where}: mode={mode!r} takes no {' or '.join(unused)}: only mode='upsert' and "
+            f"'changelog' use {'it' if len(unused) == 1 else 'them'}"
+        )
 
 
 ROUTE_PIPELINED_REFUSAL = (

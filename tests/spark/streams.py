@@ -13,16 +13,17 @@ from typing import Any
 
 from kill_harness import write_batches
 
-__all__ = ["ForeachBatch", "run_available", "write_batches"]
+__all__ = ["ForeachBatch", "persisted_rdds", "run_available", "write_batches"]
 
 ForeachBatch = Callable[[Any, int], None]
 
 
 def run_available(
     spark: Any, source: Path, schema: str, foreach: ForeachBatch, checkpoint: str
-) -> None:
+) -> Any:
     """Run every file now in ``source`` through ``foreach``, one file per micro-batch;
-    an error in a batch is raised (StreamingQueryException) after the query stopped."""
+    an error in a batch is raised (StreamingQueryException) after the query stopped.
+    Returns the stopped query (its ``recentProgress`` says what each batch read)."""
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     query = (
         df.writeStream.foreachBatch(foreach)
@@ -31,3 +32,10 @@ def run_available(
         .start()
     )
     query.awaitTermination()
+    return query
+
+
+def persisted_rdds(spark: Any) -> int:
+    """How many RDDs the session holds persisted (what Spark's UI lists under Storage):
+    a sink that persists a batch for its jobs leaves this as it found it."""
+    return int(spark.sparkContext._jsc.getPersistentRDDs().size())

@@ -17,7 +17,7 @@ import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_rows
 from kill_harness import KillJob, assert_committed_once, iceberg_marks
 from readers import duckdb_rows
-from streams import write_batches
+from streams import persisted_rdds, write_batches
 from test_cdc import ORDERS, ROW_SCHEMA, order, orders_catalog
 
 from stream_sink.spark import ORDER_COLUMN, ROW_KIND_COLUMN, DeltaSink, IcebergSink, from_debezium
@@ -131,10 +131,12 @@ def test_delta_sink_applies_each_truncate_at_its_place_exactly_once(
         order_by=ORDER_COLUMN, checkpoint_location=str(tmp_path / "chk"),
         state_dir=str(tmp_path / "state"),
     )  # fmt: skip
+    persisted = persisted_rdds(spark)
     try:
         _run(_changes(spark, tmp_path / "in"), sink.foreach_batch, sink.spark_checkpoint_location)
     finally:
         sink.close()
+    assert persisted_rdds(spark) == persisted  # also after a truncating batch's failed job
     assert _pairs(delta_rs_rows(lake)) == AFTER[-1]
     assert _pairs(duckdb_delta_rows(lake)) == AFTER[-1]
     from stream_sink.delta import DeltaTable

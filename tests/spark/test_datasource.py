@@ -147,7 +147,7 @@ def test_bad_options_fail_at_start(spark: Any, tmp_path: Path, warehouse: Any) -
         stream(
             spark, tmp_path, "events", "id long, data string", **{"oder-by": "seq"}
         ).awaitTermination()
-    with pytest.raises(Exception, match="needs order_by"):
+    with pytest.raises(Exception, match=r"needs \.option\('order-by', COLUMN\)"):
         stream(spark, tmp_path, "latest", "id long, data string", mode="upsert").awaitTermination()
     assert not list((tmp_path / "warehouse").rglob("*.parquet"))
     for options, error in (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_versions
-from streams import run_available, write_batches
+from streams import persisted_rdds, run_available, write_batches
 
 from stream_sink.delta import DeltaTable
 from stream_sink.exceptions import InvalidOptionError
@@ -127,6 +127,47 @@ def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Pa
     assert rows_of(delta_rs_rows(loc), "id", "v") == [(2, "b9")]
     assert "k" not in DeltaTable.load(loc).schema.names
     every_version_agrees(loc, ("id", "v"))
+
+
+def test_delta_upsert_reads_each_batch_from_its_source_once(spark: Any, tmp_path: Path) -> None:
+    """A MERGE runs two Spark jobs per batch (its keys' files rewritten, its changes
+    written), yet each batch is read from the source once: Spark's progress counts each
+    batch's rows once (``numInputRows``), and nothing the sink persisted for it stays
+    behind. The table holds each key's last change, ``-U`` rows ignored, as delta-rs and
+    DuckDB read it."""
+    batches = [
+        [{"id": i, "v": f"a{i}", "k": "+I", "seq": i} for i in range(1, 6)],
+        [
+            {"id": 2, "v": "a2", "k": "-U", "seq": 6},
+            {"id": 2, "v": "b2", "k": "+U", "seq": 7},
+            {"id": 3, "v": "a3", "k": "-D", "seq": 8},
+            {"id": 6, "v": "b6", "k": "+I", "seq": 9},
+        ],
+        [{"id": 1, "v": "c1", "k": "+U", "seq": 10}, {"id": 6, "v": "b6", "k": "-U", "seq": 11}],
+    ]
+    write_batches(tmp_path / "in", batches)
+    loc = str(tmp_path / "once")
+    sink = DeltaSink(
+        path=loc, mode="upsert", equality_fields=["id"], row_kind_column="k", order_by="seq",
+        checkpoint_location=str(tmp_path / "chk"), state_dir=str(tmp_path / "state"),
+    )  # fmt: skip
+    persisted = persisted_rdds(spark)
+    try:
+        query = run_available(
+            spark,
+            tmp_path / "in",
+            "id long, v string, k string, seq long",
+            sink.foreach_batch,
+            sink.spark_checkpoint_location,
+        )
+    finally:
+        sink.close()
+    read = {p["batchId"]: p["numInputRows"] for p in query.recentProgress if p["numInputRows"]}
+    assert read == {b: len(rows) for b, rows in enumerate(batches)}  # twice that if read twice
+    assert persisted_rdds(spark) == persisted
+    expected = [(1, "c1"), (2, "b2"), (4, "a4"), (5, "a5"), (6, "b6")]
+    assert rows_of(delta_rs_rows(loc), "id", "v") == expected
+    assert rows_of(duckdb_delta_versions(loc, [None])[0], "id", "v") == expected
 
 
 @pytest.mark.parametrize("partition_by", [None, ["p"]])

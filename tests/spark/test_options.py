@@ -3,6 +3,9 @@ session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import astuple
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,7 +132,7 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
             {"mode": "changelog", "equality-fields": "id", "order-by": "x"},
             r"needs \.option\('row-kind-column'",
         ),
-        ({"order-by": "x"}, "upsert and changelog modes only"),
+        ({"order-by": "x"}, r"mode='append' takes no \.option\('order-by', COLUMN\)"),
         ({"mode": "merge"}, "mode='merge' is not one of"),
         ({"checkpoint-interval-batches": "2"}, "only 1 is possible"),
         ({"path": ""}, r"needs the table's location"),
@@ -141,6 +144,47 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
     assert parse_route_options({"target": "delta", "path": "p"}, streaming=False)
     with pytest.raises(InvalidOptionError, match=r"or \.option\('target', 'delta'\) to write"):
         parse_route_options({"path": "lake/t", "checkpointLocation": "c"}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "options"),
+    [
+        (
+            {"mode": "upsert", "equality_fields": ["id"]},
+            {"mode": "upsert", "equality-fields": "id"},
+        ),
+        (
+            {"mode": "changelog", "equality_fields": ["id"], "order_by": "seq"},
+            {"mode": "changelog", "equality-fields": "id", "order-by": "seq"},
+        ),
+        ({"mode": "append", "row_kind_column": "k"}, {"row-kind-column": "k"}),
+    ],
+)
+def test_every_front_door_words_a_cdc_option_mistake_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict, options: dict
+) -> None:
+    """IcebergSink, DeltaSink and format('stream_sink') with either target refuse a CDC
+    option mistake in the same words after the sink's name, each naming the option as
+    that front door takes it (a keyword argument, or ``.option(...)``)."""
+    from stream_sink.spark import DeltaSink
+    from stream_sink.spark.datasource.options import parse_route_options
+    from stream_sink.spark.options import KEYWORD_NAMES, ROUTE_OPTION_NAMES
+
+    monkeypatch.chdir(tmp_path)
+    words = _refusal(partial(parse_options, table="db.t", **kwargs))
+    assert _refusal(partial(DeltaSink, path="lake/t", **kwargs)) == words
+    for keyword, option in zip(astuple(KEYWORD_NAMES), astuple(ROUTE_OPTION_NAMES), strict=True):
+        words = words.replace(keyword, option)
+    route = {"checkpointLocation": "chk", **options}
+    for target in ({"table": "db.t"}, {"target": "delta", "path": "lake/t"}):
+        assert _refusal(partial(parse_route_options, {**target, **route}, streaming=True)) == words
+
+
+def _refusal(make: Callable[[], object]) -> str:
+    """The InvalidOptionError ``make`` raises, after the sink's name."""
+    with pytest.raises(InvalidOptionError) as refused:
+        make()
+    return str(refused.value).split(": ", 1)[1]
 
 
 def test_maintenance_of_a_delta_target_is_set_by_string_options(

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
+
+from kill_job import run
 
 import stream_sink as ss
 from stream_sink.spark import (
@@ -42,26 +45,10 @@ def main(root: Path, target: str) -> None:
     else:
         sink = DeltaSink(path=str(root / "lake"), equality_fields=["order_id"], **common)  # type: ignore[arg-type]
 
-    def foreach(df: object, batch_id: int) -> None:
-        print(f"batch {sink.sink_id} {batch_id}", flush=True)
-        sink.foreach_batch(df, batch_id)  # type: ignore[arg-type]
+    def changes(kafka: Any, _batch_id: int) -> Any:
+        return from_debezium(kafka, row_schema=ROW_SCHEMA, order_by="source.lsn")
 
-    kafka = (
-        spark.readStream.schema("key string, value string")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(root / "in"))
-    )
-    changes = from_debezium(kafka, row_schema=ROW_SCHEMA, order_by="source.lsn")
-    query = (
-        changes.writeStream.foreachBatch(foreach)
-        .option("checkpointLocation", sink.spark_checkpoint_location)
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination()
-    finally:
-        sink.close()
+    run(spark, sink, root / "in", "key string, value string", shape=changes)
     print("done", flush=True)
 
 

@@ -16,7 +16,7 @@ its writer). Then :func:`last_truncates` finds the position of the last truncate
 table for a routed sink, in the aggregate that sink runs anyway) and the batch is
 written again from :func:`after` it. Batches without a truncate pay one comparison
 per row; a batch with one pays a failed first stage (Spark logs the failed task) and a
-second read.
+second read (DeltaSink's from the batch it persisted for its MERGE, not the source).
 
 Invariants:
 - The rows :func:`after` keeps hold no ``-T`` row and no change of a truncated table at
@@ -54,7 +54,7 @@ _MARKER = "the micro-batch holds a TRUNCATE (row kind -T); written again from af
 
 def flagged(df: DataFrame, kind_column: str) -> DataFrame:
     """``df`` with a filter that raises TruncateInBatchError where a row is ``-T``
-    (evaluated as rows are read, below any projection or shuffle the sink adds)."""
+    (evaluated as the sink's first stage reads the rows, before any shuffle it adds)."""
     from pyspark.sql import functions as F
 
     message = spark_error_message("TruncateInBatchError", _MARKER)

@@ -78,6 +78,7 @@ from stream_sink.spark.datasource.keys import (
     split_list,
 )
 from stream_sink.spark.options import (
+    ROUTE_OPTION_NAMES,
     SinkOptions,
     parse_options,
     resolve_location,
@@ -218,6 +219,7 @@ def _sink_options(
         state_dir=given.get("state-dir", "state"),
         snapshot_properties=props,
         branch=given.get("branch", "main"),
+        cdc_names=ROUTE_OPTION_NAMES,
     )
 
 

@@ -10,11 +10,12 @@ Modes: ``append``; ``overwrite`` (dynamic partition overwrite: each batch replac
 partitions it writes); ``upsert`` and ``changelog`` (copy-on-write MERGE by key: the
 driver finds the files that may hold a touched key from their statistics, executors
 rewrite them without those keys and write the batch's net changes; removes and adds
-commit in one version). A MERGE reads the table it rewrites, so every batch is
-checkpointed and committed before the next is planned: with
-``commit_mode="pipelined"`` the commit of a batch runs while Spark acknowledges it and
-plans the next one, and a MERGE waits for it before it searches the table's files
-(appends and overwrites do not: they read no file of the table).
+commit in one version). The MERGE's two Spark jobs share the batch, persisted once, so
+a CDC batch is read from its source once, as an append's one job reads it. A MERGE
+reads the table it rewrites, so every batch is checkpointed and committed before the
+next is planned: with ``commit_mode="pipelined"`` the commit of a batch runs while Spark
+acknowledges it and plans the next one, and a MERGE waits for it before it searches the
+table's files (appends and overwrites do not: they read no file of the table).
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ from stream_sink.spark.errors import (
 )
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
-from stream_sink.spark.options import CDC_MODES, DEFAULT_DRIVER_KEY_LIMIT, WRITE_MODES
+from stream_sink.spark.options import (
+    CDC_MODES,
+    DEFAULT_DRIVER_KEY_LIMIT,
+    WRITE_MODES,
+    check_cdc_options,
+)
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
 
@@ -156,19 +162,13 @@ class DeltaSink:
         self._opened = False  # by a batch of this run (else close may open it)
 
     def _check_cdc(self) -> None:
-        where = f"DeltaSink {self.sink_id}"
-        if self.mode in CDC_MODES:
-            if not self.keys:
-                raise InvalidOptionError(f"{where}: mode={self.mode!r} needs equality_fields=")
-            if not self.order_by:
-                raise InvalidOptionError(
-                    f"{where}: mode={self.mode!r} needs order_by= (the "
-                    "column(s) giving source order)"
-                )
-            if self.mode == "changelog" and not self.row_kind_column:
-                raise InvalidOptionError(f"{where}: mode='changelog' needs row_kind_column=")
-        elif self.row_kind_column:
-            raise InvalidOptionError(f"{where}: row_kind_column= only applies to CDC modes")
+        check_cdc_options(
+            f"DeltaSink {self.sink_id}",
+            self.mode,
+            equality_fields=self.keys,
+            row_kind_column=self.row_kind_column,
+            order_by=self.order_by,
+        )
 
     # --- foreachBatch ---------------------------------------------------------------------
 
@@ -298,30 +298,24 @@ class DeltaSink:
     def _merge_changes(
         self, df: DataFrame, table: DeltaTable, shape: TableShape, batch_id: int
     ) -> DeltaBatch:
-        """``_merge``; a batch holding a TRUNCATE (row kind ``-T``) is merged again from
-        after its last one into an empty table, as a batch whose commit removes every
-        live file (:mod:`stream_sink.spark.cdc.truncation`)."""
-        kind = self.row_kind_column
-        if not kind:
-            return self._merge(df, table, shape)
-        try:
-            return self._merge(truncation.flagged(df, kind), table, shape)
-        except Exception as e:
-            if not isinstance(find_stream_sink_error(str(e)) or e, TruncateInBatchError):
-                raise
-            at = truncation.last_truncate(df, kind, self.order_by)
-            if at is None:  # pragma: no cover (the marker fires only on a -T row)
-                raise
-        log.info("DeltaSink %s: batch %d truncates %s", self.sink_id, batch_id, self.path)
-        rest = truncation.after(df, kind, self.order_by, at)
-        merged = self._merge(rest, table, shape, empty=True)
-        return DeltaBatch(merged.adds, (), truncate=True)
+        """``_merge`` of the batch read from its source once: its changes (``_changes``)
+        are persisted before the first of the MERGE's jobs reads them and unpersisted when
+        the MERGE ends, however it ends. Memory and disk (deserialized, as
+        ``Dataset.persist`` keeps a DataFrame by default): the partitions of a batch too
+        large for the executors' memory go to their local disk instead of being read from
+        the source again (with memory only) or failing the batch."""
+        from pyspark import StorageLevel
 
-    def _merge(
-        self, df: DataFrame, table: DeltaTable, shape: TableShape, empty: bool = False
-    ) -> DeltaBatch:
-        """Copy-on-write MERGE of the batch's changes (see module docstring); ``empty``:
-        into the table as emptied by a truncate (no file of it is read or rewritten)."""
+        changes = self._changes(df, table).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        try:
+            return self._merge_or_truncate(changes, table, shape, batch_id)
+        finally:
+            changes.unpersist()
+
+    def _changes(self, df: DataFrame, table: DeltaTable) -> DataFrame:
+        """The batch as the MERGE takes it: the table's columns, the row kind and the
+        order columns; in upsert mode without its ``-U`` rows (an update's before image
+        changes nothing there)."""
         from pyspark.sql import functions as F
 
         missing = [c for c in (*self.keys, *self.order_by) if c not in df.columns]
@@ -329,11 +323,53 @@ class DeltaSink:
             raise MissingColumnError(f"DeltaSink {self.sink_id}: the batch lacks {missing}")
         if self.mode == "upsert" and self.row_kind_column:
             df = df.where(F.col(self.row_kind_column) != "-U")
-        types = _spark_schema(table.schema)
-        keys_df = df.select(*(F.col(k).cast(types[k].dataType).alias(k) for k in self.keys))
+        cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
+        return df.select(*cols, *[c for c in self.order_by if c not in cols])
+
+    def _merge_or_truncate(
+        self, changes: DataFrame, table: DeltaTable, shape: TableShape, batch_id: int
+    ) -> DeltaBatch:
+        """``_merge``; a batch holding a TRUNCATE (row kind ``-T``) is merged again from
+        after its last one into an empty table, as a batch whose commit removes every
+        live file (:mod:`stream_sink.spark.cdc.truncation`). The filter that finds the
+        truncate sits above the persisted ``changes``, so the failed first attempt leaves
+        them cached and the second reads them from there, not from the source. (Spark
+        drops the metrics of failed tasks, so a truncating batch's ``numInputRows`` counts
+        only the partitions the first attempt read without failing: 0 for one partition.)"""
+        kind = self.row_kind_column
+        if not kind:
+            return self._merge(changes, table, shape)
+        try:
+            return self._merge(truncation.flagged(changes, kind), table, shape)
+        except Exception as e:
+            if not isinstance(find_stream_sink_error(str(e)) or e, TruncateInBatchError):
+                raise
+            at = truncation.last_truncate(changes, kind, self.order_by)
+            if at is None:  # pragma: no cover (the marker fires only on a -T row)
+                raise
+        log.info("DeltaSink %s: batch %d truncates %s", self.sink_id, batch_id, self.path)
+        rest = truncation.after(changes, kind, self.order_by, at)
+        merged = self._merge(rest, table, shape, empty=True)
+        return DeltaBatch(merged.adds, (), truncate=True)
+
+    def _merge(
+        self, changes: DataFrame, table: DeltaTable, shape: TableShape, empty: bool = False
+    ) -> DeltaBatch:
+        """Copy-on-write MERGE of the batch's ``changes`` (see module docstring): a job
+        over their distinct keys finds and rewrites the files holding one (the first to
+        read the batch: a filter on the rows, such as the truncate marker, fails it
+        before any file is written), then a job writes the net changes shuffled by key;
+        ``empty``: into the table as emptied by a truncate (no file of it is read or
+        rewritten, one job)."""
+        from pyspark.sql import functions as F
+
         parts: list[DeltaBatch] = []
         if not empty:
-            keys_df = keys_df.distinct().persist()
+            types = _spark_schema(table.schema)
+            keys_df = changes.select(
+                *(F.col(k).cast(types[k].dataType).alias(k) for k in self.keys)
+            ).distinct()
+            keys_df = keys_df.persist()
             try:
                 parts.append(
                     rewrite_touched_files(
@@ -342,12 +378,7 @@ class DeltaSink:
                 )
             finally:
                 keys_df.unpersist()
-        cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
-        changes = (
-            df.select(*cols, *[c for c in self.order_by if c not in cols])
-            .repartition(*self.keys)
-            .sortWithinPartitions(*self.keys, *self.order_by)
-        )
+        spread = changes.repartition(*self.keys).sortWithinPartitions(*self.keys, *self.order_by)
         insert = DeltaInsertTask(
             shape,
             self.keys,
@@ -355,7 +386,7 @@ class DeltaSink:
             self.row_kind_column,
             self.order_by,
         )
-        parts.append(_collect(changes.mapInArrow(insert, RESULT_DDL)))
+        parts.append(_collect(spread.mapInArrow(insert, RESULT_DDL)))
         return DeltaBatch.merge(parts)
 
 

@@ -63,7 +63,14 @@ from stream_sink.spark.datasource.keys import (
     require_spark_checkpoint,
     split_list,
 )
-from stream_sink.spark.options import CDC_MODES, WRITE_MODES, resolve_location, route_commit_mode
+from stream_sink.spark.options import (
+    CDC_MODES,
+    ROUTE_OPTION_NAMES,
+    WRITE_MODES,
+    check_cdc_options,
+    resolve_location,
+    route_commit_mode,
+)
 
 TARGET = "target"
 TARGETS = ("iceberg", "delta")
@@ -242,22 +249,12 @@ def _refusal(raw_key: str, key: str) -> str:
 def _check_modes(o: DeltaRouteOptions) -> None:
     if o.mode not in WRITE_MODES:
         raise InvalidOptionError(f"{WHERE}: mode={o.mode!r} is not one of {', '.join(WRITE_MODES)}")
-    if o.is_cdc:
-        if not o.equality_fields:
-            raise InvalidOptionError(
-                f"{WHERE}: mode={o.mode!r} needs .option('equality-fields', 'k1,k2') (the key)"
-            )
-        if not o.order_by:
-            raise InvalidOptionError(
-                f"{WHERE}: mode={o.mode!r} needs .option('order-by', COLUMN) (the column(s) "
-                "giving source order)"
-            )
-        if o.mode == "changelog" and not o.row_kind_column:
-            raise InvalidOptionError(
-                f"{WHERE}: mode='changelog' needs .option('row-kind-column', COLUMN) (+I/-U/+U/-D)"
-            )
-    elif o.row_kind_column or o.equality_fields or o.order_by:
-        raise InvalidOptionError(
-            f"{WHERE}: row-kind-column, equality-fields and order-by apply to the upsert and "
-            f"changelog modes only, not to mode={o.mode!r}"
-        )
+    check_cdc_options(
+        WHERE,
+        o.mode,
+        equality_fields=o.equality_fields,
+        row_kind_column=o.row_kind_column,
+        order_by=o.order_by,
+        names=ROUTE_OPTION_NAMES,
+        unused_refused=True,
+    )
