@@ -15,7 +15,6 @@ import pytest
 from maint_support import SCHEMA, CdcTable, Row, live_counts, make_cdc_table, ours, rows_of
 from readers import duckdb_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.driver import CommitDriver
@@ -26,13 +25,6 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.manifest import snapshot_manifests
 from stream_sink.write.writer_factory import TaskWriterFactory
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def test_compaction_rewrites_at_most_its_bound_and_drains_in_runs(catalog: Catalog) -> None:

@@ -4,24 +4,14 @@ drop, and a rewrite that conflicts leaves the table as it was and deletes its fi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from maint_support import files_under, live_counts, make_cdc_table, ours, rows_of, upsert
 from readers import duckdb_rows, pyiceberg_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CommitValidationError, InvalidOptionError
 from stream_sink.table.catalog import Catalog
 
 SPECS = {"unpartitioned": [], "bucket": [("bucket", "id", 4)]}
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 @pytest.mark.parametrize("shape", list(SPECS))

@@ -7,25 +7,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
 from maint_support import SCHEMA, CdcTable, live_counts, ours, rows_of, to_arrow
 from prometheus_text import parse_prometheus
 from readers import duckdb_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory, committed_watermark
 from stream_sink.maintenance import MaintenanceLock, MaintenanceOptions, SinkMaintenance
 from stream_sink.metrics.prometheus import render
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.table.catalog import Catalog
 from stream_sink.write.writer_factory import TaskWriterFactory
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def _stream(

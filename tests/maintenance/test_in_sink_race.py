@@ -22,7 +22,6 @@ import pytest
 from maint_support import SCHEMA, CdcTable, live_counts, ours, rows_of
 from readers import duckdb_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
@@ -42,13 +41,6 @@ RUNS = 6
 RACING = 100
 """Sink commits made while a maintenance run was under way, at the least."""
 MAX_AGE = "history.expire.max-snapshot-age-ms"
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def _metadata_json_files(cdc: CdcTable) -> int:

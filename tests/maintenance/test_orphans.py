@@ -8,10 +8,8 @@ import os
 import time
 from pathlib import Path
 
-import pytest
 from maint_support import make_cdc_table, ours, to_arrow
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
@@ -19,13 +17,6 @@ from stream_sink.write.result import WriteResult
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 DAY_MS = 86_400_000
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def _age_everything(root: str, days: int) -> None:

@@ -11,11 +11,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from maint_support import CdcTable, live_counts, make_cdc_table, ours, rows_of
 from readers import duckdb_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.lease_lock import sink_lock_location
@@ -27,13 +25,6 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.metadata import TableMetadata
 
 Seen = tuple[int, int, int, bool, int, int]
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def _seen(m: MaintenanceMetricsSnapshot) -> Seen:

@@ -5,26 +5,17 @@ keeps rows exact, and pyiceberg, DuckDB and ours read the same rows after each s
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from maint_support import live_counts, make_cdc_table, ours, rows_of
 from readers import duckdb_rows, pyiceberg_rows
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.maintenance.inventory import inventory
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFileContent, FileFormat
 from stream_sink.table.table import Table
 
 V3 = {"format-version": "3"}
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    c = load_catalog("m", type="hadoop", warehouse=str(tmp_path / "wh"))
-    c.create_namespace("db")
-    return c
 
 
 def vectors_per_data_file(table: Table) -> Counter[str]:
