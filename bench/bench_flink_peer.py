@@ -1,6 +1,6 @@
 """Upsert and append: IcebergSink on Spark vs Flink's own IcebergSink, on the same input.
 
-Run: ``.venv/bin/python bench/bench_flink_peer.py [--files 8] [--rows 50000]``
+Run: ``.venv/bin/python bench/bench_flink_peer.py [--files 8] [--rows 50000] [--rounds 3]``
 (Flink runs through ``tests/peers/peer flink``: pyflink 2.1 with Apache Iceberg's Flink
 runtime, installed on first use; see ``tests/peers/flink.py``).
 
@@ -17,7 +17,9 @@ Input: ``files`` JSON-lines files of ``rows`` changes each, written once and rea
 
 Both at parallelism 2 (Flink's ``parallelism.default``, Spark's ``local[2]``), both
 unpartitioned, zstd, format version 2, on this machine, each side's JVM started once and
-warmed up with one untimed run over the first file. Two settings per mode:
+warmed up with one untimed run over the first file, then ``--rounds`` timed
+rounds of every mode and setting (the medians are compared; a side's first full run
+carries one-time costs the warm-up over one file does not take). Two settings per mode:
 
 - defaults: Flink without checkpointing (its IcebergSink commits once, at the end of the
   bounded input); ours with ``availableNow`` and no ``maxFilesPerTrigger`` (one
@@ -43,6 +45,7 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -181,10 +184,73 @@ def table_rows(catalog: Any, name: str) -> dict[str, list[Any]]:
     return dict(t.sort_by("id").to_pydict())
 
 
+SETTINGS = ("default", "equal")
+
+
+def flink_side(root: Path, inputs: dict[str, list[Path]], rounds: int) -> dict[str, Any]:
+    """Flink's runs: a warm-up per mode, ``rounds`` defaults runs per mode on one JVM,
+    then ``rounds`` equal-commits runs per mode (interval: the defaults' median time
+    divided by the file count) on a second; their times, commit counts and peak RSS."""
+    files = len(inputs[MODES[0]])
+    jobs = [flink_job(root, f"warm_{m}", m, inputs[m][:1], 0) for m in MODES]
+    jobs += [
+        flink_job(root, f"default_{m}_{r}", m, inputs[m], 0) for r in range(rounds) for m in MODES
+    ]
+    first = run_flink(root, jobs)[len(MODES) :]
+    times = {
+        ("default", m): [a["seconds"] for a in first[i :: len(MODES)]] for i, m in enumerate(MODES)
+    }
+    interval = {
+        m: max(100, int(1000 * statistics.median(times[("default", m)]) / files)) for m in MODES
+    }
+    second = run_flink(
+        root,
+        [
+            flink_job(root, f"equal_{m}_{r}", m, inputs[m], interval[m])
+            for r in range(rounds)
+            for m in MODES
+        ],
+    )
+    for i, m in enumerate(MODES):
+        times[("equal", m)] = [a["seconds"] for a in second[i :: len(MODES)]]
+    commits = {
+        (s, m): answers[i]["tables"][f"db.{s}_{m}_0"]["snapshots"]
+        for s, answers in (("default", first), ("equal", second))
+        for i, m in enumerate(MODES)
+    }
+    mib = max(r["jvm_peak_mib"] for r in first + second)
+    return {"times": times, "interval": interval, "commits": commits, "mib": mib}
+
+
+def our_side(root: Path, ours: Any, inputs: dict[str, list[Path]], rounds: int) -> dict[str, Any]:
+    """Our runs: a warm-up per mode, then ``rounds`` rounds of every setting and mode, in
+    one Spark session; their times, commit counts and the JVM's peak RSS."""
+    spark = local_session("bench-flink-peer")
+    for m in MODES:  # warm-up: the first file
+        (root / "warm" / m).mkdir(parents=True)
+        shutil.copy(inputs[m][0], root / "warm" / m)
+        run_ours(spark, ours, root / "warm" / m, root / "work" / f"warm_{m}", f"warm_{m}", m, None)
+    times: dict[tuple[str, str], list[float]] = {(s, m): [] for s in SETTINGS for m in MODES}
+    for r in range(rounds):
+        for setting, per_trigger in (("default", None), ("equal", 1)):
+            for m in MODES:
+                name = f"{setting}_{m}_{r}"
+                times[(setting, m)].append(
+                    run_ours(spark, ours, root / m, root / "work" / name, name, m, per_trigger)
+                )
+    commits = {
+        (s, m): len(ours.load_table(f"db.{s}_{m}_0").snapshots()) for s in SETTINGS for m in MODES
+    }
+    mib = jvm_peak_mib(spark)
+    spark.stop()
+    return {"times": times, "commits": commits, "mib": mib}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--files", type=int, default=8)
     p.add_argument("--rows", type=int, default=50_000)
+    p.add_argument("--rounds", type=int, default=3, help="timed runs per side, mode and setting")
     a = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-flink-"))
     total = a.files * a.rows
@@ -195,74 +261,45 @@ def main() -> None:
         ours = ss.load_catalog("bench", type="hadoop", warehouse=str(root / "warehouse"))
         ours.create_namespace("db")
         flink_cat = ss.load_catalog("flink", type="hadoop", warehouse=str(root / "flink-warehouse"))
-
-        # Flink: warm-up, defaults; then equal commits (interval from the defaults run)
-        jobs = [flink_job(root, f"warm_{m}", m, inputs[m][:1], 0) for m in MODES]
-        jobs += [flink_job(root, f"default_{m}", m, inputs[m], 0) for m in MODES]
-        first = run_flink(root, jobs)
-        flink_s = {("default", m): first[2 + i]["seconds"] for i, m in enumerate(MODES)}
-        interval = {m: max(100, int(1000 * flink_s[("default", m)] / a.files)) for m in MODES}
-        second = run_flink(
-            root, [flink_job(root, f"equal_{m}", m, inputs[m], interval[m]) for m in MODES]
-        )
-        for i, m in enumerate(MODES):
-            flink_s[("equal", m)] = second[i]["seconds"]
-        flink_commits = {
-            ("default", m): first[2 + i]["tables"][f"db.default_{m}"]["snapshots"]
-            for i, m in enumerate(MODES)
-        }
-        for i, m in enumerate(MODES):
-            flink_commits[("equal", m)] = second[i]["tables"][f"db.equal_{m}"]["snapshots"]
-        flink_mib = max(r["jvm_peak_mib"] for r in first + second)
-
-        spark = local_session("bench-flink-peer")
-        for m in MODES:  # warm-up: the first file
-            (root / "warm" / m).mkdir(parents=True)
-            shutil.copy(inputs[m][0], root / "warm" / m)
-            run_ours(
-                spark, ours, root / "warm" / m, root / "work" / f"warm_{m}", f"warm_{m}", m, None
-            )
-        ours_s: dict[tuple[str, str], float] = {}
-        for setting, per_trigger in (("default", None), ("equal", 1)):
-            for m in MODES:
-                name = f"{setting}_{m}"
-                ours_s[(setting, m)] = run_ours(
-                    spark, ours, root / m, root / "work" / name, name, m, per_trigger
-                )
-        ours_commits = {
-            (s, m): len(ours.load_table(f"db.{s}_{m}").snapshots())
-            for s in ("default", "equal")
-            for m in MODES
-        }
-        spark_mib = jvm_peak_mib(spark)
-        spark.stop()
-
+        flink = flink_side(root, inputs, a.rounds)
+        mine = our_side(root, ours, inputs, a.rounds)
         print(
             f"{a.files} files x {a.rows:,} changes = {total:,} per mode, parallelism 2, "
-            "one untimed warm-up run per side and mode"
+            f"one untimed warm-up run per side and mode, then {a.rounds} timed rounds "
+            "(medians; every round's two tables identical)"
         )
-        for setting in ("default", "equal"):
+        for setting in SETTINGS:
             for m in MODES:
                 key = (setting, m)
-                same = table_rows(ours, f"{setting}_{m}") == table_rows(flink_cat, f"{setting}_{m}")
-                if not same:
-                    raise SystemExit(f"{setting} {m}: the two tables differ")
-                f_s, o_s = flink_s[key], ours_s[key]
-                extra = f", Flink checkpoint every {interval[m]} ms" if setting == "equal" else ""
+                for r in range(a.rounds):
+                    name = f"{setting}_{m}_{r}"
+                    if table_rows(ours, name) != table_rows(flink_cat, name):
+                        raise SystemExit(f"{setting} {m} round {r}: the two tables differ")
+                f_t, o_t = flink["times"][key], mine["times"][key]
+                f_s, o_s = statistics.median(f_t), statistics.median(o_t)
+                extra = (
+                    f", Flink checkpoint every {flink['interval'][m]} ms"
+                    if setting == "equal"
+                    else ""
+                )
                 print(
                     f"  {m:6s} {setting:7s}: Flink {f_s:6.2f} s {total / f_s:10,.0f} rows/s "
-                    f"({flink_commits[key]} commits{extra}) | ours {o_s:6.2f} s "
-                    f"{total / o_s:10,.0f} rows/s ({ours_commits[key]} commits) | "
-                    f"ours / Flink rows/s {f_s / o_s:.2f}x (goal >= 1.0); tables identical"
+                    f"({flink['commits'][key]} commits{extra}; runs {_runs(f_t)}) | ours "
+                    f"{o_s:6.2f} s {total / o_s:10,.0f} rows/s ({mine['commits'][key]} commits; "
+                    f"runs {_runs(o_t)}) | ours / Flink rows/s {f_s / o_s:.2f}x (goal >= 1.0)"
                 )
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"  peak RSS: Flink JVM {flink_mib:,.0f} MiB (all its jobs); ours: Spark JVM "
-            f"{spark_mib:,.0f} MiB, driver Python {own:,.0f} MiB"
+            f"  peak RSS: Flink JVM {flink['mib']:,.0f} MiB (all its jobs); ours: Spark JVM "
+            f"{mine['mib']:,.0f} MiB, driver Python {own:,.0f} MiB"
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average at end: {os.getloadavg()}")
+
+
+def _runs(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
 
 
 if __name__ == "__main__":
