@@ -159,14 +159,26 @@ class FilesCommitter:
     def uncommitted_paths(self) -> frozenset[str]:
         """Every file of the batches in state that the table does not hold yet (pending and
         staged): what orphan cleanup must never delete (staging artifacts are recognised
-        by their names)."""
+        by their names).
+
+        Called from the in-sink maintenance thread while the sink's thread processes and
+        commits: it walks copies of the pending and staged ids (pending first, so a batch
+        staged in between is found among the staged), and a checkpoint committed while
+        it is read, its staging artifacts already released, is skipped: its files are in
+        the table by then."""
         paths: set[str] = set()
-        for batch_id in self._pending:
+        for batch_id in tuple(self._pending):
             raw = self.state.get(committer_state.pending_key(batch_id))
             if raw:
                 paths.update(self.target.decode(raw).all_paths())
-        for ckpt in self._staged:
-            for b in self._read_staged(ckpt):
+        for ckpt in tuple(self._staged):
+            try:
+                batches = self._read_staged(ckpt)
+            except MissingFileError:
+                if ckpt in self._staged:
+                    raise
+                continue
+            for b in batches:
                 paths.update(b.files.all_paths())
         return frozenset(paths)
 
@@ -415,8 +427,9 @@ class FilesCommitter:
         state restored from a checkpoint taken before they were committed and cleaned
         up): those read as having no files instead of failing.
         """
-        if checkpoint_id in self._staged_files:  # staged by this instance: files in memory
-            return list(self._staged_files[checkpoint_id])
+        mine = self._staged_files.get(checkpoint_id)  # staged by this instance: in memory
+        if mine is not None:
+            return list(mine)
         where = f"sink {self.operator_id}, staged checkpoint {checkpoint_id}"
         raw = self.state.get(committer_state.staged_key(checkpoint_id))
         if raw is None:

@@ -7,6 +7,7 @@ table in a Hadoop-catalog warehouse; rows are read back with DuckDB's iceberg ex
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from harness import (
@@ -415,3 +416,35 @@ def test_snapshot_properties_and_sink_keys_on_every_snapshot(
     assert [s.summary[MAX_COMMITTED_CHECKPOINT_ID] for s in snaps] == (
         ["1"] if shape == "append" else ["0", "1"]
     )
+
+
+def test_uncommitted_paths_while_the_sink_commits(
+    harness: MakeHarness, table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-sink maintenance asks for the uncommitted files from its own thread while the
+    sink's thread commits: a checkpoint committed in the middle of the walk neither
+    breaks it nor loses a row."""
+    h = harness()
+    first, second = write_rows(table, [(1, "a")]), write_rows(table, [(2, "b")])
+    h.process(1, first)
+    h.checkpoint(1)
+    h.process(2, second)
+    h.checkpoint(2)
+    staged = {f.file_path for r in (first, second) for f in r.data_files}
+    assert staged <= h.c.uncommitted_paths()
+
+    read_staged = h.c._read_staged
+    committed: list[int] = []
+
+    def commit_meanwhile(checkpoint_id: int, **kwargs: Any) -> Any:
+        if not committed:
+            committed.append(2)
+            h.notify(2)  # the sink's thread commits both checkpoints here
+        return read_staged(checkpoint_id, **kwargs)
+
+    monkeypatch.setattr(h.c, "_read_staged", commit_meanwhile)
+    assert h.c.uncommitted_paths() <= staged
+    assert committed == [2]
+    assert h.c.uncommitted_paths() == frozenset()
+    assert table_rows(table) == [(1, "a"), (2, "b")]
+    assert {f.file_path for f in live_files(table)} == staged
