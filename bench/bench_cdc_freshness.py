@@ -2,20 +2,21 @@
 Spark's Kafka source → ``from_debezium`` → IcebergSink (upsert), until the change is
 readable in the Iceberg table.
 
-Run: ``python bench/bench_cdc_freshness.py [rates] [seconds] [trigger]`` (defaults
-``5,20,50,100`` changes per second, 40 s each, trigger ``1 second``).
+Run: ``python bench/bench_cdc_freshness.py [rates] [seconds] [trigger] [writers]``
+(defaults ``5,20,50,100`` changes per second, 40 s each, trigger ``1 second``, 1 writer).
 
-A writer commits single-row updates at a steady rate, each stamping its sequence number
+Writers commit single-row updates at a steady rate, each stamping its sequence number
 into the row (50 keys, round robin) and noting its commit time; a reader polls the table
 (Hadoop catalog, local disk) and, for every sequence number newly visible, records
-commit → visible. Batches commit in order, so the highest visible number implies all
-earlier ones. Per rate it prints p50 and p99 freshness, the ratio of p50 to the lowest
-rate's (the baseline, same session), and whether the rate was held: the last third's
-median freshness within 1.5 times (+1 s) the first third's, and the backlog drained
-within 30 s of the writer stopping. Each rate line also prints the rate the writer
-made (one connection, single-row commits: it tops out near 2,000-2,500 changes/s here;
-such a line says ``writer-bound``). The highest rate held is printed last, with peak
-memory (this process, its children).
+commit → visible. A key's updates commit in order (one writer per key), so a key that
+shows a number has shown all its earlier ones. Per rate it prints p50 and p99
+freshness, the ratio of p50 to the lowest rate's (the baseline, same session), and
+whether the rate was held: the last third's median freshness within 1.5 times (+1 s)
+the first third's, and the backlog drained within 30 s of the writers stopping.
+``writers`` connections (default 1) share the rate, each the only writer of its keys; one connection's single-row commits top out
+near 2,000-2,500 changes/s here. Each rate line prints the rate the writers made
+(``writer-bound`` when below the one asked). The highest rate held is printed last,
+with peak memory (this process, its children).
 """
 
 from __future__ import annotations
@@ -43,39 +44,60 @@ KEYS = 50
 ROW_SCHEMA = "pk bigint, v string, n bigint"
 
 
-def write_steadily(url: str, rate: float, seconds: float, first: int, commits: dict) -> int:
-    """Commit ``rate`` updates per second for ``seconds``; the next sequence number."""
-    import psycopg
+def write_steadily(
+    url: str, rate: float, seconds: float, first: int, commits: dict, writers: int
+) -> list[int]:
+    """Commit ``rate`` updates per second for ``seconds`` from ``writers`` connections, each
+    the only writer of its keys (so a key's updates commit in sequence order); the
+    sequence numbers written."""
+    count = int(rate * seconds)
+    done: list[list[int]] = [[] for _ in range(writers)]
 
-    n = first
-    with psycopg.connect(url, autocommit=True) as conn:
-        t0 = time.monotonic()
-        while (elapsed := time.monotonic() - t0) < seconds:
-            wait = t0 + (n - first) / rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            conn.execute("UPDATE fresh SET n = %s WHERE pk = %s", (n, n % KEYS))
-            commits[n] = time.time()
-            n += 1
-        del elapsed
-    return n
+    def write(i: int) -> None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            for n in range(first, first + count):
+                if (n % KEYS) % writers != i:
+                    continue
+                wait = t0 + (n - first) / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                elif time.monotonic() - t0 >= seconds:
+                    return  # behind schedule and out of time: this rate is writer-bound
+                conn.execute("UPDATE fresh SET n = %s WHERE pk = %s", (n, n % KEYS))
+                commits[n] = time.time()
+                done[i].append(n)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(n for ns in done for n in ns)
 
 
 class Reader(threading.Thread):
-    """Polls the table; ``seen[n]`` is when sequence number n became visible."""
+    """Polls the table; ``seen[n]`` is when sequence number n became visible. A key's
+    updates commit in sequence order (one writer per key), so a key showing ``n`` has
+    shown every earlier number of that key."""
 
     def __init__(self, catalog: Any) -> None:
         super().__init__(daemon=True)
-        self.catalog, self.seen, self.high, self.stop = catalog, {}, -1, threading.Event()
+        self.catalog, self.high, self.stop = catalog, -1, threading.Event()
+        self.seen: dict[int, float] = {}
+        self.by_key = {k: k - KEYS for k in range(KEYS)}
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = self.catalog.load_table("db.fresh").scan().to_arrow()
             now = time.time()
-            high = max(t.column("n").to_pylist() or [-1])
-            for n in range(self.high + 1, high + 1):
-                self.seen[n] = now
-            self.high = max(self.high, high)
+            for pk, n in zip(t.column("pk").to_pylist(), t.column("n").to_pylist(), strict=True):
+                for m in range(self.by_key[pk] + KEYS, n + 1, KEYS):
+                    self.seen[m] = now
+                self.by_key[pk] = max(self.by_key[pk], n)
+                self.high = max(self.high, n)
             time.sleep(0.2)
 
 
@@ -84,7 +106,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def main(rates: list[float], seconds: float, trigger: str) -> None:
+def main(rates: list[float], seconds: float, trigger: str, writers: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-cdc-"))
     with running_stack(root, schemas=False, tables="public.fresh") as stack:
         url = stack.postgres.url
@@ -114,27 +136,32 @@ def main(rates: list[float], seconds: float, trigger: str) -> None:
         reader.start()
         while reader.high < -1 or len(catalog.load_table("db.fresh").scan().to_arrow()) < KEYS:
             time.sleep(1)  # the snapshot is in
-        print(f"trigger {trigger}; {seconds:.0f} s per rate; {KEYS} keys", flush=True)
+        print(
+            f"trigger {trigger}; {seconds:.0f} s per rate; {KEYS} keys; {writers} writer "
+            "connection(s)",
+            flush=True,
+        )
         commits: dict[int, float] = {}
         n, results, baseline = 0, [], None
         for rate in rates:
             first = n
-            n = write_steadily(url, rate, seconds, first, commits)
+            written = write_steadily(url, rate, seconds, first, commits, writers)
+            n = first + int(rate * seconds)
             drained = time.monotonic() + 30
-            while reader.high < n - 1 and time.monotonic() < drained:
+            while time.monotonic() < drained and any(i not in reader.seen for i in written):
                 time.sleep(0.2)
-            lags = [reader.seen[i] - commits[i] for i in range(first, n) if i in reader.seen]
+            lags = [reader.seen[i] - commits[i] for i in written if i in reader.seen]
             third = max(1, len(lags) // 3)
             held = (
-                len(lags) == n - first
+                len(lags) == len(written)
                 and statistics.median(lags[-third:]) <= 1.5 * statistics.median(lags[:third]) + 1
             )
             p50, p99 = pct(lags, 0.5), pct(lags, 0.99) if lags else (float("nan"),) * 2
             baseline = baseline or p50
-            made = (n - first) / seconds  # what the writer reached (one connection)
+            made = len(written) / seconds  # what the writers reached
             results.append((made, held))
             print(
-                f"rate {rate:6.1f}/s  made {made:7.1f}/s  changes {n - first:6d}  "
+                f"rate {rate:6.1f}/s  made {made:7.1f}/s  changes {len(written):6d}  "
                 f"freshness p50 {p50:6.2f} s  p99 {p99:6.2f} s  p50/baseline "
                 f"{p50 / baseline:5.2f}  {'held' if held else 'FELL BEHIND'}"
                 f"{'  (writer-bound)' if made < 0.95 * rate else ''}",
@@ -153,4 +180,5 @@ def main(rates: list[float], seconds: float, trigger: str) -> None:
 if __name__ == "__main__":
     rates = [float(r) for r in (sys.argv[1] if len(sys.argv) > 1 else "5,20,50,100").split(",")]
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 40.0
-    main(rates, seconds, sys.argv[3] if len(sys.argv) > 3 else "1 second")
+    trigger = sys.argv[3] if len(sys.argv) > 3 else "1 second"
+    main(rates, seconds, trigger, int(sys.argv[4]) if len(sys.argv) > 4 else 1)
