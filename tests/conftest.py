@@ -356,11 +356,13 @@ NESSIE_BUCKET = "lake"
 @pytest.fixture(scope="session")
 def nessie(vending_seaweed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Nessie's server (``tests/nessie_server.py``) on ``vending_seaweed``'s bucket
-    ``lake``, vending session credentials from its STS; skipped when Maven or Java is
+    ``lake``, vending session credentials from its STS; skipped when Maven or Java 21+ is
     missing or the jar cannot be resolved."""
-    from nessie_server import NessieServer, resolve_jars
+    from nessie_server import JAVA_MAJOR, NessieServer, java_home, resolve_jars
     from seaweed_server import VENDING_ROLE
 
+    if java_home() is None:
+        pytest.skip(f"Nessie's server needs Java {JAVA_MAJOR} or newer (set JAVA_HOME)")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
     try:
         jars = resolve_jars(cache)

@@ -16,9 +16,12 @@ Facts about this server the tests rely on (Nessie 0.108.8):
   the prefix (``main|<name>``).
 - It serves ``loadCredentials`` but names no ``client.refresh-credentials-endpoint`` in a
   load result.
-- It asks the STS for ``client-iam.session-duration`` (``SESSION_DURATION_S``); SeaweedFS's
-  ``AssumeRole``, like AWS's, takes no less than 900 s.
+- It asks the STS for ``client-iam.session-duration`` (``SESSION_DURATION_S``) and answers
+  400 when the STS grants a shorter session; SeaweedFS's ``AssumeRole``, like AWS's, takes
+  no less than 900 s, so vended credentials live 900 s.
 - Its HTTP access log (on the console, in ``log_path``) has a line per request.
+- The runner needs Java 21 or newer (its main class is built for 21; on Java 17 it exits
+  with 1 and prints nothing): :func:`java_home` finds one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import atexit
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,11 +41,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seaweed_server import ASSUME_ROLE_MIN_S
+
 POM = Path(__file__).resolve().parent / "rest" / "nessie" / "pom.xml"
 WAREHOUSE = "warehouse"
-SESSION_DURATION_S = 900
-"""The lifetime Nessie asks the STS for (the least an ``AssumeRole`` takes)."""
+SESSION_DURATION_S = ASSUME_ROLE_MIN_S
+"""The lifetime Nessie asks the STS for (the least an ``AssumeRole`` takes). Nessie
+refuses credentials that expire sooner, so its vended ones live that long."""
 _S3 = "nessie.catalog.service.s3.default-options"
+JAVA_MAJOR = 21
+JVM_DIRS = ("/usr/lib/jvm", "/usr/local/lib/jvm")
+"""Where Debian's and Adoptium's packages install JDKs, searched after ``JAVA_HOME``."""
+
+
+def _major(java: Path) -> int:
+    try:
+        out = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=60
+        ).stderr
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r'version "(\d+)', out)
+    return int(match.group(1)) if match else 0
+
+
+def java_home() -> Path | None:
+    """A Java home with Java ``JAVA_MAJOR`` or newer: ``JAVA_HOME`` when it is one, else
+    the newest JDK in ``JVM_DIRS``; None when there is none."""
+    homes = [Path(os.environ["JAVA_HOME"])] if os.environ.get("JAVA_HOME") else []
+    for root in JVM_DIRS:
+        homes += sorted(Path(root).glob("*"), reverse=True) if Path(root).is_dir() else []
+    for home in homes:
+        java = home / "bin" / "java"
+        if java.exists() and _major(java) >= JAVA_MAJOR:
+            return home
+    return None
 
 
 def resolve_jars(cache: Path) -> Path:
@@ -129,10 +163,10 @@ class NessieServer:
         role_arn: str,
         timeout_s: float = 180.0,
     ) -> NessieServer:
-        java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin"))
-        java = java or shutil.which("java")
-        if java is None:
-            raise FileNotFoundError("no java on PATH or in JAVA_HOME")
+        home = java_home()
+        if home is None:
+            raise FileNotFoundError(f"no Java {JAVA_MAJOR} or newer in JAVA_HOME or {JVM_DIRS}")
+        java = str(home / "bin" / "java")
         (runner,) = jars.glob("nessie-quarkus-*-runner.jar")
         config = directory / "config"
         config.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,8 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
   The catalog has no credentials endpoint: a new table load vends new ones.
 - Its STS also answers ``AssumeRole`` (``POST /`` on the S3 port, SigV4 with the server's
   key) for ``VENDING_ROLE``, with an optional session policy; ``DurationSeconds`` must be
-  900 to 43200, as on AWS (without it: one hour). Nessie's client IAM vends those.
+  900 to 43200, as on AWS (without it: one hour), and the session is cut to the STS's
+  ``maxSessionLength``. Nessie's client IAM vends those.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ VENDED_LIFETIME_S = 20
 """The lifetime of the credentials the tests' vending server (``vending_seaweed``) vends:
 short enough that a test outlives them, long enough that one micro-batch's write fits in
 the half of it executors are sure to get (the sink renews them once half is gone)."""
+ASSUME_ROLE_MIN_S = 900
+"""The shortest session STS ``AssumeRole`` grants (``DurationSeconds``), here as on AWS;
+the vending server's STS also grants no longer one (its ``maxSessionLength``)."""
 _GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
 
 
@@ -251,7 +255,7 @@ def _vending_iam(lifetime: str) -> dict[str, object]:
     return {
         "sts": {
             "tokenDuration": lifetime,
-            "maxSessionLength": lifetime,
+            "maxSessionLength": f"{ASSUME_ROLE_MIN_S}s",  # caps AssumeRole's sessions
             "issuer": "seaweedfs-sts",
             "signingKey": key,
         },

@@ -78,7 +78,8 @@ def test_vended_credentials_are_renewed_through_the_credentials_endpoint(
 
     want = list(range(9))
     reloaded = catalog.load_table(f"{ns}.events")
-    assert len(reloaded.snapshots()) == 3
+    # three commits (Nessie keeps only the current snapshot in the metadata it serves)
+    assert max(s.sequence_number for s in reloaded.snapshots()) == 3
     assert sorted(reloaded.scan().to_arrow().column("id").to_pylist()) == want
 
     from readers import unauthenticated_rest_ids

@@ -259,8 +259,12 @@ class RestCatalog(Catalog[TableT]):
             raise
         return self._adopt(resp.body, ident)
 
-    def _adopt(self, body: Any, ident: Identifier) -> tuple[str, TableMetadata]:
-        """Remember a LoadTableResult (or CommitTableResponse): metadata and storage config."""
+    def _adopt(
+        self, body: Any, ident: Identifier, *, loaded: bool = True
+    ) -> tuple[str, TableMetadata]:
+        """Remember a LoadTableResult (``loaded``) or a CommitTableResponse: the metadata,
+        and from a LoadTableResult the storage config. A CommitTableResponse carries no
+        config and leaves the table's as it was (its vended credentials stay in use)."""
         location = str(body.get("metadata-location") or "")
         meta = parse_metadata(
             json.dumps(body["metadata"]), where=f"catalog {self.name!r} table {dotted(ident)}"
@@ -269,6 +273,8 @@ class RestCatalog(Catalog[TableT]):
         self._metadata.move_to_end(location)
         while len(self._metadata) > _CACHE:
             self._metadata.popitem(last=False)
+        if not loaded:
+            return location, meta
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
         config.update(storage_credentials(body, meta.location))
         if config or meta.location in self._storage:
@@ -502,7 +508,7 @@ class RestCatalog(Catalog[TableT]):
             raise
         except CatalogUnavailableError as e:
             return self._resolve(ident, changes, str(e))
-        return self._adopt(resp.body, ident)
+        return self._adopt(resp.body, ident, loaded=False)
 
     def _resolve_conflict(
         self, ident: Identifier, changes: TableChanges, error: CatalogRequestError
