@@ -19,6 +19,8 @@ Facts about this server the tests rely on (Nessie 0.108.8):
 - It asks the STS for ``client-iam.session-duration`` (``SESSION_DURATION_S``) and answers
   400 when the STS grants a shorter session; SeaweedFS's ``AssumeRole``, like AWS's, takes
   no less than 900 s, so vended credentials live 900 s.
+- The table metadata it serves lists only the current snapshot (its history is Nessie's
+  commits); the sequence number counts the table's commits.
 - Its HTTP access log (on the console, in ``log_path``) has a line per request.
 - The runner needs Java 21 or newer (its main class is built for 21; on Java 17 it exits
   with 1 and prints nothing): :func:`java_home` finds one.
