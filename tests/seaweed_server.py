@@ -23,6 +23,10 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
   ``-s3.iceberg.credentialDurationSeconds`` must be 900 s or more, as on AWS). Once
   expired, S3 refuses them: ``InvalidAccessKeyId`` (403), and a bare 403 on HEAD.
   The catalog has no credentials endpoint: a new table load vends new ones.
+- Its STS also answers ``AssumeRole`` (``POST /`` on the S3 port, SigV4 with the server's
+  key) for ``VENDING_ROLE``, with an optional session policy; ``DurationSeconds`` must be
+  900 to 43200, as on AWS (without it: one hour), and the session is cut to the STS's
+  ``maxSessionLength``. Nessie's client IAM vends those.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ VENDED_LIFETIME_S = 20
 """The lifetime of the credentials the tests' vending server (``vending_seaweed``) vends:
 short enough that a test outlives them, long enough that one micro-batch's write fits in
 the half of it executors are sure to get (the sink renews them once half is gone)."""
+ASSUME_ROLE_MIN_S = 900
+"""The shortest session STS ``AssumeRole`` grants (``DurationSeconds``), here as on AWS;
+the vending server's STS also grants no longer one (its ``maxSessionLength``)."""
 _GRPC_OFFSET = 10_000  # weed's workers dial the admin server at its http port + 10000
 
 
@@ -225,12 +232,19 @@ class SeaweedServer:
 
 def _vending_iam(lifetime: str) -> dict[str, object]:
     """An IAM config whose STS mints sessions of ``lifetime`` for the catalog's vending
-    (provider ``iceberg-catalog``), as the role ``VENDING_ROLE`` (read and write)."""
+    (provider ``iceberg-catalog``), as the role ``VENDING_ROLE`` (read and write), which the
+    server's own key may also assume through STS ``AssumeRole`` (sessions of the
+    requested ``DurationSeconds``, 900 s or more)."""
     key = base64.b64encode(secrets.token_bytes(32)).decode()
     trust = {
         "Effect": "Allow",
         "Principal": {"Federated": "iceberg-catalog"},
         "Action": ["sts:AssumeRoleWithCredentials"],
+    }
+    assume = {  # STS AssumeRole signed with the server's key (Nessie's client IAM)
+        "Effect": "Allow",
+        "Principal": {"AWS": "*"},
+        "Action": ["sts:AssumeRole"],
     }
     allow = {
         "Effect": "Allow",
@@ -241,7 +255,7 @@ def _vending_iam(lifetime: str) -> dict[str, object]:
     return {
         "sts": {
             "tokenDuration": lifetime,
-            "maxSessionLength": lifetime,
+            "maxSessionLength": f"{ASSUME_ROLE_MIN_S}s",  # caps AssumeRole's sessions
             "issuer": "seaweedfs-sts",
             "signingKey": key,
         },
@@ -250,7 +264,7 @@ def _vending_iam(lifetime: str) -> dict[str, object]:
             {
                 "roleName": VENDING_ROLE.rsplit("/", 1)[1],
                 "roleArn": VENDING_ROLE,
-                "trustPolicy": {"Version": "2012-10-17", "Statement": [trust]},
+                "trustPolicy": {"Version": "2012-10-17", "Statement": [trust, assume]},
                 "attachedPolicies": ["TableReadWrite"],
             }
         ],

@@ -17,8 +17,10 @@ Invariants:
 - Vended credentials with an expiry (``s3.session-token-expires-at-ms``) are renewed by
   the table's FileIO (:mod:`stream_sink.io.credentials`): from the credentials endpoint
   when the load result names one (``client.refresh-credentials-endpoint``, as Iceberg
-  Java's ``VendedCredentialsProvider`` does), else by loading the table again, which
-  vends new ones. ``client.refresh-credentials-enabled=false`` turns renewal off.
+  Java's ``VendedCredentialsProvider`` does), else from the table's ``loadCredentials``
+  endpoint when ``/v1/config`` lists it (Nessie serves it without naming it), else by
+  loading the table again, which vends new ones. Each renewal is logged at INFO with
+  its source. ``client.refresh-credentials-enabled=false`` turns renewal off.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from stream_sink.table.catalog.base import (
     to_namespace,
 )
 from stream_sink.table.catalog.rest.changes import TableChanges, table_changes
-from stream_sink.table.catalog.rest.client import RestClient
+from stream_sink.table.catalog.rest.client import LOAD_CREDENTIALS, RestClient
 from stream_sink.table.metadata import TableMetadata, parse_metadata
 from stream_sink.table.partitioning import PartitionSpec, build_partition_spec
 from stream_sink.table.schema import Schema, check_types_for_version
@@ -257,8 +259,12 @@ class RestCatalog(Catalog[TableT]):
             raise
         return self._adopt(resp.body, ident)
 
-    def _adopt(self, body: Any, ident: Identifier) -> tuple[str, TableMetadata]:
-        """Remember a LoadTableResult (or CommitTableResponse): metadata and storage config."""
+    def _adopt(
+        self, body: Any, ident: Identifier, *, loaded: bool = True
+    ) -> tuple[str, TableMetadata]:
+        """Remember a LoadTableResult (``loaded``) or a CommitTableResponse: the metadata,
+        and from a LoadTableResult the storage config. A CommitTableResponse carries no
+        config and leaves the table's as it was (its vended credentials stay in use)."""
         location = str(body.get("metadata-location") or "")
         meta = parse_metadata(
             json.dumps(body["metadata"]), where=f"catalog {self.name!r} table {dotted(ident)}"
@@ -267,6 +273,8 @@ class RestCatalog(Catalog[TableT]):
         self._metadata.move_to_end(location)
         while len(self._metadata) > _CACHE:
             self._metadata.popitem(last=False)
+        if not loaded:
+            return location, meta
         config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
         config.update(storage_credentials(body, meta.location))
         if config or meta.location in self._storage:
@@ -295,15 +303,25 @@ class RestCatalog(Catalog[TableT]):
         return props
 
     def _renew_credentials(self, ident: Identifier, location: str) -> dict[str, str]:
-        """Storage properties with new credentials for the table at ``location``."""
-        endpoint = self._storage_properties(location).get(REFRESH_ENDPOINT)
-        if endpoint:
-            resp = self.client.request(
-                "GET", "", absolute=endpoint, what=f"load credentials of {dotted(ident)}"
-            )
+        """Storage properties with new credentials for the table at ``location``: from
+        the credentials endpoint the load result names, else from the server's
+        ``loadCredentials`` when it lists that endpoint, else by loading the table again."""
+        what = f"load credentials of {dotted(ident)}"
+        named = self._storage_properties(location).get(REFRESH_ENDPOINT)
+        if named or self.client.supports(LOAD_CREDENTIALS):
+            if named:
+                resp = self.client.request("GET", "", absolute=named, what=what)
+            else:
+                resp = self.client.request("GET", f"{self._table(ident)}/credentials", what=what)
             fresh = storage_credentials(resp.body, location)
             if fresh:
                 self._storage[location] = {**self._storage.get(location, {}), **fresh}
+                log.info(
+                    "catalog %r: new storage credentials for %s from the credentials endpoint (%s)",
+                    self.name,
+                    dotted(ident),
+                    "named by the table's load result" if named else "loadCredentials",
+                )
                 return self._storage_properties(location)
             log.warning(
                 "catalog %r: the credentials endpoint of %s returned none for %s; loading "
@@ -313,6 +331,11 @@ class RestCatalog(Catalog[TableT]):
                 location,
             )
         self._load(ident)  # a table load vends new credentials
+        log.info(
+            "catalog %r: new storage credentials for %s from a table load",
+            self.name,
+            dotted(ident),
+        )
         return self._storage_properties(location)
 
     def create_table(
@@ -485,7 +508,7 @@ class RestCatalog(Catalog[TableT]):
             raise
         except CatalogUnavailableError as e:
             return self._resolve(ident, changes, str(e))
-        return self._adopt(resp.body, ident)
+        return self._adopt(resp.body, ident, loaded=False)
 
     def _resolve_conflict(
         self, ident: Identifier, changes: TableChanges, error: CatalogRequestError

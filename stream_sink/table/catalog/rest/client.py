@@ -56,6 +56,9 @@ MAX_RETRIES = "rest.max-retries"
 RETRY_MAX_WAIT_MS = "rest.retry-max-wait-ms"
 REQUEST_TIMEOUT_MS = "rest.request-timeout-ms"
 NAMESPACE_SEPARATOR = "namespace-separator"
+LOAD_CREDENTIALS = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials"
+"""The REST spec's ``loadCredentials``, as a server lists it in ``/v1/config``'s
+``endpoints``."""
 
 SECRET_PROPERTIES = (
     CREDENTIAL,
@@ -108,6 +111,7 @@ class RestClient:
         self._timeout = _int(props, REQUEST_TIMEOUT_MS, 60_000, catalog) / 1000
         self.session = self._session(props, auth=False)
         self._auth_manager: Any = None
+        self.endpoints: frozenset[str] = frozenset()
         self.properties = self._fetch_config(props)
         self.session = self._session(self.properties, auth=True)
 
@@ -125,11 +129,16 @@ class RestClient:
     def idempotency(self) -> bool:
         return bool(self.properties.get(IDEMPOTENCY_LIFETIME))
 
+    def supports(self, endpoint: str) -> bool:
+        """Whether the server lists ``endpoint`` (``"METHOD /v1/..."``) in its config."""
+        return endpoint in self.endpoints
+
     def _fetch_config(self, props: dict[str, str]) -> dict[str, str]:
         params = {WAREHOUSE: props[WAREHOUSE]} if props.get(WAREHOUSE) else {}
         self.session = self._session(props, auth=True)
         resp = self.request("GET", "config", params=params, prefixed=False, what="read its config")
         body = resp.body if isinstance(resp.body, dict) else {}
+        self.endpoints = frozenset(str(e) for e in body.get("endpoints") or ())
         merged = {str(k): str(v) for k, v in (body.get("defaults") or {}).items()}
         merged.update(props)
         merged.update({str(k): str(v) for k, v in (body.get("overrides") or {}).items()})
