@@ -10,6 +10,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 from stream_sink.cli.table_commands import add_catalog_options, open_catalog
+from stream_sink.delta.maintenance import DeltaMaintenanceMetrics
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
 from stream_sink.table.catalog import Catalog
@@ -123,11 +124,23 @@ def _held(ids: tuple[int, ...] | None, what: str) -> str:
     return f"{_ids(ids)} ({what})"
 
 
-def _maintenance(m: MaintenanceMetricsSnapshot) -> str:
+def _maintenance(m: MaintenanceMetricsSnapshot | DeltaMaintenanceMetrics) -> str:
+    if isinstance(m, DeltaMaintenanceMetrics):
+        return _delta_maintenance(m)
     last = "never" if m.last_success_ms is None else _time(m.last_success_ms)
     text = f"{m.runs} runs, {m.failures} failed, {m.conflicts} yielded; last completed {last}"
     if m.consecutive_failures:
         text += f"; {m.consecutive_failures} in a row not completed: {m.last_error}"
+    return text
+
+
+def _delta_maintenance(m: DeltaMaintenanceMetrics) -> str:
+    text = (
+        f"{m.runs} runs, {m.failures} failed; {m.compacted_files} files compacted, "
+        f"{m.vacuumed_files} vacuumed; {m.backlog_runs} left work behind"
+    )
+    if m.last_error:
+        text += f"; last error: {m.last_error}"
     return text
 
 

@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.io.fileio import FileIO
@@ -144,6 +146,23 @@ def _vacuum(
     return r.remaining_files > 0
 
 
+REPORT_FIELDS = ("compacted_files", "vacuumed_files")
+"""Fields only a Delta sink's report has: what tells it from an Iceberg sink's report,
+which has the same name and place (``stream-sink status`` reads either)."""
+
+
+def metrics_from_report(doc: Mapping[str, Any]) -> DeltaMaintenanceMetrics | None:
+    """The metrics in a report's JSON object when a Delta sink wrote it (it has
+    :data:`REPORT_FIELDS`); None for an Iceberg sink's report or one that does not fit."""
+    if not all(k in doc for k in REPORT_FIELDS):
+        return None
+    known = {f.name for f in fields(DeltaMaintenanceMetrics)}
+    try:
+        return DeltaMaintenanceMetrics(**{k: v for k, v in doc.items() if k in known})
+    except TypeError:
+        return None
+
+
 def read_report(io: FileIO, location: str) -> DeltaMaintenanceMetrics:
     """The metrics last written at ``location``; zeros when there are none (or they
     cannot be read: the report only counts, it never stops maintenance)."""
@@ -153,7 +172,7 @@ def read_report(io: FileIO, location: str) -> DeltaMaintenanceMetrics:
         raw = json.loads(io.read_bytes(location).decode("utf-8"))
         known = {f.name for f in fields(DeltaMaintenanceMetrics)}
         return DeltaMaintenanceMetrics(**{k: v for k, v in raw.items() if k in known})
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, AttributeError) as e:
         log.warning("Delta maintenance report %s unreadable, counting from zero: %s", location, e)
         return DeltaMaintenanceMetrics()
 

@@ -57,20 +57,31 @@ def read_report_and_trigger(
     """The report at ``location`` (as :func:`read_report`) and the triggers' state saved
     with it (None when there is none: no report, an unreadable one, or one written
     without it), from one read."""
-    raw = _read(io, location)
+    raw = read_report_doc(io, location)
     if raw is None:
         return None, None
-    trigger = raw.get(TRIGGER_KEY)
-    known = {f.name for f in fields(MaintenanceMetricsSnapshot)}
-    try:
-        metrics = MaintenanceMetricsSnapshot(**{k: v for k, v in raw.items() if k in known})
-    except TypeError as e:
-        log.warning("maintenance report %s unreadable: %s", location, e)
+    metrics = metrics_of(raw, location)
+    if metrics is None:
         return None, None
+    trigger = raw.get(TRIGGER_KEY)
     return metrics, trigger if isinstance(trigger, dict) else None
 
 
-def _read(io: FileIO, location: str) -> dict[str, Any] | None:
+def metrics_of(doc: Mapping[str, Any], location: str) -> MaintenanceMetricsSnapshot | None:
+    """The metrics of a report read by :func:`read_report_doc` (None, logged, when its
+    fields do not fit: a report of another version)."""
+    known = {f.name for f in fields(MaintenanceMetricsSnapshot)}
+    try:
+        return MaintenanceMetricsSnapshot(**{k: v for k, v in doc.items() if k in known})
+    except TypeError as e:
+        log.warning("maintenance report %s unreadable: %s", location, e)
+        return None
+
+
+def read_report_doc(io: FileIO, location: str) -> dict[str, Any] | None:
+    """The report at ``location`` as its JSON object, whichever sink wrote it (a Delta
+    sink writes its own fields here: :mod:`stream_sink.delta.maintenance`); None when
+    there is none or it cannot be read (logged)."""
     try:
         if not io.exists(location):
             return None

@@ -8,6 +8,8 @@ Sources, all read-only (safe while the query runs):
 - ``<checkpoint location>/<sink id>/chk-<id>``: the sink's completed checkpoints.
 - the table's snapshot summaries: the watermark, the highest batch id committed by
   (query id, sink id) on the branch.
+- ``<checkpoint location>/<sink id>/maintenance.json``: what the in-sink maintenance
+  last reported, an Iceberg sink's counts or a Delta sink's (told apart by its fields).
 
 The table is the one the sink recorded at its first start (``<sink id>/_table.json`` and
 every checkpoint's ``_metadata``: catalog name and settings, table name, table uuid),
@@ -31,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
 from stream_sink.commit.watermark import committed_watermark, iter_ancestry, stamp_of
+from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, metrics_from_report
 from stream_sink.exceptions import (
     CheckpointError,
     InvalidOptionError,
@@ -41,7 +44,7 @@ from stream_sink.exceptions import (
 )
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
-from stream_sink.metrics.maintenance_report import read_report, report_location
+from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
@@ -76,8 +79,9 @@ class SinkStatus:
     pending: tuple[int, ...] | None
     catalog: str | None = None
     """The catalog read: its name and where it is (never credentials)."""
-    maintenance: MaintenanceMetricsSnapshot | None = None
-    """What the sink's in-job maintenance last reported (None: it runs none, or not yet)."""
+    maintenance: MaintenanceMetricsSnapshot | DeltaMaintenanceMetrics | None = None
+    """What the sink's in-job maintenance last reported (None: it runs none, or not yet),
+    in the counts of the sink's table format."""
     warnings: tuple[str, ...] = ()
     """What needs attention: maintenance failing run after run, a table keeping every
     old metadata file."""
@@ -137,8 +141,8 @@ def sink_status(
     watermark, error, last, warnings = _table_watermark(
         catalog, table_name, recorded, query_id, sink, branch
     )
-    maintenance = read_report(io, report_location(root, sink))
-    if maintenance is not None and maintenance.failing:
+    maintenance = maintenance_report(io, report_location(root, sink))
+    if isinstance(maintenance, MaintenanceMetricsSnapshot) and maintenance.failing:
         warnings = (
             f"in-sink maintenance has failed {maintenance.consecutive_failures} runs in a "
             f"row (retried as commits go on): {maintenance.last_error}",
@@ -163,6 +167,19 @@ def sink_status(
         maintenance=maintenance,
         warnings=warnings,
     )
+
+
+def maintenance_report(
+    io: FileIO, location: str
+) -> MaintenanceMetricsSnapshot | DeltaMaintenanceMetrics | None:
+    """The in-sink maintenance report at ``location``, in the counts of the sink that
+    wrote it: a Delta sink's (files compacted and vacuumed) or an Iceberg sink's; None
+    when there is none or it cannot be read."""
+    doc = read_report_doc(io, location)
+    if doc is None:
+        return None
+    delta = metrics_from_report(doc)
+    return delta if delta is not None else metrics_of(doc, location)
 
 
 def recorded_table(checkpoint_location: str, sink_id: str | None = None) -> TableIdentity | None:

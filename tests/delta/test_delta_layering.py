@@ -63,6 +63,8 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "cli/delta_commands.py",
         "ops/drill.py",
         "ops/drill_jobs.py",
+        "ops/status.py",  # a Delta sink's maintenance report, in its own counts
+        "cli/status.py",  # and its line
     }
     for path in sorted(ROOT.rglob("*.py")):
         rel = str(path.relative_to(ROOT))

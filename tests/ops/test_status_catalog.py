@@ -109,12 +109,7 @@ def test_status_of_a_data_source_query_reads_spark_and_maintenance_at_its_checkp
     table = catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
     for batch in range(2):
         table.append(pa.table({"id": [batch]}))
-    for folder in ("offsets", "commits", "sources/0"):
-        (chk / folder).mkdir(parents=True)
-    (chk / "metadata").write_text('{"id":"7d4f0c6e-1111-2222-3333-444455556666"}\n')
-    for batch in ("0", "1"):
-        (chk / "offsets" / batch).write_text('v1\n{"batchWatermarkMs":0}\n{}')
-        (chk / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    data_source_checkpoint(chk)
     report = str(chk / "db.t" / "maintenance.json")
     maintain_after_commit(
         lambda: catalog.load_table("db.t"),
@@ -134,3 +129,60 @@ def test_status_of_a_data_source_query_reads_spark_and_maintenance_at_its_checkp
     assert status["maintenance"]["runs"] == 1 and status["maintenance"]["failures"] == 0
     assert main(["status", "--checkpoint-location", str(chk), "--warehouse", wh]) == 0
     assert "1 runs, 0 failed, 0 yielded" in capsys.readouterr().out
+
+
+def data_source_checkpoint(chk: Path) -> None:
+    """Spark's files of a ``format("stream_sink")`` query at its ``checkpointLocation``:
+    batches 0 and 1 planned and acknowledged."""
+    for folder in ("offsets", "commits", "sources/0"):
+        (chk / folder).mkdir(parents=True)
+    (chk / "metadata").write_text('{"id":"7d4f0c6e-1111-2222-3333-444455556666"}\n')
+    for batch in ("0", "1"):
+        (chk / "offsets" / batch).write_text('v1\n{"batchWatermarkMs":0}\n{}')
+        (chk / "commits" / batch).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_status_of_a_delta_data_source_query_shows_its_compacted_and_vacuumed_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Delta route (and ``DeltaSink``) keep their own counts in ``maintenance.json``:
+    status shows files compacted and vacuumed, and no Iceberg counts it never had."""
+    from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, write_report
+    from stream_sink.io import FileIO
+
+    chk = tmp_path / "chk"
+    data_source_checkpoint(chk)
+    (chk / "touched-keys").mkdir()  # the Delta route's spilled keys, not a sink
+    report = str(chk / "pages" / "maintenance.json")
+    metrics = DeltaMaintenanceMetrics(
+        runs=3,
+        failures=1,
+        compacted_files=12,
+        vacuumed_files=7,
+        backlog_runs=1,
+        last_error="vacuum: OSError: disk full",
+        backlog=True,
+    )
+    write_report(FileIO.for_location(report), report, metrics)
+    (tmp_path / "wh").mkdir()
+    args = ["status", "--checkpoint-location", str(chk), "--warehouse", str(tmp_path / "wh")]
+
+    # exit 1: status reads a watermark from Iceberg tables only, the sink recorded none
+    assert main([*args, "--format", "jsonl"]) == 1
+    status = json.loads(capsys.readouterr().out)
+    assert status["sink_id"] == "pages" and status["acknowledged"] == [0, 1]
+    assert status["maintenance"] == {
+        "runs": 3,
+        "failures": 1,
+        "compacted_files": 12,
+        "vacuumed_files": 7,
+        "backlog_runs": 1,
+        "last_error": "vacuum: OSError: disk full",
+        "backlog": True,
+    }
+    main(args)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("maintenance"))
+    assert line.split(None, 1)[1] == (
+        "3 runs, 1 failed; 12 files compacted, 7 vacuumed; 1 left work behind; "
+        "last error: vacuum: OSError: disk full"
+    )

@@ -12,7 +12,9 @@ elsewhere (the REST kill test); ``STREAM_SINK_KILL_S3A`` (JSON ``s3.*`` properti
 ``STREAM_SINK_KILL_SPARK_CHECKPOINTS`` (e.g. ``s3a://ckpt/run``) put Spark's own
 checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
 ``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``);
-``STREAM_SINK_KILL_STREAMS=upsert`` runs the upsert stream only. It prints
+``STREAM_SINK_KILL_STREAMS=upsert`` (or ``append``) runs that stream only (either
+route); on the ``source`` route ``STREAM_SINK_KILL_SOURCE_OPTIONS`` (a JSON object) adds
+``format("stream_sink")`` options to every stream (e.g. ``maintenance.*``). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -86,18 +88,21 @@ def spark_checkpoint(root: Path, chk: str, name: str) -> str | None:
 def main(root: Path, route: str, master: str) -> None:
     s3a = json.loads(os.environ.get("STREAM_SINK_KILL_S3A") or "null") or False
     spark = local_session("stream-sink-kill-test", master=master, s3a=s3a)
+    streams = os.environ.get("STREAM_SINK_KILL_STREAMS", "append,upsert").split(",")
     if route == "source":
         register(spark)
-        run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA)
-        run_source(
-            spark,
-            root,
-            "db.latest",
-            root / "upsert-in",
-            UPSERT_SCHEMA,
-            mode="upsert",
-            **{"order-by": "seq"},
-        )
+        extra = json.loads(os.environ.get("STREAM_SINK_KILL_SOURCE_OPTIONS") or "{}")
+        if "append" in streams:
+            run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA, **extra)
+        if "upsert" in streams:
+            run_source(
+                spark,
+                root,
+                "db.latest",
+                root / "upsert-in",
+                UPSERT_SCHEMA,
+                **{"mode": "upsert", "order-by": "seq", **extra},
+            )
         print("done", flush=True)
         return
     hadoop = {"type": "hadoop", "warehouse": str(root / "warehouse")}
@@ -110,7 +115,6 @@ def main(root: Path, route: str, master: str) -> None:
         "state_dir": str(root / "state"),
         "commit_mode": os.environ.get("STREAM_SINK_KILL_COMMIT_MODE", "synchronous"),
     }
-    streams = os.environ.get("STREAM_SINK_KILL_STREAMS", "append,upsert").split(",")
     append = IcebergSink(
         table=f"{ns}.events",
         checkpoint_location=f"{chk}/chk-append",

@@ -4,6 +4,7 @@ tables hold every row exactly once (append) and every key's last value (upsert).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -183,3 +184,69 @@ def test_data_source_route_killed_and_restarted_exactly_once(tmp_path: Path) -> 
     job.killed_mid_stream(kill_rng(13))
     job.run_to_end()
     check_exactly_once(tmp_path, latest, java=True, files=SOURCE_FILES)
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
+def test_data_source_route_killed_mid_maintenance_takes_its_lease_back_and_runs_again(
+    tmp_path: Path,
+) -> None:
+    """The append stream with in-sink maintenance every 2 commits: the commit of batch 1,
+    its batch committed, is killed inside its maintenance run (the compaction's metadata
+    file written, not swapped in), holding the table's maintenance lease. The restarted
+    query runs batch 1 again (a replay: nothing committed twice), takes the lease back at
+    once (its own owner; it would otherwise wait 15 minutes for it to expire), compacts
+    again, and keeps ``maintenance.json`` whole and in step with the table."""
+    from readers import pyiceberg_rows
+
+    from stream_sink.io.fileio import FileIO
+    from stream_sink.maintenance.lock import MaintenanceLock
+    from stream_sink.metrics.maintenance_report import read_report_and_trigger, report_location
+
+    prepare(tmp_path, SOURCE_FILES)
+    options = {"maintenance.commit-count": "2", "maintenance.min-input-files": "2"}
+    env = {
+        **os.environ,
+        "STREAM_SINK_KILL_STREAMS": "append",
+        "STREAM_SINK_KILL_SOURCE_OPTIONS": json.dumps(options),
+    }
+    job = kill_job(tmp_path, route="source", env=env)
+    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    report = report_location(str(tmp_path / "chk-db.events"), "db.events")
+    io = FileIO.for_location(report)
+
+    job.failed_at("before-rewrite-swap@1")
+    events = catalog.load_table("db.events")
+    lock = MaintenanceLock.for_table(events, owner="sink:db.events")
+    assert lock.holder() == "sink:db.events"  # the killed run's lease, unexpired
+    assert [s.operation for s in events.snapshots()] == ["append", "append"]  # not swapped
+    killed, trigger = read_report_and_trigger(io, report)  # what batch 0's commit saved
+    assert killed is not None and killed.runs == 0 and trigger is not None
+    assert trigger["commits"] == 1
+    assert trigger["seen_snapshot_id"] == events.snapshots()[0].snapshot_id
+
+    job.run_to_end()
+    events = catalog.load_table("db.events")
+    want = list(range(SOURCE_FILES * APPEND_ROWS))
+    assert sorted(events.scan().to_arrow().column("id").to_pylist()) == want
+    for rows in (duckdb_rows(events.metadata_location), pyiceberg_rows(events.metadata_location)):
+        assert sorted(r["id"] for r in rows) == want
+    snapshots = events.snapshots()
+    # the run again at the replay of batch 1, then after batches 2 and 3
+    assert [s.operation for s in snapshots] == ["append", "append", "replace"] * 2
+    stamped = [s.summary for s in snapshots if s.operation == "append"]
+    marks = [int(s["stream-sink.max-committed-checkpoint-id"]) for s in stamped]
+    assert_committed_once(marks)
+    assert marks == list(range(SOURCE_FILES))
+    assert len({s["stream-sink.job-id"] for s in stamped}) == 1
+    assert int(events.current_snapshot().summary["total-data-files"]) == 1
+    assert lock.holder() is None  # taken back, then released
+
+    after, trigger = read_report_and_trigger(io, report)
+    assert after is not None and trigger is not None
+    assert (after.runs, after.failures, after.conflicts, after.skipped_locked) == (2, 0, 0, 0)
+    assert after.last_error is None and not after.failing
+    assert after.rewritten_data_files == 2 + 3  # batches 0 and 1; the result and 2, 3
+    assert trigger["commits"] == 0
+    # counted up to batch 3's commit; the run's own commit after it never counts
+    assert trigger["seen_snapshot_id"] == snapshots[-2].snapshot_id
