@@ -13,10 +13,10 @@ shows a number has shown all its earlier ones. Per rate it prints p50 and p99
 freshness, the ratio of p50 to the lowest rate's (the baseline, same session), and
 whether the rate was held: the last third's median freshness within 1.5 times (+1 s)
 the first third's, and the backlog drained within 30 s of the writers stopping.
-``writers`` connections (default 1) share the rate, each the only writer of its keys; one connection's single-row commits top out
-near 2,000-2,500 changes/s here. Each rate line prints the rate the writers made
-(``writer-bound`` when below the one asked). The highest rate held is printed last,
-with peak memory (this process, its children).
+``writers`` connections (default 1) share the rate, each the only writer of its keys;
+one connection's single-row commits top out near 2,000-2,500 changes/s here. Each rate
+line prints the rate the writers made (``writer-bound`` when below the one asked). The
+highest rate held is printed last, with peak memory (this process, its children).
 """
 
 from __future__ import annotations
