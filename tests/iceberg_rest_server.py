@@ -14,17 +14,15 @@ interface (Jetty's default); the tests only talk to it on loopback.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import hashlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+import server_process
 
 POM = Path(__file__).resolve().parent / "rest" / "pom.xml"
 MAIN = "org.apache.iceberg.rest.RESTCatalogServer"
@@ -32,37 +30,7 @@ MAIN = "org.apache.iceberg.rest.RESTCatalogServer"
 
 def resolve_jars(cache: Path) -> Path:
     """The server's classpath directory, resolved by Maven once per pom version."""
-    digest = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
-    jars = cache / f"iceberg-rest-server-{digest}"
-    done = jars / ".complete"
-    if done.exists():
-        return jars
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise FileNotFoundError("mvn is not installed (apt-get install maven)")
-    jars.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={jars}",
-        ],
-        check=True,
-        stdin=subprocess.DEVNULL,
-        timeout=900,
-    )
-    done.touch()
-    return jars
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return server_process.resolve_jars(POM, cache, "iceberg-rest-server")
 
 
 @dataclass
@@ -81,7 +49,7 @@ class IcebergRestServer:
         directory.mkdir(parents=True, exist_ok=True)
         warehouse = directory / "warehouse"
         warehouse.mkdir(exist_ok=True)
-        port = _free_port()
+        port = server_process.free_port()
         env = {
             **os.environ,
             "CATALOG_URI": f"jdbc:sqlite:file:{directory / 'catalog.db'}",
@@ -126,11 +94,4 @@ class IcebergRestServer:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """End the server's process group (also run at interpreter exit)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout_s)
+        server_process.stop_group(self.process, timeout_s)

@@ -29,12 +29,6 @@ Facts about this server the tests rely on (Nessie 0.108.8):
 from __future__ import annotations
 
 import atexit
-import contextlib
-import hashlib
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -42,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import server_process
 from seaweed_server import ASSUME_ROLE_MIN_S
 
 POM = Path(__file__).resolve().parent / "rest" / "nessie" / "pom.xml"
@@ -71,37 +66,7 @@ def java_home() -> Path | None:
 
 def resolve_jars(cache: Path) -> Path:
     """The runner jar's directory, resolved by Maven once per pom version."""
-    digest = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
-    jars = cache / f"nessie-server-{digest}"
-    done = jars / ".complete"
-    if done.exists():
-        return jars
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise FileNotFoundError("mvn is not installed (apt-get install maven)")
-    jars.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={jars}",
-        ],
-        check=True,
-        stdin=subprocess.DEVNULL,
-        timeout=900,
-    )
-    done.touch()
-    return jars
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return server_process.resolve_jars(POM, cache, "nessie-server")
 
 
 def _config(port: int, management_port: int, location: str, s3: Any, role_arn: str) -> str:
@@ -163,10 +128,10 @@ class NessieServer:
         (runner,) = jars.glob("nessie-quarkus-*-runner.jar")
         config = directory / "config"
         config.mkdir(parents=True, exist_ok=True)
-        port = _free_port()
+        port = server_process.free_port()
         props = config / "application.properties"
         props.touch(mode=0o600)
-        props.write_text(_config(port, _free_port(), location, s3, role_arn))
+        props.write_text(_config(port, server_process.free_port(), location, s3, role_arn))
         log_path = directory / "server.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
@@ -210,11 +175,4 @@ class NessieServer:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """End the server's process group (also run at interpreter exit)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout_s)
+        server_process.stop_group(self.process, timeout_s)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
-import contextlib
 import json
 import os
 import secrets
@@ -48,6 +47,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+import server_process
 
 REGION = "us-east-1"
 FIXED_ARGS = ("-master.telemetry=false", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false")
@@ -220,14 +221,7 @@ class SeaweedServer:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """End the server's process group (also run at interpreter exit)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of the group is left
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout_s)
+        server_process.stop_group(self.process, timeout_s)
 
 
 def _vending_iam(lifetime: str) -> dict[str, object]:
