@@ -6,7 +6,7 @@
 # and a Spark master with two workers. The configuration files are docker/cdc/*.properties,
 # the same as docker-compose.yml's.
 #
-#   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh test)
+#   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh cluster)
 #   scripts/cluster.sh status   each service's health as a user would check it (a table),
 #                               then the addresses as KEY=VALUE lines; exit 0 when all
 #                               are up, 1 when one is down, 3 when nothing runs
@@ -25,7 +25,7 @@ running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
 up() {
   if running; then status; return; fi
-  scripts/setup.sh test >&2
+  scripts/setup.sh cluster >&2
   mkdir -p "$DIR"
   rm -f "$DIR/env"
   JAVA_HOME="$(scripts/java-home.sh)"
