@@ -147,3 +147,53 @@ def test_make_demo_times_the_demo_from_after_the_set_up(tmp_path: Path) -> None:
     seen = json.loads(out)
     assert seen["pid"] != proc.pid and seen["ppid"] == proc.pid  # a child, not exec'd
     assert seen["started"] >= float(setup_done.read_text()) - 0.05  # clock ticks: 10 ms
+
+
+FAKE_CLUSTER = """#!/usr/bin/env bash
+echo "$1" >> {calls}
+case "$1" in
+  status) exit {status} ;;
+  up) exit {up} ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("status", "up", "demo", "calls", "exit_code"),
+    [
+        (3, 0, 0, ["status", "up", "demo", "down"], 0),  # started, then stopped
+        (3, 0, 1, ["status", "up", "demo", "down"], 1),  # stopped when the demo fails
+        (3, 1, 0, ["status", "up", "down"], 1),  # a start that failed is stopped too
+        (0, 0, 0, ["status", "demo"], 0),  # a cluster already up is left running
+        (1, 0, 0, ["status", "status"], 1),  # one that is not healthy is not used
+    ],
+)
+def test_make_demo_cluster_stops_the_cluster_it_started_however_it_ends(
+    tmp_path: Path, status: int, up: int, demo: int, calls: list[str], exit_code: int
+) -> None:
+    """``scripts/demo-cluster.sh`` (``make demo-cluster``) with stand-ins for
+    ``scripts/cluster.sh`` and the demo: the calls it makes and its exit status."""
+    import sys
+
+    log = tmp_path / "calls"
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "demo-cluster.sh", tmp_path / "scripts" / "demo-cluster.sh")
+    (tmp_path / "scripts" / "cluster.sh").write_text(
+        FAKE_CLUSTER.format(calls=log, status=status, up=up)
+    )
+    (tmp_path / "scripts" / "java-home.sh").write_text("#!/usr/bin/env bash\necho /opt/java\n")
+    (tmp_path / "scripts" / "demo_cluster.py").write_text(
+        f"import sys\nopen({str(log)!r}, 'a').write('demo\\n')\nsys.exit({demo})\n"
+    )
+    for script in (tmp_path / "scripts").glob("*.sh"):
+        script.chmod(0o755)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "demo-cluster.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == exit_code, proc.stderr
+    assert log.read_text().split() == calls
