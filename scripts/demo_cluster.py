@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -119,4 +120,6 @@ def main(directory: Path) -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM as Ctrl-C: the driver, in a process group of its own, is stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main(Path(sys.argv[1])))
