@@ -197,3 +197,57 @@ def test_make_demo_cluster_stops_the_cluster_it_started_however_it_ends(
     )
     assert proc.returncode == exit_code, proc.stderr
     assert log.read_text().split() == calls
+
+
+FAKE_SUPERVISOR = """#!/usr/bin/env bash
+# .venv/bin/python: tests/cdc_stack.py serves until SIGTERM; anything else is Python
+if [ "$1" != tests/cdc_stack.py ]; then exec {python} "$@"; fi
+dir="$3"
+trap 'rm -f "$dir/env"; exit 0' TERM
+ls "$dir" > "$dir/seen-at-start"
+echo "POSTGRES_URL=postgresql://x@127.0.0.1:1/p" > "$dir/env"
+while true; do sleep 0.1; done
+"""
+
+
+def test_cluster_sh_starts_a_new_cluster_and_down_stops_it(tmp_path: Path) -> None:
+    """``scripts/cluster.sh up`` with a stand-in supervisor: the previous cluster's
+    Kafka, Debezium, SeaweedFS, Spark and demo files are gone before it starts (they
+    described a PostgreSQL server that is gone); ``down`` ends the supervisor."""
+    import sys
+
+    repo, cluster = tmp_path / "repo", tmp_path / "cluster"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "cluster.sh", repo / "scripts" / "cluster.sh")
+    (repo / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\n")
+    (repo / "scripts" / "java-home.sh").write_text("#!/usr/bin/env bash\necho /opt/java\n")
+    (repo / "scripts" / "cluster_status.py").write_text("print('all up')\n")
+    for script in (repo / "scripts").glob("*.sh"):
+        script.chmod(0o755)
+    python = repo / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(FAKE_SUPERVISOR.format(python=sys.executable))
+    python.chmod(0o755)
+    for old in ("kafka", "connect", "seaweed", "spark", "demo_1"):
+        (cluster / old).mkdir(parents=True)
+    (cluster / "mine").mkdir()  # not the cluster's: left alone
+    env = {**os.environ, "STREAM_SINK_CLUSTER_DIR": str(cluster)}
+
+    def run(what: str) -> subprocess.CompletedProcess[str]:
+        cmd = ["bash", str(repo / "scripts" / "cluster.sh"), what]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+
+    up = run("up")
+    assert up.returncode == 0, up.stderr
+    seen = set((cluster / "seen-at-start").read_text().split())
+    assert "mine" in seen
+    assert not seen & {"kafka", "connect", "seaweed", "spark", "demo_1"}
+    supervisor = int((cluster / "supervisor.pid").read_text())
+    os.kill(supervisor, 0)  # running
+    down = run("down")
+    assert down.returncode == 0, down.stderr
+    assert "cluster: stopped" in down.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(supervisor, 0)
+    assert not (cluster / "supervisor.pid").exists()
+    assert run("status").returncode == 3
