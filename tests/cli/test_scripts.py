@@ -237,14 +237,16 @@ def test_cluster_sh_starts_a_new_cluster_and_down_stops_it(tmp_path: Path) -> No
         cmd = ["bash", str(repo / "scripts" / "cluster.sh"), what]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
-    up = run("up")
-    assert up.returncode == 0, up.stderr
-    seen = set((cluster / "seen-at-start").read_text().split())
-    assert "mine" in seen
-    assert not seen & {"kafka", "connect", "seaweed", "spark", "demo_1"}
-    supervisor = int((cluster / "supervisor.pid").read_text())
-    os.kill(supervisor, 0)  # running
-    down = run("down")
+    try:
+        up = run("up")
+        assert up.returncode == 0, up.stderr
+        seen = set((cluster / "seen-at-start").read_text().split())
+        assert "mine" in seen
+        assert not seen & {"kafka", "connect", "seaweed", "spark", "demo_1"}
+        supervisor = int((cluster / "supervisor.pid").read_text())
+        os.kill(supervisor, 0)  # running
+    finally:
+        down = run("down")
     assert down.returncode == 0, down.stderr
     assert "cluster: stopped" in down.stderr
     with pytest.raises(ProcessLookupError):
