@@ -1,6 +1,8 @@
-# The two commands a newcomer needs: `make demo` and `make test`.
+# The commands a newcomer needs: `make demo`, `make test` and `make demo-cluster`.
 # `make demo` installs only what the demo needs; `make test` adds the test tools and runs
-# the whole suite (what CI runs); `make test-fast` the tests not marked slow.
+# the whole suite (what CI runs); `make test-fast` the tests not marked slow;
+# `make demo-cluster` installs what the local CDC cluster needs (scripts/setup.sh cluster),
+# starts it, runs the CDC demo on it and stops it (not part of CI: minutes of servers).
 .PHONY: demo demo-cluster test test-fast lint bench
 
 demo:

@@ -6,16 +6,17 @@
 # and a Spark master with two workers. The configuration files are docker/cdc/*.properties,
 # the same as docker-compose.yml's.
 #
-#   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh test)
+#   scripts/cluster.sh up       start it (first run: installs with scripts/setup.sh cluster)
 #   scripts/cluster.sh status   each service's health as a user would check it (a table),
 #                               then the addresses as KEY=VALUE lines; exit 0 when all
 #                               are up, 1 when one is down, 3 when nothing runs
 #   scripts/cluster.sh down     stop everything it started
 #
-# Its files live in $STREAM_SINK_CLUSTER_DIR (default .cluster in the repository); the
-# addresses in $STREAM_SINK_CLUSTER_DIR/env (POSTGRES_URL, KAFKA_BOOTSTRAP, CONNECT_URL,
-# TOPIC, SPARK_MASTER, SPARK_MASTER_UI, CATALOG_JSON, S3_ENDPOINT). Ports are free ones,
-# picked at start.
+# Its files live in $STREAM_SINK_CLUSTER_DIR (default .cluster in the repository), those
+# of the previous cluster removed at start; the addresses in
+# $STREAM_SINK_CLUSTER_DIR/env (POSTGRES_URL, KAFKA_BOOTSTRAP, CONNECT_URL, TOPIC,
+# SPARK_MASTER, SPARK_MASTER_UI, CATALOG_JSON, S3_ENDPOINT). Ports are free ones, picked
+# at start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${STREAM_SINK_CLUSTER_DIR:-$PWD/.cluster}"
@@ -25,9 +26,13 @@ running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
 up() {
   if running; then status; return; fi
-  scripts/setup.sh test >&2
+  scripts/setup.sh cluster >&2
   mkdir -p "$DIR"
   rm -f "$DIR/env"
+  # every start is a new cluster: PostgreSQL's server is a new one each time, so Kafka's
+  # topics, Debezium's stored offsets, the tables and the checkpoints of a previous one
+  # would describe a database that is gone (and Kafka's config names its old ports)
+  rm -rf "$DIR/kafka" "$DIR/connect" "$DIR/seaweed" "$DIR/spark" "$DIR"/demo_*
   JAVA_HOME="$(scripts/java-home.sh)"
   export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/.venv/bin:$PATH"
   export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"

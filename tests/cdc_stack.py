@@ -517,8 +517,15 @@ def main() -> None:
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()  # a handler, not a blocked mask: children inherit masks
+    serving = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        if not serving.is_set():  # mid-start: abort it, the with-blocks stop what started
+            raise KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     with contextlib.ExitStack() as parts:
         stack = parts.enter_context(
             running_stack(args.dir, schemas=not args.no_schemas, tables=args.table)
@@ -556,6 +563,7 @@ def main() -> None:
             TOPIC=connect.topic(args.table),
             PID=os.getpid(),
         )
+        serving.set()
         write_env(args.dir / "env", values)
         for k, v in values.items():
             print(f"{k}={v}", flush=True)
@@ -565,4 +573,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # a signal mid-start: what had started is stopped
+        print("cdc_stack: stopped while starting", file=sys.stderr)
+        sys.exit(130)

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,15 @@ def main(root: Path, bootstrap: str, topic: str, target: str, row_schema: str | 
         .trigger(processingTime="1 second")
         .start()
     )
-    signal.signal(signal.SIGTERM, lambda *_: query.stop())
+    # the handler only flags: stopping the query from it would re-enter Py4J's socket,
+    # which the main thread is reading inside awaitTermination (Py4JNetworkError)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print("started", flush=True)
     try:
-        query.awaitTermination()
+        while not stop.is_set() and not query.awaitTermination(1):
+            pass
+        query.stop()
     finally:
         sink.close()
 

@@ -7,6 +7,7 @@ the sink (whose ``schema_evolution`` adds them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -190,12 +191,17 @@ class Job:
         self.proc.wait(60)
 
     def stop(self) -> None:
+        """Stop the query gracefully: SIGTERM to the driver's Python only (its JVM, in the
+        same process group, must outlive ``query.stop()``), SIGKILL to the group after
+        120 s; then whatever of the group is left."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.kill(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(120)
             except subprocess.TimeoutExpired:
                 self.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
 
 def _until(check: Callable[[], bool], timeout: float, what: str) -> None:

