@@ -13,7 +13,6 @@ interface (Jetty's default); the tests only talk to it on loopback.
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import subprocess
@@ -67,13 +66,7 @@ class IcebergRestServer:
                 start_new_session=True,
             )
         server = IcebergRestServer(proc, f"http://127.0.0.1:{port}", str(warehouse), log_path)
-        atexit.register(server.stop)
-        try:
-            server._wait_ready(timeout_s)
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        return server_process.started(server, lambda: server._wait_ready(timeout_s))
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -28,7 +28,6 @@ Facts about this server the tests rely on (Nessie 0.108.8):
 
 from __future__ import annotations
 
-import atexit
 import subprocess
 import time
 import urllib.request
@@ -143,13 +142,7 @@ class NessieServer:
                 start_new_session=True,
             )
         server = NessieServer(proc, f"http://127.0.0.1:{port}", log_path)
-        atexit.register(server.stop)
-        try:
-            server._wait_ready(timeout_s)
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        return server_process.started(server, lambda: server._wait_ready(timeout_s))
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

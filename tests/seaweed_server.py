@@ -32,7 +32,6 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
 from __future__ import annotations
 
 import argparse
-import atexit
 import base64
 import json
 import os
@@ -196,13 +195,7 @@ class SeaweedServer:
         server = SeaweedServer(
             proc, f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{iceberg}", key, secret, log_path
         )
-        atexit.register(server.stop)
-        try:
-            server._wait_ready(timeout_s, table_buckets)
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        return server_process.started(server, lambda: server._wait_ready(timeout_s, table_buckets))
 
     def _wait_ready(self, timeout_s: float, table_buckets: tuple[str, ...]) -> None:
         deadline = time.monotonic() + timeout_s

@@ -1,5 +1,6 @@
 """What the tests' Java and Go servers share: their jars resolved by Maven once per pom
-version, a free loopback port, and stopping a server's whole process group.
+version, a free loopback port, a start that stops the server when it never gets ready,
+and stopping a server's whole process group.
 
 Invariants: a jar directory is used only once it holds a ``.complete`` marker (a
 resolution that failed half-way is done again); a stopped server leaves no process of
@@ -8,6 +9,7 @@ its group behind.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -15,7 +17,9 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 
 def resolve_jars(pom: Path, cache: Path, name: str) -> Path:
@@ -58,3 +62,22 @@ def stop_group(process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> Non
         os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout_s)
+
+
+class Server(Protocol):
+    def stop(self, timeout_s: float = 20.0) -> None: ...
+
+
+S = TypeVar("S", bound=Server)
+
+
+def started(server: S, wait_ready: Callable[[], None]) -> S:
+    """``server`` once ``wait_ready`` returns; stopped (the error raised on) when it does
+    not. Stopped at interpreter exit in any case."""
+    atexit.register(server.stop)
+    try:
+        wait_ready()
+    except BaseException:
+        server.stop()
+        raise
+    return server
