@@ -156,11 +156,17 @@ def metrics_from_report(doc: Mapping[str, Any]) -> DeltaMaintenanceMetrics | Non
     :data:`REPORT_FIELDS`); None for an Iceberg sink's report or one that does not fit."""
     if not all(k in doc for k in REPORT_FIELDS):
         return None
-    known = {f.name for f in fields(DeltaMaintenanceMetrics)}
     try:
-        return DeltaMaintenanceMetrics(**{k: v for k, v in doc.items() if k in known})
+        return _metrics_of(doc)
     except TypeError:
         return None
+
+
+def _metrics_of(doc: Mapping[str, Any]) -> DeltaMaintenanceMetrics:
+    """The metrics of a report's JSON object, unknown keys ignored (TypeError when a
+    field does not fit)."""
+    known = {f.name for f in fields(DeltaMaintenanceMetrics)}
+    return DeltaMaintenanceMetrics(**{k: v for k, v in doc.items() if k in known})
 
 
 def read_report(io: FileIO, location: str) -> DeltaMaintenanceMetrics:
@@ -170,9 +176,10 @@ def read_report(io: FileIO, location: str) -> DeltaMaintenanceMetrics:
         if not io.exists(location):
             return DeltaMaintenanceMetrics()
         raw = json.loads(io.read_bytes(location).decode("utf-8"))
-        known = {f.name for f in fields(DeltaMaintenanceMetrics)}
-        return DeltaMaintenanceMetrics(**{k: v for k, v in raw.items() if k in known})
-    except (OSError, ValueError, TypeError, AttributeError) as e:
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        return _metrics_of(raw)
+    except (OSError, ValueError, TypeError) as e:
         log.warning("Delta maintenance report %s unreadable, counting from zero: %s", location, e)
         return DeltaMaintenanceMetrics()
 
