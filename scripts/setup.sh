@@ -22,6 +22,10 @@ pip_quiet() {
   printf '%s\n' "$out" | awk -f scripts/pip-output.awk >&2 || true
   return "$rc"
 }
+# Debian's packages, refreshing the package lists only when the install needs it.
+apt_install() {
+  (apt-get install -y -qq "$@" || { apt-get update -qq && apt-get install -y -qq "$@"; }) >/dev/null
+}
 what="${1:-test}"
 case "$what" in
   demo) spec="." ;;
@@ -46,7 +50,7 @@ if [ ! -x .venv/bin/python ] \
   if ! make_venv 2>/dev/null; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "setup: $PY has no venv module; installing Debian package python3-venv" >&2
-      (apt-get install -y -qq python3-venv || { apt-get update -qq && apt-get install -y -qq python3-venv; }) >/dev/null || true
+      apt_install python3-venv || true
     fi
     make_venv || { echo "setup: $PY cannot create a virtualenv (Debian, Ubuntu: apt-get install python3-venv)" >&2; exit 1; }
   fi
@@ -73,7 +77,7 @@ fi
 if [ "$what" != demo ]; then
   if ! command -v mvn >/dev/null 2>&1; then
     echo "setup: installing Maven (Debian package maven) for the jars of the peers and of Kafka" >&2
-    (apt-get install -y -qq maven || { apt-get update -qq && apt-get install -y -qq maven; }) >/dev/null
+    apt_install maven
   fi
 fi
 if [ "$what" = cluster ]; then
