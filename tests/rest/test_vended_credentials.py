@@ -129,6 +129,14 @@ def test_an_executor_renews_vended_credentials_with_the_catalogs_oauth_token(
     }
     assert not [s for s in secrets if s in caplog.text]
 
+    # a static token is a user's secret: it does not travel, nor does a renewal with it
+    static = dict(vending_seaweed.oauth_rest_props(TABLE_BUCKET))
+    del static["credential"]
+    static["token"] = bearer[7:]
+    by_token = load_catalog("static", type="rest", **static).load_table(f"{ns}.events")
+    assert by_token.io.credentials is not None  # the driver renews ...
+    assert pickle.loads(pickle.dumps(by_token.io)).credentials is None  # ... executors not
+
 
 @pytest.mark.slow
 def test_maintenance_with_vended_credentials_keeps_its_lock_beside_the_table(
