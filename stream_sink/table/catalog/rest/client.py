@@ -239,19 +239,27 @@ class RestClient:
                     return None
                 headers[key[len(HEADER_PREFIX) :]] = value
         if props.get(CREDENTIAL) and self._auth_manager is not None:
-            self._renew_token_if_due()
+            if not self._token_for_executors():
+                return None
             headers["Authorization"] = str(self._auth_manager.auth_header())
         elif props.get(CREDENTIAL) or props.get(TOKEN):
             return None
         return headers
 
-    def _renew_token_if_due(self) -> None:
+    def _token_for_executors(self) -> bool:
+        """Renew the bearer token first when it is due (as storage credentials are);
+        False when it expired and cannot be renewed now (executors then get none)."""
         expires = self._token_expires_ms
         if expires is None:
-            return
-        lifetime = expires - self._token_received_ms
-        if now_ms() >= expires - refresh_margin_ms({}, lifetime):
+            return True
+        if now_ms() < expires - refresh_margin_ms({}, expires - self._token_received_ms):
+            return True
+        try:
             self._refresh_token()
+        except CatalogAuthError as e:
+            log.warning("%s; executors get no way to renew storage credentials", e)
+            return now_ms() < expires
+        return True
 
     # --- requests ------------------------------------------------------------------------
 
