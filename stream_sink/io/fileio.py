@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from stream_sink.exceptions import (
 from stream_sink.io import conditional_put
 from stream_sink.io.credentials import RefreshingCredentials, expires_at_ms
 from stream_sink.io.errors import object_store_errors
-from stream_sink.io.renewal import Renewal, RenewedOnExecutor
+from stream_sink.io.renewal import Renewal
 
 S3_PROPERTIES = (
     "s3.endpoint",
@@ -368,7 +369,11 @@ class FileIO:
                 raise
 
 
-_RENEWED = RenewedOnExecutor()
+_RENEWED: OrderedDict[Renewal, RefreshingCredentials] = OrderedDict()
+"""The credentials this process renewed per Renewal (an executor's tasks unpickle the
+same FileIO again and again: the next one starts from what the last one renewed)."""
+_RENEWED_SIZE = 64
+_RENEWED_LOCK = threading.Lock()
 
 
 def _renewing(
@@ -377,17 +382,21 @@ def _renewing(
     """An unpickled FileIO that renews its credentials through ``renewal``; in a process
     that already renewed them for the same Renewal (an executor's earlier task), it starts
     from the newest set."""
-    known = _RENEWED.get(renewal)
-    if known is not None and (known.expires_at or 0) >= (expires_at_ms(properties) or 0):
-        return FileIO(scheme, properties, known)
-    credentials = RefreshingCredentials(
-        properties,
-        lambda: renewal.fetch(properties),
-        what=renewal.what,
-        renewal=lambda: renewal,
-        received_ms=received_ms,
-    )
-    _RENEWED.put(renewal, credentials)
+    with _RENEWED_LOCK:
+        known = _RENEWED.get(renewal)
+        if known is not None and (known.expires_at or 0) >= (expires_at_ms(properties) or 0):
+            _RENEWED.move_to_end(renewal)
+            return FileIO(scheme, properties, known)
+        credentials = RefreshingCredentials(
+            properties,
+            lambda: renewal.fetch(properties),
+            what=renewal.what,
+            renewal=lambda: renewal,
+            received_ms=received_ms,
+        )
+        _RENEWED[renewal] = credentials
+        while len(_RENEWED) > _RENEWED_SIZE:
+            _RENEWED.popitem(last=False)
     return FileIO(scheme, properties, credentials)
 
 

@@ -28,7 +28,6 @@ import random
 import time
 import urllib.error
 import urllib.request
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -161,22 +160,3 @@ def answer_properties(body: Any, answer: Answer, location: str) -> dict[str, str
 def _without_query(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-
-
-class RenewedOnExecutor:
-    """The credentials an executor process renewed, per Renewal, so that its next tasks
-    (which unpickle the same FileIO again) start from them instead of renewing again."""
-
-    _SIZE = 64
-
-    def __init__(self) -> None:
-        self._latest: OrderedDict[Renewal, Any] = OrderedDict()
-
-    def get(self, renewal: Renewal) -> Any:
-        return self._latest.get(renewal)
-
-    def put(self, renewal: Renewal, credentials: Any) -> None:
-        self._latest[renewal] = credentials
-        self._latest.move_to_end(renewal)
-        while len(self._latest) > self._SIZE:
-            self._latest.popitem(last=False)

@@ -57,7 +57,7 @@ from stream_sink.io.credentials import (
     RefreshingCredentials,
     is_vended,
 )
-from stream_sink.io.renewal import Answer, Renewal, storage_credentials
+from stream_sink.io.renewal import Answer, Renewal, answer_properties, storage_credentials
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -281,8 +281,7 @@ class RestCatalog(Catalog[TableT]):
             self._metadata.popitem(last=False)
         if not loaded:
             return location, meta
-        config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
-        config.update(storage_credentials(body, meta.location))
+        config = answer_properties(body, "table", meta.location)
         if config or meta.location in self._storage:
             self._storage[meta.location] = config
         return location, meta
