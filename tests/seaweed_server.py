@@ -128,6 +128,19 @@ class SeaweedServer:
             **self.s3_props,
         }
 
+    def oauth_rest_props(self, table_bucket: str) -> dict[str, str]:
+        """``load_catalog(type="rest", **props)`` for the table bucket's REST catalog,
+        authenticated with a bearer token from ``/v1/oauth/tokens`` for the S3 key and
+        secret (as DuckDB authenticates), and no S3 keys: the files are read and written
+        with the credentials the catalog vends."""
+        return {
+            "uri": self.catalog_uri,
+            "warehouse": f"s3://{table_bucket}",
+            "credential": f"{self.access_key}:{self.secret_key}",
+            "s3.endpoint": self.s3_endpoint,
+            "s3.region": REGION,
+        }
+
     @staticmethod
     def start(
         directory: str | os.PathLike[str],

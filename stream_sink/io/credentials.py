@@ -15,8 +15,10 @@ Invariants:
   (:func:`is_expired_credentials`) is sent once more with renewed credentials; a second
   refusal is reported as it is.
 - Nothing here prints a credential: reprs and messages name keys, never values.
-- Pickled (to a Spark executor), only the current properties travel: the way to renew
-  them stays on the driver, which alone talks to the catalog.
+- Pickled (to a Spark executor, inside a FileIO), the current properties travel, with
+  the catalog's :class:`~stream_sink.io.renewal.Renewal` when it offers one (a request
+  an executor can send without a long-lived secret); the driver's way to renew them,
+  its catalog client, never travels.
 """
 
 from __future__ import annotations
@@ -25,8 +27,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from stream_sink.exceptions import InvalidOptionError
+
+if TYPE_CHECKING:
+    from stream_sink.io.renewal import Renewal
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +113,31 @@ Fetch = Callable[[], Mapping[str, str]]
 """Returns the storage properties with new credentials (the catalog's answer merged
 over the catalog's own properties)."""
 
+RenewalFor = Callable[[], "Renewal | None"]
+"""The catalog's request an executor may send to renew the credentials (None: there is
+none that needs no long-lived secret); asked each time the FileIO is pickled."""
+
 
 class RefreshingCredentials:
     """The current storage properties of one table's FileIO, renewed through ``fetch``.
 
     Thread-safe: concurrent callers see one renewal, not one each."""
 
-    def __init__(self, properties: Mapping[str, str], fetch: Fetch, *, what: str) -> None:
+    def __init__(
+        self,
+        properties: Mapping[str, str],
+        fetch: Fetch,
+        *,
+        what: str,
+        renewal: RenewalFor | None = None,
+        received_ms: int | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._fetch = fetch
         self.what = what
+        self.renewal = renewal
         self._properties = dict(properties)
-        self._received_ms = now_ms()
+        self._received_ms = now_ms() if received_ms is None else received_ms
         self.refreshes = 0
 
     def __repr__(self) -> str:
@@ -126,13 +145,18 @@ class RefreshingCredentials:
 
     def __reduce__(self) -> tuple[object, ...]:
         raise TypeError(
-            "RefreshingCredentials stays on the driver; pickle the FileIO, which carries "
-            "only its current properties"
+            "RefreshingCredentials does not travel; pickle the FileIO, which carries its "
+            "current properties and the catalog's Renewal, if any"
         )
 
     @property
     def expires_at(self) -> int | None:
         return expires_at_ms(self._properties)
+
+    @property
+    def received_ms(self) -> int:
+        """When the current credentials were handed out (the margin counts from it)."""
+        return self._received_ms
 
     def current(self) -> Mapping[str, str]:
         """The properties to use now, renewed first when expiry is within the margin. A

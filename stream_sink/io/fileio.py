@@ -13,12 +13,16 @@ Invariants:
 - With ``credentials`` (a catalog's vended, short-lived credentials) every request uses
   the current ones, renewed ahead of expiry, and a request refused for expired
   credentials is sent once more with renewed ones (:mod:`stream_sink.io.credentials`).
-  Pickled, a FileIO carries its current properties only, never the way to renew them.
+  Pickled, a FileIO carries its current properties, and the catalog's
+  :class:`~stream_sink.io.renewal.Renewal` when it offers one: unpickled (on a Spark
+  executor) it renews through that as the driver does. Without one it carries only the
+  properties, and the driver keeps the means to renew them.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,8 +40,9 @@ from stream_sink.exceptions import (
     UnsupportedSchemeError,
 )
 from stream_sink.io import conditional_put
-from stream_sink.io.credentials import RefreshingCredentials
+from stream_sink.io.credentials import RefreshingCredentials, expires_at_ms
 from stream_sink.io.errors import object_store_errors
+from stream_sink.io.renewal import Renewal
 
 S3_PROPERTIES = (
     "s3.endpoint",
@@ -79,10 +84,15 @@ class FileIO:
         return FileIO("s3" if scheme == "s3a" else scheme, _storage(properties or {}), credentials)
 
     def __reduce__(self) -> tuple[object, ...]:
-        """Pickled with the current properties and without ``credentials``: an executor
-        gets credentials that were valid (and outside the renewal margin) when the task
-        was serialised, and the driver keeps the means to renew them."""
-        return (FileIO, (self.scheme, dict(self.current_properties)))
+        """Pickled with the current properties (valid, and outside the renewal margin, when
+        the task was serialised) and, when the catalog offers one, its Renewal, through
+        which the unpickled FileIO renews them; never with the driver's ``credentials``."""
+        properties = dict(self.current_properties)
+        credentials = self.credentials
+        renewal = credentials.renewal() if credentials and credentials.renewal else None
+        if credentials is None or renewal is None:
+            return (FileIO, (self.scheme, properties))
+        return (_renewing, (self.scheme, properties, renewal, credentials.received_ms))
 
     @property
     def current_properties(self) -> Mapping[str, str]:
@@ -357,6 +367,37 @@ class FileIO:
         except OSError as e:
             if not _is_not_found(e):
                 raise
+
+
+_RENEWED: OrderedDict[Renewal, RefreshingCredentials] = OrderedDict()
+"""The credentials this process renewed per Renewal (an executor's tasks unpickle the
+same FileIO again and again: the next one starts from what the last one renewed)."""
+_RENEWED_SIZE = 64
+_RENEWED_LOCK = threading.Lock()
+
+
+def _renewing(
+    scheme: str, properties: dict[str, str], renewal: Renewal, received_ms: int
+) -> FileIO:
+    """An unpickled FileIO that renews its credentials through ``renewal``; in a process
+    that already renewed them for the same Renewal (an executor's earlier task), it starts
+    from the newest set."""
+    with _RENEWED_LOCK:
+        known = _RENEWED.get(renewal)
+        if known is not None and (known.expires_at or 0) >= (expires_at_ms(properties) or 0):
+            _RENEWED.move_to_end(renewal)
+            return FileIO(scheme, properties, known)
+        credentials = RefreshingCredentials(
+            properties,
+            lambda: renewal.fetch(properties),
+            what=renewal.what,
+            renewal=lambda: renewal,
+            received_ms=received_ms,
+        )
+        _RENEWED[renewal] = credentials
+        while len(_RENEWED) > _RENEWED_SIZE:
+            _RENEWED.popitem(last=False)
+    return FileIO(scheme, properties, credentials)
 
 
 #: The schemes a FileIO serves, and the FileIO scheme serving each.

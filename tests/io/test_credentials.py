@@ -22,7 +22,7 @@ from stream_sink.io.credentials import (
     refresh_margin_ms,
 )
 from stream_sink.io.fileio import FileIO
-from stream_sink.table.catalog.rest.catalog import storage_credentials
+from stream_sink.io.renewal import Renewal, answer_properties, storage_credentials
 
 SEAWEED_EXPIRED = (
     "When initiating multiple part upload for key 'ns/t/data/x.parquet' in bucket "
@@ -123,9 +123,43 @@ def test_an_executor_gets_the_current_credentials_and_not_the_way_to_renew_them(
     shipped = pickle.loads(pickle.dumps(io))
     assert shipped.credentials is None
     assert shipped.properties == {k: v for k, v in props.items() if k.startswith("s3.")}
-    with pytest.raises(TypeError, match="stays on the driver"):
+    with pytest.raises(TypeError, match="does not travel"):
         pickle.dumps(io.credentials)
     assert "secret-t0" not in repr(io) and "t0" not in repr(io.credentials)
+
+
+def test_an_executor_copy_carries_the_catalogs_renewal_and_hides_its_token() -> None:
+    props = vended("t0", 60_000, **{"s3.endpoint": "http://store"})
+    renewal = Renewal(
+        "http://catalog/v1/pre/namespaces/ns/tables/t?snapshots=all",
+        "table",
+        "s3://b/t",
+        what="catalog 'c' table ns.t",
+        headers=(("Authorization", "Bearer tok-abcdefgh"),),
+    )
+    credentials = RefreshingCredentials(
+        props, Catalog(60_000).fetch, what="t", renewal=lambda: renewal
+    )
+    io = FileIO.for_location("s3://b/t", props, credentials)
+    shipped = pickle.loads(pickle.dumps(io))
+    assert shipped.credentials is not None and shipped.credentials.renewal is not None
+    assert shipped.credentials.renewal() == renewal
+    assert shipped.current_properties == io.current_properties  # not due: no request
+    assert "tok-abcdefgh" not in repr(shipped) + repr(shipped.credentials) + repr(renewal)
+    assert "snapshots" not in repr(renewal)  # the URL without its query
+    again = pickle.loads(pickle.dumps(io))  # a later task of the same executor process
+    assert again.credentials is shipped.credentials  # starts from what it renewed
+
+
+def test_a_renewal_answer_is_read_as_the_driver_reads_it() -> None:
+    creds = {"prefix": "s3://b/", "config": {SESSION_TOKEN: "new"}}
+    table = {"config": {"s3.endpoint": "http://store"}, "storage-credentials": [creds]}
+    assert answer_properties(table, "table", "s3://b/t") == {
+        "s3.endpoint": "http://store",
+        SESSION_TOKEN: "new",
+    }
+    assert answer_properties(table, "credentials", "s3://b/t") == {SESSION_TOKEN: "new"}
+    assert answer_properties(None, "credentials", "s3://b/t") == {}
 
 
 def test_the_longest_storage_credentials_prefix_applies() -> None:

@@ -3,7 +3,8 @@
 sessions scoped to the table. A table is written in appends spread over time; before each
 late append the table's FileIO renews its credentials from the endpoint (Nessie's access
 log shows the requests), and the rows are read back by ours, pyiceberg and DuckDB through
-the same catalog.
+the same catalog. The FileIO an executor is handed renews through the same endpoint (the
+catalog asks for no authentication, so it carries no token).
 
 The sessions Nessie gets from the STS live 900 s (the least ``AssumeRole`` grants), so the
 test makes the client renew them a few seconds after it got them
@@ -14,6 +15,7 @@ catalog (``test_vended_credentials.py``)."""
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 import uuid
 from typing import Any
@@ -56,6 +58,10 @@ def test_vended_credentials_are_renewed_through_the_credentials_endpoint(
     catalog.create_namespace(ns)
     table = catalog.create_table(f"{ns}.events", SCHEMA)
 
+    executor_io = pickle.loads(pickle.dumps(table.io))  # what an executor is handed
+    renewal = executor_io.credentials.renewal()
+    assert renewal.answer == "credentials" and renewal.url.endswith("/tables/events/credentials")
+    assert "Authorization" not in dict(renewal.headers)
     seen = [dict(table.io.current_properties)]
     first = seen[0]
     assert first[SESSION_TOKEN] and first[ACCESS_KEY_ID] != vending_seaweed.access_key
@@ -76,8 +82,16 @@ def test_vended_credentials_are_renewed_through_the_credentials_endpoint(
     assert all("from the credentials endpoint (loadCredentials)" in m for m in renewals)
     assert len(nessie.requests_to("/tables/events/credentials")) >= 2
 
+    asked = len(nessie.requests_to("/tables/events/credentials"))
     want = list(range(9))
     reloaded = catalog.load_table(f"{ns}.events")
+    # the executor's credentials are due too: it renews them itself, then reads
+    assert executor_io.read_bytes(reloaded.metadata_location)
+    on_executor = dict(executor_io.current_properties)
+    seen.append(on_executor)
+    assert on_executor[SESSION_TOKEN] not in {first[SESSION_TOKEN], seen[-2][SESSION_TOKEN]}
+    assert len(nessie.requests_to("/tables/events/credentials")) == asked + 1
+
     # three commits (Nessie keeps only the current snapshot in the metadata it serves)
     assert max(s.sequence_number for s in reloaded.snapshots()) == 3
     assert sorted(reloaded.scan().to_arrow().column("id").to_pylist()) == want

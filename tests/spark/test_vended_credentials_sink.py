@@ -1,8 +1,11 @@
 """An append stream into a REST table whose catalog vends credentials that expire after
 ``VENDED_LIFETIME_S`` (``vending_seaweed``), outliving them: one micro-batch is held up
 in its executor past the lifetime of the credentials it was handed, so S3 refuses its
-writes mid-batch; the sink renews them and writes the batch again. Every row lands
-exactly once, read back by ours, pyiceberg and DuckDB through the same catalog."""
+writes mid-batch; the sink renews them and writes the batch again. The same through
+``format("stream_sink")`` with the catalog authenticated by an OAuth2 token: the
+executor holding the batch renews the credentials itself, and the query goes on. Every
+row lands exactly once, read back by ours, pyiceberg and DuckDB through the same
+catalog."""
 
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from seaweed_server import VENDED_LIFETIME_S
 from streams import run_available, write_batches
 
 import stream_sink as ss
-from stream_sink.spark import IcebergSink
+from stream_sink.spark import IcebergSink, register
+from stream_sink.spark.datasource.register import supports_data_source
 
 TABLE_BUCKET = "warehouse"  # the vending server's table bucket
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
@@ -86,6 +90,48 @@ def test_an_append_stream_outlives_its_vended_credentials(
         if path.is_file():
             assert not leaked.search(path.read_bytes()), path
 
+    want = list(range(12))
+    table = catalog.load_table(name)
+    assert len(table.snapshots()) == 4  # one per batch, none twice
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
+
+    from readers import rest_catalog_ids
+
+    assert rest_catalog_ids(vending_seaweed, TABLE_BUCKET, ns, "events") == (want, want)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not supports_data_source(), reason="Spark's Python Data Source API needs pyspark >= 4.0"
+)
+def test_a_data_source_stream_renews_vended_credentials_in_its_executors(
+    spark: Any, tmp_path: Path, vending_seaweed: Any
+) -> None:
+    props = vending_seaweed.oauth_rest_props(TABLE_BUCKET)
+    catalog = ss.load_catalog("vend", type="rest", **props)
+    ns = f"ns{uuid.uuid4().hex[:10]}"
+    catalog.create_namespace(ns)
+    name = f"{ns}.events"
+    catalog.create_table(name, SCHEMA)
+    batches = [[{"id": i * 3 + j, "v": f"b{i}"} for j in range(3)] for i in range(4)]
+    write_batches(tmp_path / "in", batches)
+    slow = held_up_once(tmp_path / "held-up", VENDED_LIFETIME_S + 1)
+
+    register(spark)
+    df = spark.readStream.schema("id long, v string").option("maxFilesPerTrigger", 1)
+    df = df.json(str(tmp_path / "in")).withColumn("id", slow("id"))
+    writer = df.writeStream.format("stream_sink").option("table", name)
+    for key, value in {**props, "type": "rest"}.items():
+        writer = writer.option(f"catalog.{key}", value)
+    query = (
+        writer.option("state-dir", str(tmp_path / "state"))
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()  # raises when a batch failed
+
+    assert os.path.exists(tmp_path / "held-up")
     want = list(range(12))
     table = catalog.load_table(name)
     assert len(table.snapshots()) == 4  # one per batch, none twice

@@ -12,6 +12,7 @@ import pytest
 
 import stream_sink as ss
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.io import FileIO
 from stream_sink.spark import IcebergSink
 from stream_sink.spark.foreach_batch.parquet_route import choose_route, rows_per_file
 from stream_sink.write.writer_factory import TaskWriterFactory
@@ -56,6 +57,25 @@ def test_auto_keeps_pyarrow_off_local_paths_and_for_other_codecs(tmp_path: Path)
     assert choose_route("spark", "append", remote)[0] == "spark"
     f = factory(tmp_path / "b", properties={"write.parquet.compression-codec": "brotli"})
     assert choose_route("spark", "append", f) == ("arrow", "codec brotli")
+
+
+def test_a_table_with_vended_credentials_takes_pyarrow_even_when_spark_is_asked(
+    tmp_path: Path,
+) -> None:
+    """s3a would write with the session's own keys, not the catalog's vended ones."""
+    vended = {
+        "s3.access-key-id": "ASIAEXAMPLE",
+        "s3.secret-access-key": "temporary",
+        "s3.session-token": "session",
+        "s3.session-token-expires-at-ms": "4102444800000",
+    }
+    remote = dataclasses.replace(
+        factory(tmp_path),
+        data_location="s3://bucket/t/data",
+        io=FileIO.for_location("s3://bucket/t", vended),
+    )
+    route, reason = choose_route("spark", "append", remote)
+    assert route == "arrow" and "vends this table's storage credentials" in reason
 
 
 def test_an_unknown_route_is_refused(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
-"""Driver side of ``format("stream_sink")``: plan the write when the query starts, and
+"""Driver side of ``format("stream_sink")``: plan each micro-batch's write, and
 commit or abort what the executors wrote.
 
-Spark runs each of these in a Python worker on the driver: ``prepare_write`` when
-the query (or batch write) starts, ``commit_stream``/``abort_stream`` once per
+Spark runs each of these in a Python worker on the driver: ``prepare_write`` whenever
+it asks for a writer (for every micro-batch, and more than once for some: so each
+batch's executors get the table, and its storage credentials, as loaded for that
+batch), ``commit_stream``/``abort_stream`` once per
 micro-batch, in a fresh worker each time. So each commit reopens the sink's runtime
 (:func:`stream_sink.spark.runtime.open_iceberg`: the query id from Spark's checkpoint
 location, the operator state, the committer restored, which finishes whatever a crash

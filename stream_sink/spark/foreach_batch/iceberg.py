@@ -109,7 +109,9 @@ class IcebergSink:
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
     (Spark's own Parquet writer where it writes the table's files exactly, pyarrow
     otherwise; see ``.parquet_route``), ``"spark"`` (insist; falls back
-    only where Spark cannot), ``"arrow"`` (always pyarrow). CDC modes always use pyarrow.
+    only where Spark cannot, or where the catalog vends the table's storage credentials,
+    which s3a would not use; logged at WARNING), ``"arrow"`` (always pyarrow). CDC modes
+    always use pyarrow.
 
     ``schema_evolution``: ``"none"`` (a DataFrame that does not fit the table stops the
     query), ``"add-columns"`` or ``"compatible"`` (the table's schema is brought up to the
@@ -513,7 +515,14 @@ class IcebergSink:
         )
         route, why = choose_route(self.write_route, self.options.mode, factory)
         if route != self._route:
-            log.info("sink %s: data files written by the %s route (%s)", self.sink_id, route, why)
+            overruled = self.write_route == "spark" and route != "spark"
+            log.log(
+                logging.WARNING if overruled else logging.INFO,
+                "sink %s: data files written by the %s route (%s)",
+                self.sink_id,
+                route,
+                why,
+            )
             self._route = route
         if route == "spark":
             projection = self._projection(factory, plan, table)

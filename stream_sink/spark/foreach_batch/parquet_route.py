@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stream_sink.io.credentials import is_vended
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.foreach_batch.file_columns import (
     PARTITION_PREFIX,
@@ -66,7 +67,7 @@ def choose_route(requested: str, mode: str, factory: TaskWriterFactory) -> tuple
     append and overwrite; CDC modes (delete files, key index) always take pyarrow."""
     if requested == "arrow" or mode not in ("append", "overwrite"):
         return "arrow", f"write_route={requested}, mode={mode}"
-    reason = spark_unsupported(factory)
+    reason = spark_unsupported(factory) or _vended_credentials(factory)
     if reason is None and requested == "auto":
         scheme = factory.data_location.split("://", 1)[0] if "://" in factory.data_location else ""
         if scheme not in _LOCAL_SCHEMES:
@@ -74,6 +75,20 @@ def choose_route(requested: str, mode: str, factory: TaskWriterFactory) -> tuple
     if reason is None:
         return "spark", "Spark's Parquet writer can write this table"
     return "arrow", reason
+
+
+def _vended_credentials(factory: TaskWriterFactory) -> str | None:
+    """Why Spark's writer must not write files that take a catalog's vended credentials:
+    s3a would write them with the session's own keys (its options are cached per
+    FileSystem, so a batch cannot hand it the table's set), where the table's FileIO
+    uses, and renews, the vended ones."""
+    io = factory.io
+    if io.credentials is None and not is_vended(io.properties):
+        return None
+    return (
+        "the catalog vends this table's storage credentials, which Spark's s3a writer "
+        "would not use (it writes with the session's own keys)"
+    )
 
 
 def spark_unsupported(factory: TaskWriterFactory) -> str | None:

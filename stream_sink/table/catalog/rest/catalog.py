@@ -21,6 +21,11 @@ Invariants:
   endpoint when ``/v1/config`` lists it (Nessie serves it without naming it), else by
   loading the table again, which vends new ones. Each renewal is logged at INFO with
   its source. ``client.refresh-credentials-enabled=false`` turns renewal off.
+- A table's FileIO pickled for Spark's executors carries a
+  :class:`~stream_sink.io.renewal.Renewal`: the same request in the same order (named
+  endpoint, ``loadCredentials``, table load), with the headers
+  :meth:`~stream_sink.table.catalog.rest.client.RestClient.executor_headers` allows; none
+  when those would need a long-lived secret (then executors renew nothing, as before).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from stream_sink.io.credentials import (
     RefreshingCredentials,
     is_vended,
 )
+from stream_sink.io.renewal import Answer, Renewal, answer_properties, storage_credentials
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -275,8 +281,7 @@ class RestCatalog(Catalog[TableT]):
             self._metadata.popitem(last=False)
         if not loaded:
             return location, meta
-        config = {str(k): str(v) for k, v in (body.get("config") or {}).items()}
-        config.update(storage_credentials(body, meta.location))
+        config = answer_properties(body, "table", meta.location)
         if config or meta.location in self._storage:
             self._storage[meta.location] = config
         return location, meta
@@ -292,6 +297,7 @@ class RestCatalog(Catalog[TableT]):
             props,
             functools.partial(self._renew_credentials, identifier, location),
             what=f"catalog {self.name!r} table {dotted(identifier)}",
+            renewal=functools.partial(self._executor_renewal, identifier, location),
         )
         return FileIO.for_location(location, props, credentials)
 
@@ -301,6 +307,30 @@ class RestCatalog(Catalog[TableT]):
         if match is not None:
             props.update(self._storage[match])
         return props
+
+    def _executor_renewal(self, ident: Identifier, location: str) -> Renewal | None:
+        """The request with which an executor renews the credentials of the table at
+        ``location``, asked in the order ``_renew_credentials`` asks; None when it would
+        need a long-lived secret (see the module's invariants)."""
+        headers = self.client.executor_headers()
+        if headers is None:
+            return None
+        named = self._storage_properties(location).get(REFRESH_ENDPOINT)
+        answer: Answer = "credentials"
+        if named:
+            url = self.client.resolve(named)
+        elif self.client.supports(LOAD_CREDENTIALS):
+            url = self.client.url(f"{self._table(ident)}/credentials")
+        else:
+            url, answer = self.client.url(self._table(ident)), "table"
+        return Renewal(
+            url,
+            answer,
+            location,
+            what=f"catalog {self.name!r} table {dotted(ident)}",
+            headers=tuple(sorted(headers.items())),
+            timeout_s=self.client.timeout_s,
+        )
 
     def _renew_credentials(self, ident: Identifier, location: str) -> dict[str, str]:
         """Storage properties with new credentials for the table at ``location``: from
@@ -572,15 +602,3 @@ def _actions(updates: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _types(requirements: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({str(r["type"]) for r in requirements})
-
-
-def storage_credentials(body: Any, location: str) -> dict[str, str]:
-    """The ``config`` of the ``storage-credentials`` entry (of a LoadTableResult or a
-    LoadCredentialsResponse) whose prefix is the longest one ``location`` starts with;
-    empty when none matches."""
-    best: tuple[int, dict[str, str]] = (-1, {})
-    for cred in (body or {}).get("storage-credentials") or []:
-        prefix = str(cred.get("prefix", ""))
-        if location.startswith(prefix) and len(prefix) > best[0]:
-            best = (len(prefix), {str(k): str(v) for k, v in (cred.get("config") or {}).items()})
-    return best[1]

@@ -19,6 +19,10 @@ Invariants:
   and the caller resolves it by reading the table back.
 - No message, log line or repr carries a secret: credentials, tokens and signing keys
   are never formatted; server messages are quoted as the server sent them.
+- Executors get headers to renew vended credentials with (:meth:`RestClient.executor_headers`)
+  only when those hold no long-lived secret: no auth at all, or the bearer token the
+  client credentials were exchanged for (renewed first when less than half its lifetime,
+  at most five minutes, is left); never for SigV4, a static ``token`` or a secret header.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from stream_sink.exceptions import (
     CatalogUnavailableError,
     InvalidOptionError,
 )
+from stream_sink.io.credentials import now_ms, refresh_margin_ms
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +116,8 @@ class RestClient:
         self._timeout = _int(props, REQUEST_TIMEOUT_MS, 60_000, catalog) / 1000
         self.session = self._session(props, auth=False)
         self._auth_manager: Any = None
+        self._token_received_ms = 0
+        self._token_expires_ms: int | None = None
         self.endpoints: frozenset[str] = frozenset()
         self.properties = self._fetch_config(props)
         self.session = self._session(self.properties, auth=True)
@@ -124,6 +131,11 @@ class RestClient:
     @property
     def prefix(self) -> str:
         return self.properties.get(PREFIX, "").strip("/")
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one request may take (``rest.request-timeout-ms``)."""
+        return float(self._timeout)
 
     @property
     def idempotency(self) -> bool:
@@ -179,6 +191,7 @@ class RestClient:
         params.update({k: props[k] for k in ("audience", "resource") if props.get(k)})
         auth_url = props.get(OAUTH2_SERVER_URI) or f"{props[URI].rstrip('/')}/v1/oauth/tokens"
         token_session = self._requests.Session()
+        token_session.hooks["response"].append(self._note_token)
         try:
             manager = LegacyOAuth2AuthManager(
                 session=token_session,
@@ -196,6 +209,57 @@ class RestClient:
             ) from None
         self._auth_manager = manager
         return AuthManagerAdapter(manager)
+
+    def _note_token(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        """When a token the OAuth2 server handed out expires (its ``expires_in``)."""
+        if not response.ok:
+            return
+        try:
+            expires_in = response.json().get("expires_in")
+        except (ValueError, AttributeError):
+            expires_in = None
+        self._token_received_ms = now_ms()
+        self._token_expires_ms = (
+            self._token_received_ms + int(float(expires_in) * 1000) if expires_in else None
+        )
+
+    def executor_headers(self) -> dict[str, str] | None:
+        """Headers with which a Spark executor may renew vended credentials at this server,
+        or None when that would need a long-lived secret (SigV4 keys, a static ``token``,
+        a secret ``header.*``): see the module's invariants."""
+        from stream_sink.io.sigv4 import SIGV4_ENABLED
+
+        props = self.properties
+        if props.get(SIGV4_ENABLED, "false").strip().lower() == "true":
+            return None
+        headers = {ACCESS_DELEGATION: "vended-credentials"}
+        for key, value in props.items():
+            if key.startswith(HEADER_PREFIX):
+                if is_secret(key):
+                    return None
+                headers[key[len(HEADER_PREFIX) :]] = value
+        if props.get(CREDENTIAL) and self._auth_manager is not None:
+            if not self._token_for_executors():
+                return None
+            headers["Authorization"] = str(self._auth_manager.auth_header())
+        elif props.get(CREDENTIAL) or props.get(TOKEN):
+            return None
+        return headers
+
+    def _token_for_executors(self) -> bool:
+        """Renew the bearer token first when it is due (as storage credentials are);
+        False when it expired and cannot be renewed now (executors then get none)."""
+        expires = self._token_expires_ms
+        if expires is None:
+            return True
+        if now_ms() < expires - refresh_margin_ms({}, expires - self._token_received_ms):
+            return True
+        try:
+            self._refresh_token()
+        except CatalogAuthError as e:
+            log.warning("%s; executors get no way to renew storage credentials", e)
+            return now_ms() < expires
+        return True
 
     # --- requests ------------------------------------------------------------------------
 
