@@ -122,7 +122,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"a table whose maintenance lock is a lease log (a REST catalog's) and names no "
         f"{LOCK_LOCATION}: record DIR (s3:// or local, writable by every maintainer) as that "
         "property, as a sink's in-job maintenance does, and take the lock there; sinks and "
-        "later runs share it. A location the table already names is kept",
+        "later runs share it. A location the table already names is kept (default: none)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
