@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
+from stream_sink.checkpoints.metadata import DELTA_CATALOG
 from stream_sink.commit.delta_target import delta_identity as delta_identity_of
 from stream_sink.commit.watermark import committed_watermark, iter_ancestry, stamp_of
 from stream_sink.delta import DeltaTable
@@ -85,7 +86,8 @@ class SinkStatus:
     staged: tuple[int, ...] | None
     pending: tuple[int, ...] | None
     catalog: str | None = None
-    """The catalog read: its name and where it is (never credentials)."""
+    """The catalog read: its name and where it is (never credentials); for a Delta
+    table, that it has none."""
     maintenance: MaintenanceMetricsSnapshot | DeltaMaintenanceMetrics | None = None
     """What the sink's in-job maintenance last reported (None: it runs none, or not yet),
     in the counts of the sink's table format."""
@@ -168,8 +170,8 @@ def sink_status(
         watermark, error, last, warnings = _table_watermark(
             catalog, table_name, recorded, query_id, sink, branch
         )
-        if recorded is None and error is not None:
-            error = f"{error}; {_unrecorded(maintenance)}"
+        if recorded is None and table is None and error is not None:
+            error = f"{_unrecorded(maintenance)}; as table {table_name}: {error}"
     if isinstance(maintenance, MaintenanceMetricsSnapshot) and maintenance.failing:
         warnings = (
             f"in-sink maintenance has failed {maintenance.consecutive_failures} runs in a "
@@ -191,11 +193,17 @@ def sink_status(
         planned=tuple(query.planned_batch_ids(spark_dir, io)),
         staged=staged,
         pending=pending,
-        catalog=None if catalog is None else describe_catalog(catalog),
+        catalog=_describe(catalog, delta_identity),
         maintenance=maintenance,
         warnings=warnings,
         delta=delta,
     )
+
+
+def _describe(catalog: Catalog | None, delta: TableIdentity | None) -> str | None:
+    if delta is not None:
+        return "none (a Delta table, by its location)"
+    return None if catalog is None else describe_catalog(catalog)
 
 
 def _delta_table(
@@ -214,8 +222,11 @@ def _delta_table(
                 table=location,
                 catalog_settings={**(recorded.catalog_settings or {}), "location": location},
             )
-        loaded = DeltaTable.load(location, storage_options=storage)
-        return delta_identity_of(loaded)
+        try:
+            return delta_identity_of(DeltaTable.load(location, storage_options=storage))
+        except (StreamSinkError, OSError):  # reported by delta_watermark, which loads it too
+            settings = {"type": DELTA_CATALOG, "location": location}
+            return TableIdentity(DELTA_CATALOG, location, "unknown", settings)
     return recorded if recorded is not None and recorded.is_delta else None
 
 
@@ -224,7 +235,7 @@ def _unrecorded(maintenance: object) -> str:
     what = "a Delta sink" if isinstance(maintenance, DeltaMaintenanceMetrics) else "the sink"
     return (
         f"table unknown: {what} recorded no table in this checkpoint location (written by "
-        "an older version; it is recorded at the next start); pass --table (a Delta "
+        "an older version; it is recorded at the next start): pass --table (a Delta "
         "table's path, or an Iceberg table's name with --warehouse or --catalog-uri)"
     )
 

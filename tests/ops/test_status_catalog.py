@@ -241,6 +241,7 @@ def test_status_of_a_delta_sink_shows_its_table_version_files_and_watermark(
     assert main(args) == 0
     text = capsys.readouterr().out
     assert f"table                       {table.location}\n" in text
+    assert "catalog                     none (a Delta table, by its location)" in text
     assert "delta table                 version 2, 2 live files (" in text
     assert "watermark                   1 (the highest Spark batch id" in text
     assert "last commit                 version 2 at " in text and text.count(", watermark 1")
