@@ -192,21 +192,27 @@ def test_status_of_a_delta_data_source_query_shows_its_compacted_and_vacuumed_fi
     )
 
 
-def delta_sink_run(tmp_path: Path) -> tuple[Path, DeltaTable]:
+def delta_sink_run(
+    tmp_path: Path, location: str | None = None, storage: dict[str, str] | None = None
+) -> tuple[Path, DeltaTable]:
     """A Delta sink of the ``format("stream_sink")`` route (its checkpoint location is
-    Spark's) that committed two batches of two rows each into ``lake/pages``."""
+    Spark's) that committed two batches of two rows each into ``location`` (default:
+    ``lake/pages``; on a store with ``storage``)."""
     chk = tmp_path / "chk"
     data_source_checkpoint(chk)
     acknowledged = sorted((chk / "commits").iterdir())
     for f in acknowledged:  # Spark acknowledges each batch once the sink has it
         f.rename(f.with_suffix(".later"))
     schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
-    table = DeltaTable.create(str(tmp_path / "lake" / "pages"), schema)
+    location = location or str(tmp_path / "lake" / "pages")
+    table = DeltaTable.create(location, schema, storage_options=storage)
     places = DeltaPlaces.resolve(
         table.location,
+        sink_id="pages",
         checkpoint_location=str(chk),
         spark_checkpoint_location=str(chk),
         state_dir=str(tmp_path / "state"),
+        storage_options=storage,
     )
     runtime = open_delta(places, table, "append", places.job_id())
     try:
@@ -269,3 +275,23 @@ def test_status_of_a_delta_sink_that_recorded_no_table_says_table_unknown(
     assert main([*args, "--table", table.location]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["watermark"] == 1 and status["delta"]["files"] == 2
+
+
+def test_status_of_a_delta_sink_on_s3_records_no_credential_and_reads_with_given_ones(
+    tmp_path: Path, s3_props: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sink records the table's location and the store's endpoint, never its keys;
+    status reads the table with keys given as ``--catalog-property``."""
+    location = f"s3://lake/delta/{uuid.uuid4().hex}"
+    chk, _ = delta_sink_run(tmp_path, location, s3_props)
+    recorded = (chk / "pages" / "_table.json").read_text()
+    assert location in recorded and s3_props["s3.endpoint"] in recorded
+    assert s3_props["s3.secret-access-key"] not in recorded and "access-key" not in recorded
+    keys = ("s3.access-key-id", "s3.secret-access-key")
+    args = ["status", "--checkpoint-location", str(chk), "--format", "jsonl"]
+    for key in keys:
+        args += ["--catalog-property", f"{key}={s3_props[key]}"]
+    assert main(args) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["table"] == location and status["watermark"] == 1
+    assert status["delta"]["files"] == 2
