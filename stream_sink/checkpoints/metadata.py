@@ -18,6 +18,18 @@ from stream_sink.exceptions import CorruptStateError, UnsupportedError, Validati
 
 CHECKPOINT_FORMAT_VERSION = 1
 
+DELTA_CATALOG = "delta"
+"""The catalog name and ``type`` setting a Delta sink's :class:`TableIdentity` records:
+a Delta table has no catalog; its ``table`` is the table's location and its uuid the
+``metaData`` id."""
+
+_SECRET_WORDS = ("password", "secret", "token", "access-key", "credential", "session", "key-id")
+
+
+def is_secret(key: str) -> bool:
+    """Whether a setting named ``key`` may hold a credential (never recorded)."""
+    return any(word in key.lower() for word in _SECRET_WORDS)
+
 
 @dataclass(frozen=True)
 class TableIdentity:
@@ -33,10 +45,17 @@ class TableIdentity:
     password, storage settings), never credentials; None when not recorded (older
     checkpoints, catalogs of other kinds). ``stream-sink status`` uses it."""
 
+    @property
+    def is_delta(self) -> bool:
+        """A Delta table's identity (see :data:`DELTA_CATALOG`)."""
+        return (self.catalog_settings or {}).get("type") == DELTA_CATALOG
+
     def same_table(self, other: TableIdentity) -> bool:
         return self.table_uuid == other.table_uuid
 
     def describe(self) -> str:
+        if self.is_delta:
+            return f"Delta table {self.table} (id {self.table_uuid})"
         return f"table {self.table} (catalog {self.catalog!r}, uuid {self.table_uuid})"
 
     def to_dict(self) -> dict[str, Any]:

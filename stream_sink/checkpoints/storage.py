@@ -54,6 +54,8 @@ TABLE_FILE = "_table.json"
 """Per sink: the table it writes (catalog, name, uuid), recorded at its first start."""
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _STATE_DIR = re.compile(r"^state-[0-9a-f]+$")
+_TEMPORARY = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+"""The name ``FileIO.write_atomic`` gives its temporary file: ``<name>.<uuid hex>.tmp``."""
 
 
 class CheckpointStorage:
@@ -232,6 +234,19 @@ class CheckpointStorage:
             elif cid in complete or cid < newest:
                 self._delete_quietly(f"{chk}/{METADATA_FILE}")
                 self._delete_quietly(chk)
+
+    def sweep_temporaries(self) -> list[str]:
+        """Delete the temporary files an interrupted atomic write left in the sink's
+        directory (``_table.json.<hex>.tmp``, ``maintenance.json.<hex>.tmp``: the
+        process died between writing and renaming; those inside a checkpoint directory
+        go with it, by :meth:`apply_retention`). Call while no write of this sink is
+        under way (at restore). Returns the deleted locations."""
+        gone = []
+        for loc in self.io.list_dir(self.location):
+            if _TEMPORARY.search(loc.rsplit("/", 1)[-1]):
+                self._delete_quietly(loc)
+                gone.append(loc)
+        return gone
 
     def _drop_stray_state_dirs(self, done: CompletedCheckpoint) -> None:
         for loc in self.io.list_dir(done.location):

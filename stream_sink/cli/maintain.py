@@ -1,9 +1,11 @@
 """``stream-sink maintain TABLE``: compaction, equality-delete conversion, snapshot
 expiry, orphan cleanup and manifest rewriting from the command line.
 
-The run holds the table's maintenance lock (shared with sinks' in-job maintenance);
-actions run in a fixed order: rewrite data files (then dangling deletes), convert
-equality deletes, rewrite manifests, expire snapshots, remove orphan files.
+The run holds the table's maintenance lock (shared with sinks' in-job maintenance); a
+REST table's lock lives where its ``stream-sink.maintenance.lock-location`` property
+says, which ``--lock-location`` records when the table names none. Actions run in a
+fixed order: rewrite data files (then dangling deletes), convert equality deletes,
+rewrite manifests, expire snapshots, remove orphan files.
 Exit 0 when done, 1 with a one-line reason when it gave up (lock held, conflict
 after re-planning, bad duration, missing table).
 """
@@ -21,9 +23,13 @@ from typing import Any
 
 from stream_sink.cli.output import format_table
 from stream_sink.cli.table_commands import add_catalog_options, open_catalog
-from stream_sink.exceptions import InvalidOptionError, StreamSinkError
+from stream_sink.exceptions import InvalidOptionError, StreamSinkError, UnsupportedError
+from stream_sink.io import FileIO
 from stream_sink.maintenance import Maintenance
 from stream_sink.maintenance.inventory import inventory
+from stream_sink.maintenance.lease_lock import adopt_lock_location
+from stream_sink.maintenance.lock import LOCK_LOCATION, uses_lease_log
+from stream_sink.spark.options import resolve_location
 from stream_sink.table.table import Table
 
 ACTIONS = (
@@ -109,6 +115,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="a partition's small files are compacted once it has this many",
     )
+    p.add_argument(
+        "--lock-location",
+        default=None,
+        metavar="DIR",
+        help=f"a table whose maintenance lock is a lease log (a REST catalog's) and names no "
+        f"{LOCK_LOCATION}: record DIR (s3:// or local, writable by every maintainer) as that "
+        "property, as a sink's in-job maintenance does, and take the lock there; sinks and "
+        "later runs share it. A location the table already names is kept (default: none)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     add_catalog_options(p)
@@ -139,6 +154,7 @@ def run_maintain(args: argparse.Namespace) -> int:
             }
         else:
             started = time.perf_counter()
+            m = Maintenance(with_lock_location(table, args.lock_location))
             with m.lock("cli"):
                 results = _run(m, chosen, args, now, expire_ms, orphan_ms)
             report = {
@@ -161,6 +177,41 @@ def run_maintain(args: argparse.Namespace) -> int:
 
 
 # --- running ------------------------------------------------------------------------------
+
+
+def with_lock_location(table: Table, given: str | None) -> Table:
+    """``table`` with the lock location the run takes its lock in: the one it names, else
+    ``given`` recorded as its property (``adopt_lock_location``). UnsupportedError saying
+    what to pass when its lock is a lease log and neither names one."""
+    if not uses_lease_log(table):
+        if given is not None:
+            _note(f"table {table.name} keeps its lock without a lease log: --lock-location unused")
+        return table
+    named = table.properties.get(LOCK_LOCATION)
+    location = resolve_location(given) if given is not None else None
+    if named:
+        if location is not None and location != named.rstrip("/"):
+            _note(f"table {table.name} names {LOCK_LOCATION}={named}, kept (never replaced)")
+        return table
+    if location is None:
+        raise UnsupportedError(
+            f"table {table.name}: its maintenance lock is a lease log in the directory the "
+            f"table property {LOCK_LOCATION} names, and it names none yet (a sink with "
+            "in-job maintenance records one at its first run); pass --lock-location DIR (s3:// "
+            "or local, writable by every maintainer: recorded as the property, shared with "
+            "the sinks from then on), or set the property yourself (ALTER TABLE ... SET "
+            "TBLPROPERTIES)"
+        )
+    if not FileIO.for_location(location, table.io.properties).supports_put_if_absent:
+        raise UnsupportedError(
+            f"--lock-location {given}: a lease log needs a store with put-if-absent; use an "
+            "s3:// or local directory"
+        )
+    return adopt_lock_location(table, location)
+
+
+def _note(text: str) -> None:
+    print(f"stream-sink maintain: {text}", file=sys.stderr)
 
 
 def _run(

@@ -9,10 +9,12 @@ import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from stream_sink.cli.table_commands import add_catalog_options, open_catalog
+from stream_sink.cli.table_commands import add_catalog_options, catalog_properties, open_catalog
+from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
+from stream_sink.spark.options import resolve_location
 from stream_sink.table.catalog import Catalog
 
 
@@ -30,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--table",
         default=None,
-        help="the table the sink writes (default: the table the sink recorded at its "
-        "first start, else the sink id)",
+        help="the table the sink writes, or a Delta table's path (default: the table "
+        "the sink recorded at its first start, else the sink id)",
     )
     parser.add_argument("--branch", default="main", help="the branch the sink commits to")
     add_catalog_options(parser)
@@ -52,6 +54,7 @@ def run_status(args: argparse.Namespace) -> int:
         sink_id=args.sink_id,
         table=args.table,
         branch=args.branch,
+        storage_options=catalog_properties(args.catalog_property or []),
     )
     if args.format == "jsonl":
         doc = asdict(status)
@@ -71,8 +74,12 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _catalog(args: argparse.Namespace) -> Catalog | None:
     """The catalog given by options; None (the one the sink recorded) when none is given
-    and the sink recorded its catalog's settings; else the default ``warehouse``."""
+    and the sink recorded its catalog's settings (a Delta sink its table's location) or
+    ``--table`` is a Delta table's path; else the default ``warehouse``."""
     if not args.warehouse and not args.catalog_uri:
+        storage = catalog_properties(args.catalog_property or [])
+        if args.table and DeltaTable.is_delta_table(resolve_location(args.table), storage):
+            return None
         recorded = recorded_table(args.checkpoint_location, args.sink_id)
         if recorded is not None and recorded.catalog_settings:
             return None
@@ -86,6 +93,7 @@ def render(s: SinkStatus) -> str:
         else f"unknown: {s.table_error}"
     )
     last = s.last_commit
+    unit = "snapshot" if s.delta is None else "version"
     lines = [
         ("sink", s.sink_id),
         ("table", s.table),
@@ -97,9 +105,10 @@ def render(s: SinkStatus) -> str:
             "last commit",
             "none yet"
             if last is None
-            else f"snapshot {last.snapshot_id} at {_time(last.timestamp_ms)}, watermark "
+            else f"{unit} {last.snapshot_id} at {_time(last.timestamp_ms)}, watermark "
             f"{last.watermark}",
         ),
+        *_delta_lines(s),
         ("last sink checkpoint", _or_none(s.last_checkpoint_id)),
         ("staged batches", _held(s.staged, "in a completed checkpoint, not yet committed")),
         ("pending batches", _held(s.pending, "durable in the sink, waiting for a checkpoint")),
@@ -116,6 +125,13 @@ def render(s: SinkStatus) -> str:
     lines.extend(("warning", w) for w in s.warnings)
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:
+    d = s.delta
+    if d is None:
+        return []
+    return [("delta table", f"version {d.version}, {d.files} live files ({d.bytes} bytes)")]
 
 
 def _held(ids: tuple[int, ...] | None, what: str) -> str:

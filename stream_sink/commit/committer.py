@@ -557,6 +557,8 @@ class FilesCommitter:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
         self._watermark = self.target.watermark(self.job_id, self.operator_id)
         self.target.sweep(self._namer, self._staged_payloads(), where=f"sink {self.operator_id}")
+        if self._storage is not None:
+            self._storage.sweep_temporaries()
 
     @staticmethod
     def _instance_token(opened: OpenedState) -> str:

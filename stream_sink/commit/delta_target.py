@@ -1,5 +1,7 @@
 """Delta Lake behind the commit protocol's target interface.
 
+- Identity: the table's location and ``metaData`` id (:func:`delta_identity`), recorded in
+  the sink's state and checkpoints as an Iceberg table's catalog, name and uuid are.
 - Staging: a batch's add/remove actions are themselves the staged form (the payload in
   ``staged/<ckpt>`` is the batch's bytes); no staging files exist, so nothing is swept.
 - Watermark: a ``txn`` action with appId ``stream-sink:<job id>:<sink id>`` and version =
@@ -21,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from stream_sink.checkpoints.metadata import DELTA_CATALOG, TableIdentity, is_secret
 from stream_sink.delta import DeltaTable, Txn
 from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
@@ -162,6 +165,20 @@ class DeltaTarget(CommitTarget):
 
     def delete_file(self, path: str) -> None:
         self.table.io.delete(absolute_location(self.table.location, path))
+
+    def identity(self) -> TableIdentity:
+        """The table's location and ``metaData`` id, with the store's settings that are
+        not credentials (``s3.endpoint``, ``s3.region``): what ``stream-sink status``
+        opens the table with. A table deleted and created again at the location has
+        another id: the sink's state and checkpoints are refused for it."""
+        return delta_identity(self.table)
+
+
+def delta_identity(table: DeltaTable) -> TableIdentity:
+    """The :class:`TableIdentity` a Delta sink records (see ``DeltaTarget.identity``)."""
+    settings = {k: v for k, v in table.io.properties.items() if not is_secret(k)}
+    settings.update(type=DELTA_CATALOG, location=table.location)
+    return TableIdentity(DELTA_CATALOG, table.location, table.snapshot.metadata.id, settings)
 
 
 def replace_partitions(txn: Any, adds: Sequence[AddFile], columns: Sequence[str]) -> None:

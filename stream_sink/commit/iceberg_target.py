@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from urllib.parse import urlsplit, urlunsplit
 
-from stream_sink.checkpoints.metadata import TableIdentity
+from stream_sink.checkpoints.metadata import TableIdentity, is_secret
 from stream_sink.exceptions import MissingFileError
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.catalog import Catalog, HadoopCatalog
@@ -140,9 +140,6 @@ class IcebergTarget(CommitTarget):
         return self.table.io.exists(path)
 
 
-_SECRET_WORDS = ("password", "secret", "token", "access-key", "credential", "session", "key-id")
-
-
 def catalog_settings(catalog: Catalog) -> dict[str, str] | None:
     """What opens ``catalog`` again, for ``stream-sink status``: its type and properties
     (``warehouse``, ``uri``, ``s3.endpoint``, ...) without credentials: keys naming a
@@ -157,7 +154,7 @@ def catalog_settings(catalog: Catalog) -> dict[str, str] | None:
         return None
     out = {"type": kind}
     for key, value in props.items():
-        if any(word in key.lower() for word in _SECRET_WORDS):
+        if is_secret(key):
             continue
         out[key] = _without_password(value) if key == "uri" else value
     return out

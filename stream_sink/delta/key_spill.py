@@ -29,7 +29,9 @@ starts in the hash file. The commit then:
 Invariants: the result is the same as ``rewrite_touched`` on all the keys (the same
 files removed, the same rows kept); memory is bounded by one file's keys, one chunk of
 :data:`CHUNK_ROWS` keys and its join, whatever the batch's size; the spill files are
-deleted by :func:`remove_spills` once the batch is committed or aborted.
+deleted by :func:`remove_spills` once the batch is committed or aborted, and those of a
+batch whose process died before its commit by :func:`sweep_spills` at the sink's next
+commit (each sink spills into a folder of its own).
 """
 
 from __future__ import annotations
@@ -226,6 +228,24 @@ def _open_parquet(io: FileIO, path: str) -> Iterator[pq.ParquetFile]:
             yield pf
         finally:
             pf.close()
+
+
+def sweep_spills(io: FileIO, folder: str, keep: Sequence[KeySpill]) -> list[str]:
+    """Delete the files under ``folder`` that are not ``keep``'s: the spills of batches
+    whose commit never ran (a process killed between the tasks' spilling and the
+    commit; Spark runs such a batch's tasks again, which spill anew). Only the sink
+    owning ``folder`` may call it, between its tasks and their commit. Best effort;
+    returns the deleted locations."""
+    kept = {p.rsplit("/", 1)[-1] for s in keep for p in (s.keys_path, s.hashes_path)}
+    gone = []
+    for entry in io.walk(folder):
+        if entry.relative.rsplit("/", 1)[-1] in kept:  # spill files are named by a uuid
+            continue
+        location = f"{folder.rstrip('/')}/{entry.relative}"
+        with contextlib.suppress(Exception):  # a leftover is harmless; next time then
+            io.delete(location)
+            gone.append(location)
+    return gone
 
 
 def remove_spills(io: FileIO, spills: Sequence[KeySpill]) -> None:

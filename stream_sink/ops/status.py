@@ -7,13 +7,16 @@ Sources, all read-only (safe while the query runs):
   ``checkpointLocation``, Spark's checkpoint is the checkpoint location itself.
 - ``<checkpoint location>/<sink id>/chk-<id>``: the sink's completed checkpoints.
 - the table's snapshot summaries: the watermark, the highest batch id committed by
-  (query id, sink id) on the branch.
+  (query id, sink id) on the branch; a Delta table's ``txn`` of the sink's appId, its
+  version and live files (:mod:`.delta_status`).
 - ``<checkpoint location>/<sink id>/maintenance.json``: what the in-sink maintenance
   last reported, an Iceberg sink's counts or a Delta sink's (told apart by its fields).
 
 The table is the one the sink recorded at its first start (``<sink id>/_table.json`` and
-every checkpoint's ``_metadata``: catalog name and settings, table name, table uuid),
-unless ``table`` is given; the catalog is the one given, else the recorded one.
+every checkpoint's ``_metadata``: catalog name and settings, table name, table uuid; a
+Delta sink its table's location and ``metaData`` id), unless ``table`` is given; the
+catalog is the one given, else the recorded one. A sink that recorded nothing (older
+versions) has its table reported unknown, with what to pass.
 
 Invariants: a batch Spark acknowledged (in ``commits/``) above the watermark is durable in
 the sink's state but not yet in the table: *staged* when a completed checkpoint covers
@@ -26,13 +29,16 @@ and so are ``staged`` and ``pending`` (None): nothing is reported as uncommitted
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
+from stream_sink.checkpoints.metadata import DELTA_CATALOG
+from stream_sink.commit.delta_target import delta_identity as delta_identity_of
 from stream_sink.commit.watermark import committed_watermark, iter_ancestry, stamp_of
+from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, metrics_from_report
 from stream_sink.exceptions import (
     CheckpointError,
@@ -46,6 +52,7 @@ from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
+from stream_sink.ops.delta_status import DeltaTableState, delta_watermark
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
 from stream_sink.table.catalog import Catalog
@@ -56,6 +63,7 @@ from stream_sink.table.snapshots import MAIN_BRANCH
 @dataclass(frozen=True)
 class LastCommit:
     snapshot_id: int
+    """The Iceberg snapshot; a Delta table's version."""
     timestamp_ms: int
     watermark: int
 
@@ -78,13 +86,17 @@ class SinkStatus:
     staged: tuple[int, ...] | None
     pending: tuple[int, ...] | None
     catalog: str | None = None
-    """The catalog read: its name and where it is (never credentials)."""
+    """The catalog read: its name and where it is (never credentials); for a Delta
+    table, that it has none."""
     maintenance: MaintenanceMetricsSnapshot | DeltaMaintenanceMetrics | None = None
     """What the sink's in-job maintenance last reported (None: it runs none, or not yet),
     in the counts of the sink's table format."""
     warnings: tuple[str, ...] = ()
     """What needs attention: maintenance failing run after run, a table keeping every
     old metadata file."""
+    delta: DeltaTableState | None = None
+    """A Delta sink's table now (version, live files); None for an Iceberg sink, or
+    when the table could not be read."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -110,13 +122,19 @@ def sink_status(
     sink_id: str | None = None,
     table: str | None = None,
     branch: str = MAIN_BRANCH,
+    storage_options: Mapping[str, str] | None = None,
 ) -> SinkStatus:
     """The status of the sink checkpointing under ``checkpoint_location``: of ``table``
     in ``catalog``, by default the table the sink recorded in the catalog it recorded
-    (:func:`recorded_table`, :func:`open_recorded_catalog`)."""
+    (:func:`recorded_table`, :func:`open_recorded_catalog`). A Delta sink's table is
+    the one it recorded (:mod:`.delta_status`; ``table`` a Delta table's path instead,
+    ``storage_options`` its store's credentials)."""
     root = resolve_location(checkpoint_location)
     # the catalog's storage properties (s3.endpoint, keys) serve its checkpoints too
-    io = catalog.io_for(root) if catalog is not None else FileIO.for_location(root)
+    if catalog is not None:
+        io = catalog.io_for(root)
+    else:
+        io = FileIO.for_location(root, storage_options)
     spark_dir = _spark_dir(root, io)
     if not io.exists(root):
         raise NotFoundError(
@@ -134,14 +152,26 @@ def sink_status(
     storage = CheckpointStorage(root, sink, io)
     checkpoints = storage.list_completed()
     recorded = _recorded(storage, checkpoints)
-    open_error = None
-    if catalog is None and recorded is not None:
-        catalog, open_error = _open_or_error(recorded)
-    table_name = table or (recorded.table if recorded is not None else sink)
-    watermark, error, last, warnings = _table_watermark(
-        catalog, table_name, recorded, query_id, sink, branch
-    )
     maintenance = maintenance_report(io, report_location(root, sink))
+    delta_identity = _delta_table(recorded, table, storage_options)
+    open_error, delta = None, None
+    warnings: tuple[str, ...] = ()
+    if delta_identity is not None:
+        catalog = None
+        table_name = delta_identity.table
+        found = delta_watermark(delta_identity, query_id, sink, storage_options)
+        watermark, error, delta = found.watermark, found.error, found.table
+        dl = found.last_commit
+        last = None if dl is None else LastCommit(dl.version, dl.timestamp_ms, dl.watermark)
+    else:
+        if catalog is None and recorded is not None:
+            catalog, open_error = _open_or_error(recorded)
+        table_name = table or (recorded.table if recorded is not None else sink)
+        watermark, error, last, warnings = _table_watermark(
+            catalog, table_name, recorded, query_id, sink, branch
+        )
+        if recorded is None and table is None and error is not None:
+            error = f"{_unrecorded(maintenance)}; as table {table_name}: {error}"
     if isinstance(maintenance, MaintenanceMetricsSnapshot) and maintenance.failing:
         warnings = (
             f"in-sink maintenance has failed {maintenance.consecutive_failures} runs in a "
@@ -163,9 +193,50 @@ def sink_status(
         planned=tuple(query.planned_batch_ids(spark_dir, io)),
         staged=staged,
         pending=pending,
-        catalog=None if catalog is None else describe_catalog(catalog),
+        catalog=_describe(catalog, delta_identity),
         maintenance=maintenance,
         warnings=warnings,
+        delta=delta,
+    )
+
+
+def _describe(catalog: Catalog | None, delta: TableIdentity | None) -> str | None:
+    if delta is not None:
+        return "none (a Delta table, by its location)"
+    return None if catalog is None else describe_catalog(catalog)
+
+
+def _delta_table(
+    recorded: TableIdentity | None, table: str | None, storage: Mapping[str, str] | None
+) -> TableIdentity | None:
+    """The Delta table to read: ``table`` when it is a Delta table's path (the id it has
+    now stands for the recorded one when the sink recorded none or another kind), else
+    the recorded one when it is a Delta table; None: an Iceberg table."""
+    if table is not None:
+        location = resolve_location(table)
+        if not DeltaTable.is_delta_table(location, storage):
+            return None
+        if recorded is not None and recorded.is_delta:
+            return replace(
+                recorded,
+                table=location,
+                catalog_settings={**(recorded.catalog_settings or {}), "location": location},
+            )
+        try:
+            return delta_identity_of(DeltaTable.load(location, storage_options=storage))
+        except (StreamSinkError, OSError):  # reported by delta_watermark, which loads it too
+            settings = {"type": DELTA_CATALOG, "location": location}
+            return TableIdentity(DELTA_CATALOG, location, "unknown", settings)
+    return recorded if recorded is not None and recorded.is_delta else None
+
+
+def _unrecorded(maintenance: object) -> str:
+    """Why the table is unknown when the sink recorded none, and what to pass."""
+    what = "a Delta sink" if isinstance(maintenance, DeltaMaintenanceMetrics) else "the sink"
+    return (
+        f"table unknown: {what} recorded no table in this checkpoint location (written by "
+        "an older version; it is recorded at the next start): pass --table (a Delta "
+        "table's path, or an Iceberg table's name with --warehouse or --catalog-uri)"
     )
 
 

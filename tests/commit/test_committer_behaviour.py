@@ -267,3 +267,28 @@ def test_partitioned_table_round_trip(warehouse: Catalog, tmp_path: Path, backen
     h.step(1, write_rows(table, rows))
     assert table_rows(table) == rows
     h.close()
+
+
+def test_restart_removes_the_temporary_files_a_killed_atomic_write_left_in_the_sink_directory(
+    tmp_path: Path, table: Table, backend: str
+) -> None:
+    """A process killed inside an atomic write (between writing the temporary file and
+    renaming it over ``_table.json`` or ``maintenance.json``) leaves ``<name>.<hex>.tmp``
+    in the sink's directory: the restart commits what was pending and removes them, and
+    keeps the files they were to replace."""
+    h = Harness(tmp_path, table, backend, job_id="job-1", operator_id="s")
+    h.open()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.process(1, write_rows(table, [(1, "b")]))
+    h.checkpoint(1)
+    h.crash()
+    sink_dir = tmp_path / "checkpoints" / "s"
+    (sink_dir / "maintenance.json").write_text("{}")
+    torn = [sink_dir / f"{name}.{'0a1b' * 8}.tmp" for name in ("_table.json", "maintenance.json")]
+    for f in torn:
+        f.write_text('{"half')
+    h.open(acknowledged=[0, 1])
+    h.close()
+    assert table_rows(table) == [(0, "a"), (1, "b")]
+    assert [f for f in torn if f.exists()] == []
+    assert (sink_dir / "_table.json").exists() and (sink_dir / "maintenance.json").exists()

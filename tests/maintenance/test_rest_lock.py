@@ -6,7 +6,8 @@ racers; an expired lease is taken over; the same owner takes its lease back; wit
 the property the lock is refused saying what to set, except that a sink's in-job
 maintenance records a location beside its own checkpoints (an explicit one is kept).
 ``stream-sink maintain`` compacts, converts, expires and removes orphans on such a table
-under that lock, and gives up while another maintainer holds it."""
+under that lock, and gives up while another maintainer holds it; on a table that names
+no lock location it says to pass ``--lock-location``, which records one."""
 
 from __future__ import annotations
 
@@ -94,13 +95,8 @@ def test_cli_maintain_on_a_rest_table_under_the_lease_lock(
     table = locked_table(rest_catalog, "maintained", batches=5)
     expected = ours(table)
     old_snapshots = {s.snapshot_id for s in table.snapshots()}
-    cli = ["--catalog-type", "rest", "--catalog-uri", seaweed.catalog_uri]
-    cli += ["--warehouse", "s3://warehouse", "--catalog-name", "lake"]
-    for key, value in seaweed.rest_props("warehouse").items():
-        if key not in ("uri", "warehouse"):
-            cli += ["--catalog-property", f"{key}={value}"]
     args = ["maintain", table.name, "--all", "--min-input-files", "2", "--older-than", "0s"]
-    args += ["--orphan-older-than", "0s", "--json", *cli]
+    args += ["--orphan-older-than", "0s", "--json", *rest_cli(seaweed)]
 
     other = MaintenanceLock.for_table(table, owner="in-sink")
     assert other.try_acquire()
@@ -119,6 +115,53 @@ def test_cli_maintain_on_a_rest_table_under_the_lease_lock(
     assert "expire-snapshots" in actions and "remove-orphan-files" in actions
     assert ours(table) == expected
     assert MaintenanceLock.for_table(table, owner="x").holder() is None  # released
+
+
+def rest_cli(seaweed: Any) -> list[str]:
+    """The CLI's options for the SeaweedFS REST catalog and its S3 store."""
+    cli = ["--catalog-type", "rest", "--catalog-uri", seaweed.catalog_uri]
+    cli += ["--warehouse", "s3://warehouse", "--catalog-name", "lake"]
+    for key, value in seaweed.rest_props("warehouse").items():
+        if key not in ("uri", "warehouse"):
+            cli += ["--catalog-property", f"{key}={value}"]
+    return cli
+
+
+def test_cli_maintain_on_a_rest_table_without_a_lock_location_says_what_to_pass(
+    rest_catalog: Any, seaweed: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No lock location on the table, no sink to record one: ``maintain`` gives up
+    naming ``--lock-location`` and the property, changing nothing; with
+    ``--lock-location`` it records the property and runs under the lock there, which
+    the next runs and the sinks then share; a later ``--lock-location`` keeps it."""
+    ns = rest_catalog.test_namespace
+    table = make_cdc_table(rest_catalog, f"{ns}.clinolock", batches=3, rows=10, seed=4).table
+    expected = ours(table)
+    snapshots = len(table.snapshots())
+    args = ["maintain", table.name, "--rewrite-data-files", "--min-input-files", "2", "--json"]
+    args += rest_cli(seaweed)
+
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "gave up" in err and "--lock-location DIR" in err and LOCK_LOCATION in err
+    table = table.refresh()
+    assert LOCK_LOCATION not in table.properties and len(table.snapshots()) == snapshots
+
+    chosen = f"s3://ckpt/cli-locks-{ns}"
+    assert main([*args, "--lock-location", chosen]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["after"]["data_files"] < report["before"]["data_files"]
+    assert table.refresh().properties[LOCK_LOCATION] == chosen
+    assert ours(table) == expected
+
+    held = MaintenanceLock.for_table(table.refresh(), owner="in-sink")
+    assert held.try_acquire()  # a sink's maintenance takes the same lock
+    assert main(args) == 1 and "in-sink" in capsys.readouterr().err
+    held.release()
+    assert main([*args, "--lock-location", "s3://ckpt/elsewhere"]) == 0
+    assert "kept (never replaced)" in capsys.readouterr().err
+    assert table.refresh().properties[LOCK_LOCATION] == chosen
+    assert ours(table) == expected
 
 
 def test_in_sink_maintenance_on_a_rest_table_records_its_lock_beside_its_checkpoints(

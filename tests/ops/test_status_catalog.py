@@ -15,8 +15,12 @@ import stream_sink as ss
 from stream_sink.checkpoints import TableIdentity
 from stream_sink.cli.main import main
 from stream_sink.commit.iceberg_target import IcebergTarget
+from stream_sink.delta import DeltaTable
+from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.writer import write_data_files
 from stream_sink.exceptions import NotFoundError
 from stream_sink.ops.status import open_recorded_catalog
+from stream_sink.spark.runtime import DeltaPlaces, open_delta
 
 
 @pytest.mark.postgres
@@ -167,7 +171,7 @@ def test_status_of_a_delta_data_source_query_shows_its_compacted_and_vacuumed_fi
     (tmp_path / "wh").mkdir()
     args = ["status", "--checkpoint-location", str(chk), "--warehouse", str(tmp_path / "wh")]
 
-    # exit 1: status reads a watermark from Iceberg tables only, the sink recorded none
+    # exit 1: the sink recorded no table (an older version): "table unknown"
     assert main([*args, "--format", "jsonl"]) == 1
     status = json.loads(capsys.readouterr().out)
     assert status["sink_id"] == "pages" and status["acknowledged"] == [0, 1]
@@ -186,3 +190,108 @@ def test_status_of_a_delta_data_source_query_shows_its_compacted_and_vacuumed_fi
         "3 runs, 1 failed; 12 files compacted, 7 vacuumed; 1 left work behind; "
         "last error: vacuum: OSError: disk full"
     )
+
+
+def delta_sink_run(
+    tmp_path: Path, location: str | None = None, storage: dict[str, str] | None = None
+) -> tuple[Path, DeltaTable]:
+    """A Delta sink of the ``format("stream_sink")`` route (its checkpoint location is
+    Spark's) that committed two batches of two rows each into ``location`` (default:
+    ``lake/pages``; on a store with ``storage``)."""
+    chk = tmp_path / "chk"
+    data_source_checkpoint(chk)
+    acknowledged = sorted((chk / "commits").iterdir())
+    for f in acknowledged:  # Spark acknowledges each batch once the sink has it
+        f.rename(f.with_suffix(".later"))
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    location = location or str(tmp_path / "lake" / "pages")
+    table = DeltaTable.create(location, schema, storage_options=storage)
+    places = DeltaPlaces.resolve(
+        table.location,
+        sink_id="pages",
+        checkpoint_location=str(chk),
+        spark_checkpoint_location=str(chk),
+        state_dir=str(tmp_path / "state"),
+        storage_options=storage,
+    )
+    runtime = open_delta(places, table, "append", places.job_id())
+    try:
+        for batch in range(2):
+            rows = pa.table({"id": [2 * batch, 2 * batch + 1], "v": ["a", "b"]})
+            adds = write_data_files(table.location, rows, schema, (), io=table.io)
+            runtime.record(batch, DeltaBatch(tuple(adds)))
+            acknowledged[batch].with_suffix(".later").rename(acknowledged[batch])
+    finally:
+        runtime.close()
+    return chk, table.refresh()
+
+
+def test_status_of_a_delta_sink_shows_its_table_version_files_and_watermark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given only the checkpoint location (from another directory too), status finds the
+    Delta table the sink recorded: its version, live files and the sink's last commit."""
+    chk, table = delta_sink_run(tmp_path)
+    rows = DeltaTable.load(table.location).to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == [0, 1, 2, 3]
+    monkeypatch.chdir(tmp_path / "lake")
+    args = ["status", "--checkpoint-location", str(chk)]
+    assert main([*args, "--format", "jsonl"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["sink_id"] == "pages" and status["table"] == table.location
+    assert status["watermark"] == 1 and status["table_error"] is None
+    assert status["staged"] == [] and status["pending"] == []
+    assert status["last_commit"]["snapshot_id"] == table.version == 2
+    assert status["last_commit"]["watermark"] == 1
+    assert status["delta"]["version"] == 2 and status["delta"]["files"] == 2
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert f"table                       {table.location}\n" in text
+    assert "catalog                     none (a Delta table, by its location)" in text
+    assert "delta table                 version 2, 2 live files (" in text
+    assert "watermark                   1 (the highest Spark batch id" in text
+    assert "last commit                 version 2 at " in text and text.count(", watermark 1")
+
+
+def test_status_of_a_delta_sink_that_recorded_no_table_says_table_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint location of an older version (no table recorded): status says the
+    table is unknown and what to pass, exits 1; with ``--table PATH`` it reads it."""
+    chk, table = delta_sink_run(tmp_path)
+    (chk / "pages" / "_table.json").unlink()
+    for meta in (chk / "pages").glob("chk-*/_metadata"):
+        doc = json.loads(meta.read_text())
+        del doc["table"]
+        meta.write_text(json.dumps(doc))
+    (tmp_path / "wh").mkdir()
+    args = ["status", "--checkpoint-location", str(chk), "--format", "jsonl"]
+    assert main([*args, "--warehouse", str(tmp_path / "wh")]) == 1
+    out = capsys.readouterr()
+    status = json.loads(out.out)
+    assert status["watermark"] is None and status["staged"] is None
+    assert "table unknown" in status["table_error"] and "--table" in status["table_error"]
+    assert "cannot read table" in out.err
+    assert main([*args, "--table", table.location]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["watermark"] == 1 and status["delta"]["files"] == 2
+
+
+def test_status_of_a_delta_sink_on_s3_records_no_credential_and_reads_with_given_ones(
+    tmp_path: Path, s3_props: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sink records the table's location and the store's endpoint, never its keys;
+    status reads the table with keys given as ``--catalog-property``."""
+    location = f"s3://lake/delta/{uuid.uuid4().hex}"
+    chk, _ = delta_sink_run(tmp_path, location, s3_props)
+    recorded = (chk / "pages" / "_table.json").read_text()
+    assert location in recorded and s3_props["s3.endpoint"] in recorded
+    assert s3_props["s3.secret-access-key"] not in recorded and "access-key" not in recorded
+    keys = ("s3.access-key-id", "s3.secret-access-key")
+    args = ["status", "--checkpoint-location", str(chk), "--format", "jsonl"]
+    for key in keys:
+        args += ["--catalog-property", f"{key}={s3_props[key]}"]
+    assert main(args) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["table"] == location and status["watermark"] == 1
+    assert status["delta"]["files"] == 2

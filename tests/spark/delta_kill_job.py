@@ -3,10 +3,10 @@
 ``python delta_kill_job.py ROOT [ROUTE]`` reads ROOT/append-in and ROOT/upsert-in (JSON
 files, one per micro-batch) into Delta tables ROOT/lake/events and ROOT/lake/latest, with
 checkpoints under ROOT/dchk-* and state under ROOT/dstate. ROUTE is ``foreach``
-(``DeltaSink.foreach_batch``, the default) or ``source`` (``format("stream_sink")`` with
-target ``delta``). It prints ``batch <sink> <id>`` as each micro-batch starts
-(``foreach``) or once the query runs (``source``), so the test knows Spark is running
-before it kills it.
+(``DeltaSink.foreach_batch``, the default), ``source`` (``format("stream_sink")`` with
+target ``delta``) or ``source-upsert`` (its upsert stream only). It prints ``batch
+<sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
+(``source``), so the test knows Spark is running before it kills it.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ def run_source(spark: Any, root: Path, name: str, schema: str, **options: str) -
 
 def main(root: Path, route: str) -> None:
     spark = local_session("stream-sink-delta-kill-test")
-    if route == "source":
+    if route in ("source", "source-upsert"):
         register(spark)
-        run_source(spark, root, "append", "id long, data string, p string", partition_by="p")
+        if route == "source":
+            run_source(spark, root, "append", "id long, data string, p string", partition_by="p")
         run_source(
             spark,
             root,

@@ -114,3 +114,30 @@ def test_delta_data_source_route_killed_and_restarted_exactly_once(tmp_path: Pat
     assert [p.name for p in log_dir.glob(".*.tmp")]  # the killed commit's temporary
     job.run_to_end()
     check_exactly_once(tmp_path, appends, upserts, SOURCE_FILES, "")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not supports_data_source(), reason="format('stream_sink') needs pyspark 4")
+def test_delta_data_source_upsert_killed_after_spilling_keys_restarts_once_and_sweeps_them(
+    tmp_path: Path,
+) -> None:
+    """The upsert stream's commit worker killed after the tasks spilled the keys they
+    touched and the batch was staged, before its version was published: the spill files
+    stay behind. The restart commits every batch exactly once and removes them."""
+    _, upserts = prepare(tmp_path, SOURCE_FILES)
+    job = KillJob(JOB, [str(tmp_path), "source-upsert"], timeout=600)
+    job.failed_at("after-metadata-file-write@1")
+    spills = tmp_path / "dchk-upsert" / "touched-keys"
+    left = sorted(p.name for p in spills.rglob("*") if p.is_file())
+    assert left and any(n.endswith(".hashes") for n in left)  # the killed batch's spills
+    job.run_to_end()
+    assert [p for p in spills.rglob("*") if p.is_file()] == []
+
+    latest = DeltaTable.load(str(tmp_path / "lake" / "latest"))
+    want = latest_after(upserts, SOURCE_FILES - 1)
+    assert sorted((r["id"], r["data"]) for r in delta_rs_rows(latest.location)) == want
+    app = job_of(latest)
+    assert app == app_id(read_query_id(str(tmp_path / "dchk-upsert")), "latest")
+    marks = [latest.snapshot_at(v).txn_version(app) for v in range(1, latest.version + 1)]
+    assert_committed_once(marks, "latest")
+    assert marks[-1] == SOURCE_FILES - 1

@@ -48,6 +48,7 @@ from stream_sink.delta.key_spill import (
     remove_spills,
     rewrite_spilled,
     shared_keys,
+    sweep_spills,
 )
 from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
 from stream_sink.delta.maintenance import read_report, write_report
@@ -60,7 +61,7 @@ from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
 from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, spills_of
 from stream_sink.spark.datasource.write import TaskOutput, refuse_shared_keys, runs_as_overwrite
 from stream_sink.spark.delta_tasks import TableShape, merge_batches
-from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT
+from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT, resolve_location
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
 
@@ -120,10 +121,19 @@ def prepare_delta_write(
         key_columns=options.equality_fields,
         row_kind_column=options.row_kind_column,
         order_columns=options.order_by,
-        spill_location=f"{options.checkpoint_location or table.location + '/_stream_sink'}"
-        f"/{SPILL_FOLDER}",
+        spill_location=_spill_location(options, table),
     )
     return DeltaPreparedWrite(options, task)
+
+
+def _spill_location(options: DeltaRouteOptions, table: DeltaTable) -> str:
+    """Where the tasks spill touched keys: ``<checkpoint-location>/touched-keys/<sink
+    id>`` for a stream (the sink's own folder, swept at each commit), else (a batch
+    write) under the table's ``_stream_sink`` folder."""
+    if options.checkpoint_location is None:
+        return f"{table.location}/_stream_sink/{SPILL_FOLDER}"
+    root = resolve_location(options.checkpoint_location)
+    return f"{root}/{SPILL_FOLDER}/{_places(options).sink_id}"
 
 
 def _require(where: str, message: str, missing: list[str]) -> None:
@@ -179,6 +189,26 @@ def _spill_io(prepared: DeltaPreparedWrite) -> FileIO:
     return FileIO.for_location(prepared.task.spill_location, prepared.options.storage)
 
 
+def _sweep_spills(prepared: DeltaPreparedWrite, current: Sequence[KeySpill]) -> None:
+    """Delete the sink's spill files but ``current``'s: those of batches whose process
+    died before their commit (Spark ran their tasks again, which spilled anew). Called
+    once the sink's state is restored, before the batch's commit."""
+    options = prepared.options
+    if options.checkpoint_location is None:
+        return
+    folder = prepared.task.spill_location
+    spark = options.spark_checkpoint_location
+    if spark is not None and resolve_location(spark) == resolve_location(
+        options.checkpoint_location
+    ):
+        # Spark's checkpoint location: one query's, whose older versions spilled into
+        # touched-keys itself, not a folder per sink
+        folder = folder.rsplit("/", 1)[0]
+    gone = sweep_spills(_spill_io(prepared), folder, current)
+    if gone:
+        log.info("Delta sink: removed %d spill files of interrupted batches", len(gone))
+
+
 def _discard_spills(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
     spills = [spills_of(o.touched) for o in outputs if o is not None and o.touched]
     if spills:
@@ -215,6 +245,7 @@ def commit_stream(
     options = prepared.options
     table, runtime = _open(options)
     try:
+        _sweep_spills(prepared, spills)
         if spills and not runtime.holds(batch_id):
             limit = options.driver_key_limit
             rewritten = rewrite_spilled(
