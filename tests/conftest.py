@@ -306,27 +306,8 @@ def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         table_buckets=(TABLE_BUCKET,),
         vended_lifetime=f"{VENDED_LIFETIME_S}s",
     )
-    _wait_for_table_bucket(server)
     yield server
     server.stop()
-
-
-def _wait_for_table_bucket(server: Any) -> None:
-    """A server that just started may answer that its table bucket does not exist yet."""
-    import time
-
-    from stream_sink.exceptions import CatalogError, NoSuchNamespaceError
-
-    for attempt in range(40):
-        try:
-            catalog = load_catalog("probe", type="rest", **server.rest_props(TABLE_BUCKET))
-            catalog.list_namespaces()
-            catalog.close()
-            return
-        except (CatalogError, NoSuchNamespaceError):  # "table bucket not found", for now
-            if attempt == 39:
-                raise
-            time.sleep(0.5)
 
 
 @pytest.fixture
