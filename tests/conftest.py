@@ -136,9 +136,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Each test also gets its ``xdist_group``: the Spark session's tests one group, a test
     marked ``spread`` one of its own, every other test its file's (a module's fixtures are
-    set up once). With workers, the groups
-    are handed out slowest first: the Spark session's, then files with a slow test, then
-    the rest, which fill the gaps at the end."""
+    set up once). With workers, the groups are handed out slowest first (xdist keeps this
+    order: ``pytest_configure``): the Spark session's, then the ``spread`` tests (killed
+    drivers, minutes each), then files with a slow test, then the rest, which fill the
+    gaps at the end. The workers sort too: the order they collect in is the order xdist
+    hands out. (xdist 3.8 names a test's group by rewriting ``item._nodeid``, which
+    pytest 9 no longer reads: there each test is a unit of its own, still in this order.)"""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "spark" in fixtures:
@@ -146,13 +149,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(_group(item, fixtures)))
-    if _distributed(config):
+    if _distributed(config) or hasattr(config, "workerinput"):  # the workers' order counts
         slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
 
         def rank(item: pytest.Item) -> int:
             if "spark" in getattr(item, "fixturenames", ()):
                 return 0
-            return 1 if item.nodeid.split("::", 1)[0] in slow_files else 2
+            if item.get_closest_marker("spread") and item.get_closest_marker("slow"):
+                return 1
+            return 2 if item.nodeid.split("::", 1)[0] in slow_files else 3
 
         items.sort(key=rank)  # stable: each file keeps its order
 
@@ -267,6 +272,12 @@ class _WorkerFileProgress:
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
+    if _distributed(config):
+        # xdist hands out its groups largest (most tests) first unless told not to: the
+        # order pytest_collection_modifyitems gives them would be lost, and the killed
+        # drivers (a group of one test each, minutes each) would run last, beside
+        # nothing but a few short files
+        config.option.loadscopereorder = False
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or config.option.verbose != 0 or hasattr(config, "workerinput"):
         return
