@@ -46,7 +46,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import server_process
@@ -139,7 +139,7 @@ class SeaweedServer:
     access_key: str
     secret_key: str
     log_path: Path
-    ports: dict[str, int]
+    ports: dict[str, int] = field(default_factory=dict)
     """Its port of each of ``PORT_FLAGS``."""
 
     @property
