@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xdist_groups
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.table.catalog import Catalog
@@ -140,8 +141,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order: ``pytest_configure``): the Spark session's, then the ``spread`` tests (killed
     drivers, minutes each), then files with a slow test, then the rest, which fill the
     gaps at the end. The workers sort too: the order they collect in is the order xdist
-    hands out. (xdist 3.8 names a test's group by rewriting ``item._nodeid``, which
-    pytest 9 no longer reads: there each test is a unit of its own, still in this order.)"""
+    hands out; and they record the groups (``tests/xdist_groups.py``: xdist 3.8 alone no
+    longer applies them under pytest 9)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "spark" in fixtures:
@@ -149,6 +150,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(_group(item, fixtures)))
+    if hasattr(config, "workerinput"):
+        xdist_groups.record(
+            {i.nodeid: _group(i, set(getattr(i, "fixturenames", ()))) for i in items}
+        )
     if _distributed(config) or hasattr(config, "workerinput"):  # the workers' order counts
         slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
 
@@ -171,6 +176,19 @@ def _group(item: pytest.Item, fixtures: set[str]) -> str:
     if item.get_closest_marker("spread"):
         return item.nodeid
     return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by the groups the workers recorded (``tests/xdist_groups.py``)."""
+    if config.getvalue("dist") != "loadgroup" or xdist_groups.GROUPS_ENV not in os.environ:
+        return None
+    return xdist_groups.scheduler(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _distributed(config):
+        xdist_groups.finish()
 
 
 def _distributed(config: pytest.Config) -> bool:
@@ -272,12 +290,8 @@ class _WorkerFileProgress:
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
-    if _distributed(config):
-        # xdist hands out its groups largest (most tests) first unless told not to: the
-        # order pytest_collection_modifyitems gives them would be lost, and the killed
-        # drivers (a group of one test each, minutes each) would run last, beside
-        # nothing but a few short files
-        config.option.loadscopereorder = False
+    if _distributed(config) and config.getvalue("dist") == "loadgroup":
+        xdist_groups.start(config)  # the groups, in the order the workers collect them
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or config.option.verbose != 0 or hasattr(config, "workerinput"):
         return
