@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xdist_groups
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.table.catalog import Catalog
@@ -136,9 +137,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Each test also gets its ``xdist_group``: the Spark session's tests one group, a test
     marked ``spread`` one of its own, every other test its file's (a module's fixtures are
-    set up once). With workers, the groups
-    are handed out slowest first: the Spark session's, then files with a slow test, then
-    the rest, which fill the gaps at the end."""
+    set up once). With workers, the groups are handed out slowest first (xdist keeps this
+    order: ``pytest_configure``): the Spark session's, then the ``spread`` tests (killed
+    drivers, minutes each), then files with a slow test, then the rest, which fill the
+    gaps at the end. The workers sort too: the order they collect in is the order xdist
+    hands out; and they record the groups (``tests/xdist_groups.py``: xdist 3.8 alone no
+    longer applies them under pytest 9)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "spark" in fixtures:
@@ -146,13 +150,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(_group(item, fixtures)))
-    if _distributed(config):
+    if hasattr(config, "workerinput"):
+        xdist_groups.record(
+            {i.nodeid: _group(i, set(getattr(i, "fixturenames", ()))) for i in items}
+        )
+    if _distributed(config) or hasattr(config, "workerinput"):  # the workers' order counts
         slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
 
         def rank(item: pytest.Item) -> int:
             if "spark" in getattr(item, "fixturenames", ()):
                 return 0
-            return 1 if item.nodeid.split("::", 1)[0] in slow_files else 2
+            if item.get_closest_marker("spread") and item.get_closest_marker("slow"):
+                return 1
+            return 2 if item.nodeid.split("::", 1)[0] in slow_files else 3
 
         items.sort(key=rank)  # stable: each file keeps its order
 
@@ -166,6 +176,19 @@ def _group(item: pytest.Item, fixtures: set[str]) -> str:
     if item.get_closest_marker("spread"):
         return item.nodeid
     return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by the groups the workers recorded (``tests/xdist_groups.py``)."""
+    if config.getvalue("dist") != "loadgroup" or xdist_groups.GROUPS_ENV not in os.environ:
+        return None
+    return xdist_groups.scheduler(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _distributed(config):
+        xdist_groups.finish()
 
 
 def _distributed(config: pytest.Config) -> bool:
@@ -267,6 +290,8 @@ class _WorkerFileProgress:
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
+    if _distributed(config) and config.getvalue("dist") == "loadgroup":
+        xdist_groups.start(config)  # the groups, in the order the workers collect them
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or config.option.verbose != 0 or hasattr(config, "workerinput"):
         return
@@ -306,27 +331,8 @@ def vending_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         table_buckets=(TABLE_BUCKET,),
         vended_lifetime=f"{VENDED_LIFETIME_S}s",
     )
-    _wait_for_table_bucket(server)
     yield server
     server.stop()
-
-
-def _wait_for_table_bucket(server: Any) -> None:
-    """A server that just started may answer that its table bucket does not exist yet."""
-    import time
-
-    from stream_sink.exceptions import CatalogError, NoSuchNamespaceError
-
-    for attempt in range(40):
-        try:
-            catalog = load_catalog("probe", type="rest", **server.rest_props(TABLE_BUCKET))
-            catalog.list_namespaces()
-            catalog.close()
-            return
-        except (CatalogError, NoSuchNamespaceError):  # "table bucket not found", for now
-            if attempt == 39:
-                raise
-            time.sleep(0.5)
 
 
 @pytest.fixture

