@@ -13,9 +13,8 @@ elsewhere (the REST kill test); ``STREAM_SINK_KILL_S3A`` (JSON ``s3.*`` properti
 checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
 ``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``);
 ``STREAM_SINK_KILL_STREAMS=upsert`` (or ``append``) runs that stream only (either
-route); on the ``source`` route ``STREAM_SINK_KILL_SOURCE_OPTIONS`` (a JSON object) adds
-``format("stream_sink")`` options to every stream (e.g. ``maintenance.*``),
-``STREAM_SINK_KILL_APPEND_OPTIONS`` to the append stream only. It prints
+route); on the ``source`` route ``STREAM_SINK_KILL_APPEND_OPTIONS`` (a JSON object) adds
+``format("stream_sink")`` options to the append stream (e.g. ``maintenance.*``). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -92,12 +91,9 @@ def main(root: Path, route: str, master: str) -> None:
     streams = os.environ.get("STREAM_SINK_KILL_STREAMS", "append,upsert").split(",")
     if route == "source":
         register(spark)
-        extra = json.loads(os.environ.get("STREAM_SINK_KILL_SOURCE_OPTIONS") or "{}")
         if "append" in streams:
             append = json.loads(os.environ.get("STREAM_SINK_KILL_APPEND_OPTIONS") or "{}")
-            run_source(
-                spark, root, "db.events", root / "append-in", APPEND_SCHEMA, **extra, **append
-            )
+            run_source(spark, root, "db.events", root / "append-in", APPEND_SCHEMA, **append)
         if "upsert" in streams:
             run_source(
                 spark,
@@ -105,7 +101,8 @@ def main(root: Path, route: str, master: str) -> None:
                 "db.latest",
                 root / "upsert-in",
                 UPSERT_SCHEMA,
-                **{"mode": "upsert", "order-by": "seq", **extra},
+                mode="upsert",
+                **{"order-by": "seq"},
             )
         print("done", flush=True)
         return
