@@ -30,8 +30,9 @@ One untimed warm-up of every side on the same input first; then ``rounds`` round
 on fresh tables, the first side alternating. Every table is counted by Delta on Spark;
 each side's last table is compared exactly, by Delta on Spark and by delta-rs, with the
 rows expected (the input, or the last change per id computed with pyarrow). Prints each
-run, the medians, the ratios Delta's time / ours, the peak resident memory of the
-driver's Python and the JVM, and the load average at start and end.
+run, the medians, the ratios Delta's time / ours, each final table's live data bytes
+and their ratio to Delta's, the peak resident memory of the driver's Python and the JVM,
+and the load average at start and end.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ FILES_PER_TRIGGER = 2
 DV = "delta.enableDeletionVectors"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 UPSERT_COLUMNS = ["id", "name", "amount", "qty", "seq"]
+OURS = ("foreachBatch DeltaSink", 'format("stream_sink") target delta', "DeltaSink(mode='upsert')")
+"""Our sides' names; any other side is Delta Lake's own."""
 Runner = Callable[[Any, Path, Path], float]
 """(session, input directory, table directory) -> seconds; its checkpoints beside the table."""
 
@@ -255,8 +258,16 @@ def compare_exact(spark: Any, tables: dict[str, Path], expected: pa.Table, key: 
         f"  final tables equal to the expected {like.num_rows:,} rows, read by Delta on Spark "
         f"and by delta-rs: {', '.join(tables)}"
     )
+    sizes = {side: table_bytes(spark, path) for side, path in tables.items()}
+    baseline = next(side for side in sizes if side not in OURS)  # Delta Lake's own
     for side, path in tables.items():
-        print(f"  {side}: {shape(spark, path)}")
+        ratio = sizes[side] / max(sizes[baseline], 1)
+        print(f"  {side}: {shape(spark, path)}; {sizes[side]:,} bytes, {ratio:.3f}x of {baseline}")
+
+
+def table_bytes(spark: Any, path: Path) -> int:
+    """The live data files' bytes, as Delta on Spark reports them."""
+    return int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]["sizeInBytes"])
 
 
 def shape(spark: Any, path: Path) -> str:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from stream_sink.cli.output import format_table
+from stream_sink.commit.delta_target import parse_app_id
 from stream_sink.delta import AddFile, CommitInfo, DeltaTable, RemoveFile, Txn
 from stream_sink.delta.stats import num_records
 
@@ -21,7 +23,7 @@ def run_delta_table(args: argparse.Namespace) -> int:
     table = DeltaTable.load(args.table)
     cmd = args.table_command
     if cmd == "show":
-        return _emit([_show(table)], args.format, vertical=True)
+        return _print_show(_show(table), args.format)
     if cmd == "snapshots":
         return _emit(version_rows(table), args.format)
     version = getattr(args, "snapshot_id", None)
@@ -49,8 +51,50 @@ def _show(table: DeltaTable) -> dict[str, Any]:
         "partition_columns": list(s.partition_columns),
         "configuration": dict(s.configuration),
         "files": len(s.files),
-        "txn": {t.app_id: t.version for t in s.txns.values()},
+        "sinks": sink_rows(table),
     }
+
+
+def sink_rows(table: DeltaTable) -> list[dict[str, Any]]:
+    """Each ``txn`` of the table: the sink and job of a stream_sink appId (None for
+    another writer's), its watermark (the txn's version: the highest Spark batch id
+    committed) and when it was set."""
+    rows = []
+    for txn in sorted(table.snapshot.txns.values(), key=lambda t: t.app_id):
+        parsed = parse_app_id(txn.app_id)
+        rows.append(
+            {
+                "sink": parsed[1] if parsed else None,
+                "job": parsed[0] if parsed else None,
+                "watermark": txn.version,
+                "committed_at": _time(txn.last_updated) if txn.last_updated else None,
+                "app_id": txn.app_id,
+            }
+        )
+    return rows
+
+
+def _print_show(info: dict[str, Any], fmt: str) -> int:
+    """As ``table show`` prints an Iceberg table: one line a field, the sinks a table."""
+    if fmt == "jsonl":
+        print(json.dumps(info, default=str, ensure_ascii=False))
+        return 0
+    for key, value in info.items():
+        if key != "sinks":
+            print(f"{key}: {value}")
+            continue
+        print("sinks (watermark: the highest Spark batch id each sink committed):")
+        if not value:
+            print("  (none: no txn in the table)")
+            continue
+        headers = list(value[0])
+        text = format_table(headers, [[r[h] for h in headers] for r in value])
+        print("\n".join("  " + line for line in text.splitlines()))
+    return 0
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def version_rows(table: DeltaTable) -> list[dict[str, Any]]:
@@ -93,17 +137,13 @@ def run_delta_read(args: argparse.Namespace) -> int:
     return code
 
 
-def _emit(rows: list[dict[str, Any]], fmt: str, vertical: bool = False) -> int:
+def _emit(rows: list[dict[str, Any]], fmt: str) -> int:
     if fmt == "jsonl":
         for r in rows:
             print(json.dumps(r, default=str, ensure_ascii=False))
         return 0
     if not rows:
         print("(no rows)")
-        return 0
-    if vertical:
-        for key, value in rows[0].items():
-            print(f"{key}: {value}")
         return 0
     headers = list(rows[0])
     print(format_table(headers, [[r.get(h) for h in headers] for r in rows]))

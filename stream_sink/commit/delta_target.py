@@ -45,6 +45,16 @@ def app_id(job_id: str, operator_id: str) -> str:
     return f"stream-sink:{job_id}:{operator_id}"
 
 
+def parse_app_id(app: str) -> tuple[str, str] | None:
+    """(job id, sink id) of a ``txn`` appId :func:`app_id` made; None for another
+    writer's appId (Delta's own streaming sink, say)."""
+    prefix, _, rest = app.partition(":")
+    job, _, sink = rest.partition(":")
+    if prefix != "stream-sink" or not job or not sink:
+        return None
+    return job, sink
+
+
 @dataclass(frozen=True)
 class _Counted:
     """A committed file as the committer's metrics count it."""

@@ -152,8 +152,25 @@ def check_writable(protocol: Protocol, where: str, schema_string: str = '"varian
     raise UnsupportedError(f"{where}: writer version {v} is newer than stream_sink supports (7)")
 
 
+def check_mode_allowed(configuration: Mapping[str, str], mode: str, where: str) -> None:
+    """Refuse, before anything is written, a sink mode that removes or rewrites rows
+    (``overwrite``, ``upsert``, ``changelog``) on a table with ``delta.appendOnly=true``,
+    as Delta Lake refuses DELETE, UPDATE, MERGE and overwrite on such a table."""
+    if mode != "append" and _append_only(configuration):
+        raise ValidationError(
+            f"{where}: the table has {APPEND_ONLY}=true, which allows only appends, so "
+            f"mode {mode!r} (it replaces or deletes rows) cannot write to it; use mode "
+            f"'append', or unset {APPEND_ONLY} (ALTER TABLE ... UNSET TBLPROPERTIES "
+            f"('{APPEND_ONLY}') in Spark) if the table may change"
+        )
+
+
+def _append_only(configuration: Mapping[str, str]) -> bool:
+    return configuration.get(APPEND_ONLY, "false").strip().lower() == "true"
+
+
 def check_removes_allowed(configuration: Mapping[str, str], where: str) -> None:
-    if configuration.get(APPEND_ONLY, "false").lower() == "true":
+    if _append_only(configuration):
         raise ValidationError(
             f"{where}: {APPEND_ONLY}=true forbids removing files; use append mode or unset it"
         )

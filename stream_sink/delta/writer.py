@@ -25,6 +25,7 @@ from stream_sink.io.fileio import FileIO
 
 from .actions import AddFile
 from .column_mapping import ColumnMapping
+from .encoding import dictionary_columns
 from .paths import absolute_location, encode_path, partition_dir, serialize_partition_value
 from .stats import file_stats
 
@@ -125,7 +126,13 @@ def _write_piece(
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         rel = f"{rel_dir}/{name}" if rel_dir else name
         buf = _io.BytesIO()
-        pq.write_table(chunk, buf, compression="snappy")
+        pq.write_table(
+            chunk,
+            buf,
+            compression="snappy",
+            use_dictionary=dictionary_columns(chunk),
+            write_page_index=True,  # as parquet-mr writes: readers can skip pages
+        )
         payload = buf.getvalue()
         io.write_bytes(f"{location.rstrip('/')}/{rel}", payload)
         out.append(

@@ -238,3 +238,73 @@ def test_in_sink_maintenance_compacts_and_vacuums_a_delta_stream(
     assert "OPTIMIZE" in operations and operations.count("MERGE") + operations.count("WRITE") == 8
     for rows in both_readers(table.location):
         assert sorted((r["id"], r["seq"]) for r in rows) == sorted(last.items())
+
+
+def test_configuration_options_set_a_new_tables_configuration_and_append_only_is_honoured(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``configuration.<key>`` options configure the table the sink creates, in Delta
+    Lake's spelling of the key (Spark lower-cases option keys); the sink then writes
+    checkpoints every ``delta.checkpointInterval`` versions, and on a table with
+    ``delta.appendOnly=true`` refuses modes that delete or replace rows before writing
+    a file, on both routes."""
+    from streams import run_available
+
+    from stream_sink.spark import DeltaSink
+
+    write_batches(tmp_path / "t-in", [[{"id": i, "data": "a"}] for i in range(3)])
+    stream(
+        spark,
+        tmp_path,
+        "t",
+        "id long, data string",
+        **{
+            "configuration.delta.appendOnly": "true",
+            "configuration.delta.checkpointInterval": "2",
+            "configuration.pipeline.owner": "orders-team",
+        },
+    ).awaitTermination()
+    loc = str(tmp_path / "t")
+    table = DeltaTable.load(loc)
+    assert dict(table.snapshot.configuration) == {
+        "delta.appendOnly": "true",
+        "delta.checkpointInterval": "2",
+        "pipeline.owner": "orders-team",
+    }
+    assert table.version == 3  # CREATE TABLE, then one version a batch
+    assert (tmp_path / "t" / "_delta_log" / f"{2:020d}.checkpoint.parquet").exists()
+    for rows in both_readers(loc):
+        assert sorted(r["id"] for r in rows) == [0, 1, 2]
+
+    change = [[{"id": 1, "data": "b", "lsn": 1}]]
+    write_batches(tmp_path / "t-in", change, first=3)  # the same query, now as an upsert
+    write_batches(tmp_path / "u-in", change)
+    with pytest.raises(Exception, match=r"delta\.appendOnly=true, which allows only appends"):
+        stream(
+            spark,
+            tmp_path,
+            "t",
+            "id long, data string, lsn long",
+            **{"mode": "upsert", "equality-fields": "id", "order-by": "lsn"},
+        ).awaitTermination()
+    sink = DeltaSink(
+        path=loc,
+        mode="upsert",
+        equality_fields=["id"],
+        order_by=["lsn"],
+        checkpoint_location=str(tmp_path / "chk-u"),
+        state_dir=str(tmp_path / "state"),
+    )
+    try:
+        with pytest.raises(Exception, match=r"mode 'upsert' \(it replaces or deletes rows\)"):
+            run_available(
+                spark,
+                tmp_path / "u-in",
+                "id long, data string, lsn long",
+                sink.foreach_batch,
+                sink.spark_checkpoint_location,
+            )
+    finally:
+        sink.close()
+    assert DeltaTable.load(loc).version == 3
+    assert len(list((tmp_path / "t").rglob("*.parquet"))) == 3 + 1  # the data and a checkpoint

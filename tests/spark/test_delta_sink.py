@@ -4,6 +4,7 @@ and DuckDB's delta extension at every version."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,41 @@ def test_delta_sink_maintenance_compacts_and_vacuums_between_commits(
     (delta_lake,) = read_with_delta([loc])
     for rows in (delta_rs_rows(loc), duckdb_delta_versions(loc, [None])[0], delta_lake.to_pylist()):
         assert sorted((r["id"], r["seq"]) for r in rows) == want
+
+
+def test_table_show_lists_each_sink_writing_a_delta_table(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two sinks append to one table; ``stream-sink table show`` lists both with their
+    watermarks (the last batch each committed), as it does for an Iceberg table."""
+    from stream_sink.cli.main import main
+
+    loc = str(tmp_path / "orders")
+    for sink_id, batches in (("orders-web", 3), ("orders-app", 2)):
+        src = tmp_path / f"{sink_id}-in"
+        write_batches(src, [[{"id": b, "p": sink_id}] for b in range(batches)])
+        sink = DeltaSink(
+            path=loc,
+            sink_id=sink_id,
+            checkpoint_location=str(tmp_path / f"chk-{sink_id}"),
+            state_dir=str(tmp_path / "state"),
+        )
+        try:
+            run_available(
+                spark, src, "id long, p string", sink.foreach_batch, sink.spark_checkpoint_location
+            )
+        finally:
+            sink.close()
+
+    assert main(["table", "show", loc]) == 0
+    out = capsys.readouterr().out
+    assert "sinks (watermark: the highest Spark batch id each sink committed):" in out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if "orders-" in line}
+    assert lines["orders-app"][2] == "1" and lines["orders-web"][2] == "2"
+    assert main(["table", "show", loc, "--format", "jsonl"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {(s["sink"], s["watermark"]) for s in shown["sinks"]} == {
+        ("orders-app", 1),
+        ("orders-web", 2),
+    }
+    assert all(s["app_id"] == f"stream-sink:{s['job']}:{s['sink']}" for s in shown["sinks"])

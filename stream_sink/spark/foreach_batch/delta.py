@@ -30,6 +30,7 @@ import pyarrow as pa
 from stream_sink.commit.schedule import check_commit_mode
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.features import check_mode_allowed
 from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
 from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
@@ -255,6 +256,9 @@ class DeltaSink:
             return self._runtime
         self._release()
         table = self._table(df)
+        if df is not None:  # a batch to write; close() only commits what a run staged
+            where = f"DeltaSink {self.sink_id} ({table.location})"
+            check_mode_allowed(table.snapshot.configuration, self.mode, where)
         commits = open_delta(
             self.places,
             table,

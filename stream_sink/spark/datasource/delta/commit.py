@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.features import check_mode_allowed
 from stream_sink.delta.key_spill import (
     SPILL_FOLDER,
     KeySpill,
@@ -96,6 +97,7 @@ def prepare_delta_write(
     extra = named | control_columns(schema, row_kind_column=options.row_kind_column)
     table = _table(options, schema)
     where = f"{WHERE}: Delta table {table.location}"
+    check_mode_allowed(table.snapshot.configuration, options.mode, where)
     table_cols = tuple(table.schema.names)
     lacking = [c for c in table_cols if c not in columns]
     _require(where, f"the DataFrame lacks the table's column(s) {lacking}; add them", lacking)
@@ -165,6 +167,7 @@ def _table(options: DeltaRouteOptions, schema: StructType) -> DeltaTable:
         options.path,
         arrow,
         partition_by=options.partition_by,
+        configuration=dict(options.configuration),
         exist_ok=True,
         storage_options=storage,
     )

@@ -33,6 +33,9 @@ option                         meaning (default)
                                with ``-`` for ``_`` (``maintenance.every-versions``);
                                setting one turns maintenance on
 ``checkpointLocation``         Spark's checkpoint location (required for streams)
+``configuration.<key>``        Delta table configuration of a table the sink creates,
+                               as ``DeltaSink(configuration=...)``; the key keeps its
+                               case (``configuration.delta.appendOnly``)
 ``s3.<key>``                   FileIO property of the table's store (``s3.endpoint``,
                                ``s3.access-key-id``, ``s3.secret-access-key``,
                                ``s3.region``), for a ``path`` on ``s3://``
@@ -98,6 +101,8 @@ ICEBERG_ONLY = {
     "snapshot-property.": "Delta versions carry no snapshot summary",
 }
 LIST_OPTIONS = ("partition-by", "equality-fields", "order-by")
+CONFIGURATION_PREFIX = "configuration."
+"""Delta table configuration of a table the sink creates (``DeltaSink(configuration=...)``)."""
 STORAGE_PREFIX = "s3."
 """Options passed to the table's FileIO (``DeltaSink(storage_options=...)``)."""
 
@@ -122,6 +127,8 @@ class DeltaRouteOptions:
     """FileIO properties of the table's store (``s3.*``)."""
     maintenance: DeltaMaintenanceOptions | None = None
     """In-sink compaction and vacuum after the stream's commits (None: none)."""
+    configuration: tuple[tuple[str, str], ...] = ()
+    """Delta table configuration of a table the sink creates (``configuration.*``)."""
 
     @property
     def storage(self) -> dict[str, str]:
@@ -146,6 +153,7 @@ class DeltaRouteOptions:
             "state_dir": self.state_dir,
             "storage_options": self.storage,
             "maintenance": self.maintenance,
+            "configuration": dict(self.configuration),
             **self._key_limit(),
         }
 
@@ -174,6 +182,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
     given: dict[str, str] = {}
     storage: dict[str, str] = {}
     maintenance: dict[str, str] = {}
+    configuration: dict[str, str] = {}
     spark_checkpoint = None
     for raw_key, value in options.items():
         key = normalize_key(str(raw_key))
@@ -181,6 +190,8 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
             spark_checkpoint = str(value)
         elif key == TARGET:
             continue
+        elif key.startswith(CONFIGURATION_PREFIX):
+            configuration[_configuration_key(str(raw_key))] = str(value)
         elif key.startswith(STORAGE_PREFIX):
             storage[str(raw_key).strip().lower()] = str(value)
         elif key.startswith(MAINTENANCE_PREFIX):
@@ -213,12 +224,49 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         state_dir=given.get("state-dir", "state"),
         driver_key_limit=_key_limit(given.get("driver-key-limit")),
         storage_options=tuple(sorted(storage.items())),
+        configuration=tuple(sorted(configuration.items())),
         maintenance=parse_maintenance(
             given.get(MAINTENANCE), maintenance, DeltaMaintenanceOptions, WHERE
         ),
     )
     _check_modes(parsed)
     return parsed
+
+
+DELTA_CONFIGURATION_KEYS = (
+    "delta.appendOnly",
+    "delta.checkpointInterval",
+    "delta.checkpointPolicy",
+    "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct",
+    "delta.columnMapping.mode",
+    "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns",
+    "delta.deletedFileRetentionDuration",
+    "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors",
+    "delta.enableExpiredLogCleanup",
+    "delta.enableTypeWidening",
+    "delta.logRetentionDuration",
+    "delta.minReaderVersion",
+    "delta.minWriterVersion",
+    "delta.setTransactionRetentionDuration",
+)
+"""Delta Lake's table configuration keys in their own spelling: Spark lower-cases option
+keys, Delta Lake matches these without regard to case, and the log keeps them so."""
+_CANONICAL = {k.lower(): k for k in DELTA_CONFIGURATION_KEYS}
+
+
+def _configuration_key(raw_key: str) -> str:
+    """The configuration key of a ``configuration.<key>`` option: a Delta Lake key in its
+    own spelling (``delta.appendOnly``), any other as given."""
+    key = raw_key.strip()[len(CONFIGURATION_PREFIX) :]
+    if not key:
+        raise InvalidOptionError(
+            f"{WHERE}: option {raw_key!r} names no configuration key; use, for example, "
+            ".option('configuration.delta.appendOnly', 'true')"
+        )
+    return _CANONICAL.get(key.lower(), key)
 
 
 def _key_limit(raw: str | None) -> int | None:

@@ -1,0 +1,60 @@
+"""Which columns of a Delta data file are dictionary-encoded.
+
+Arrow dictionary-encodes every column until the dictionary page reaches its limit
+(1 MiB) and only then falls back to plain pages, so a column of mostly distinct values
+(a sequential id, a timestamp, a random double) carries a full dictionary page plus
+indices for its first rows on top of the plain values. Delta Lake's own writer (Spark's,
+parquet-mr) re-encodes such a column plainly when its first page shows the dictionary
+does not pay. Here the choice is made per file from the rows themselves: a top-level
+column keeps its dictionary when the dictionary and its indices are smaller than the
+plain values and the dictionary fits one dictionary page; nested columns always keep it.
+
+Invariant: only the encoding changes; values, types, statistics and the file's readers
+are the same either way (dictionary encoding is optional in Parquet).
+"""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+DICT_PAGE_BYTES = 1024 * 1024
+"""Arrow's default ``dictionary_pagesize_limit``."""
+
+
+def dictionary_columns(data: pa.Table) -> list[str] | bool:
+    """``use_dictionary`` for writing ``data``: True (every column) or the leaf column
+    paths that keep their dictionary."""
+    if data.num_rows == 0:
+        return True
+    plain = [f.name for f in data.schema if _is_flat(f.type) and not _pays(data.column(f.name))]
+    if not plain:
+        return True
+    return [p for p in _leaf_paths(data.schema) if p not in plain]
+
+
+def _is_flat(t: pa.DataType) -> bool:
+    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_boolean(t))
+
+
+def _pays(column: pa.ChunkedArray) -> bool:
+    """Whether the dictionary and its indices are smaller than the plain values."""
+    values = column.length() - column.null_count
+    if values == 0:
+        return True
+    distinct = pc.count_distinct(column).as_py()
+    width = column.nbytes / max(column.length(), 1)  # offsets and validity count as width
+    dictionary = distinct * width
+    indices = values * max(distinct - 1, 1).bit_length() / 8
+    return dictionary <= DICT_PAGE_BYTES and dictionary + indices < values * width
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet leaf column paths of ``schema`` (as Arrow names them)."""
+    buf = io.BytesIO()
+    pq.write_table(schema.empty_table(), buf)
+    parquet_schema = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
+    return [parquet_schema.column(i).path for i in range(len(parquet_schema))]
