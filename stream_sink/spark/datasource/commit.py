@@ -4,8 +4,10 @@ commit or abort what the executors wrote.
 Spark runs each of these in a Python worker on the driver: ``prepare_write`` whenever
 it asks for a writer (for every micro-batch, and more than once for some: so each
 batch's executors get the table, and its storage credentials, as loaded for that
-batch), ``commit_stream``/``abort_stream`` once per
-micro-batch, in a fresh worker each time. So each commit reopens the sink's runtime
+batch), ``commit_stream``/``abort_stream`` once per micro-batch. Spark reuses those
+workers; each keeps its catalog clients (:mod:`.catalogs`), so a REST catalog's config
+and token are not asked for again, while the table is loaded anew for every call. Each
+commit reopens the sink's runtime
 (:func:`stream_sink.spark.runtime.open_iceberg`: the query id from Spark's checkpoint
 location, the operator state, the committer restored, which finishes whatever a crash
 left), hands the batch to the commit driver, which records it, checkpoints and commits
