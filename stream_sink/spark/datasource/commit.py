@@ -4,8 +4,10 @@ commit or abort what the executors wrote.
 Spark runs each of these in a Python worker on the driver: ``prepare_write`` whenever
 it asks for a writer (for every micro-batch, and more than once for some: so each
 batch's executors get the table, and its storage credentials, as loaded for that
-batch), ``commit_stream``/``abort_stream`` once per
-micro-batch, in a fresh worker each time. So each commit reopens the sink's runtime
+batch), ``commit_stream``/``abort_stream`` once per micro-batch. Spark reuses those
+workers; each keeps its catalog clients (:mod:`.catalogs`), so a REST catalog's config
+and token are not asked for again, while the table is loaded anew for every call. Each
+commit reopens the sink's runtime
 (:func:`stream_sink.spark.runtime.open_iceberg`: the query id from Spark's checkpoint
 location, the operator state, the committer restored, which finishes whatever a crash
 left), hands the batch to the commit driver, which records it, checkpoints and commits
@@ -44,12 +46,14 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.maintenance.per_commit import maintain_after_commit
 from stream_sink.metrics.maintenance_report import report_location
+from stream_sink.spark.datasource.catalogs import kept_catalog
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.options import SourceOptions, parse_route_options
 from stream_sink.spark.datasource.write import (
@@ -106,19 +110,16 @@ def prepare_write(
     ):
         sink = dataclasses.replace(sink, mode="overwrite")
         parsed = dataclasses.replace(parsed, sink=sink)
-    catalog = parsed.open_catalog()
-    try:
+    with _catalog(parsed) as catalog:
         table = catalog.load_table(sink.table)
-        plan = plan_batch(schema, table, sink)
-        factory = TaskWriterFactory.for_table(
-            table,
-            equality_fields=plan.equality_fields,
-            upsert=sink.mode == "upsert",
-            operation_id=new_operation_id(),
-            delta_options=plan.delta_options,
-        )
-    finally:
-        catalog.close()
+    plan = plan_batch(schema, table, sink)
+    factory = TaskWriterFactory.for_table(
+        table,
+        equality_fields=plan.equality_fields,
+        upsert=sink.mode == "upsert",
+        operation_id=new_operation_id(),
+        delta_options=plan.delta_options,
+    )
     task = SourceWriteTask(
         factory,
         plan.columns,
@@ -128,6 +129,11 @@ def prepare_write(
         row_kind_column=sink.row_kind_column if sink.is_cdc else None,
     )
     return PreparedWrite(parsed, task)
+
+
+def _catalog(options: SourceOptions) -> AbstractContextManager[Catalog]:
+    """The worker process's client of the options' catalog (:mod:`.catalogs`)."""
+    return kept_catalog(options.catalog_name, dict(options.catalog))
 
 
 def _merged(
@@ -146,8 +152,7 @@ def commit_stream(
     started = time.perf_counter()
     result = _merged(prepared, outputs, f"batch {batch_id}")
     opts = prepared.options.sink
-    catalog = prepared.options.open_catalog()
-    try:
+    with _catalog(prepared.options) as catalog:
         runtime = open_iceberg(catalog, opts, catalog.load_table(opts.table))
         try:
             watermark = runtime.record(batch_id, result)
@@ -167,10 +172,8 @@ def commit_stream(
             watermark,
             ms,
         )
-        if committed is not None:
-            _maintain(prepared.options, catalog, *committed)
-    finally:
-        catalog.close()
+    if committed is not None:
+        _maintain(prepared.options, catalog, *committed)
 
 
 def _committed(runtime: SinkRuntime, options: SourceOptions) -> tuple[Table, frozenset[str]] | None:
@@ -221,8 +224,7 @@ def abort_stream(
     """Delete the files of failed micro-batch ``batch_id`` unless the sink holds it."""
     result = merge_results([o.result for o in outputs if o is not None])
     opts = prepared.options.sink
-    catalog = prepared.options.open_catalog()
-    try:
+    with _catalog(prepared.options) as catalog:
         table = catalog.load_table(opts.table)
         try:
             runtime = open_iceberg(catalog, opts, table)
@@ -238,16 +240,13 @@ def abort_stream(
             runtime.discard(batch_id, result.all_paths(), table.io.delete)
         finally:
             runtime.close()
-    finally:
-        catalog.close()
 
 
 def commit_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
     """One snapshot for a batch write: an append, or a dynamic partition overwrite."""
     result = _merged(prepared, outputs, "batch write")
     opts = prepared.options.sink
-    catalog = prepared.options.open_catalog()
-    try:
+    with _catalog(prepared.options) as catalog:
         table = catalog.load_table(opts.table)
         if opts.mode == "overwrite":
             op = table.new_replace_partitions(opts.branch).set_all(opts.snapshot_property_map)
@@ -258,8 +257,6 @@ def commit_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) 
             commit_write_result(
                 table, result, snapshot_properties=opts.snapshot_property_map, branch=opts.branch
             )
-    finally:
-        catalog.close()
 
 
 def abort_batch(prepared: PreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
