@@ -18,9 +18,10 @@ each side first (JVM code paths, Python workers); then rounds interleaved, alter
 which side goes first. Every final table is read back by Spark (Iceberg's reader) and
 must hold ``files * rows`` rows.
 
-Prints each run, the median of each side, the ratio iceberg / ours time for each of our
-routes (goal: at least 1.0 by the faster one) and the peak resident memory of the
-driver and of the JVM, with the load average when the run started and ended.
+Prints each run (with its table's data file bytes, per column), the median of each
+side, the ratio iceberg / ours time for each of our routes (goal: at least 1.0 by the
+faster one) and the peak resident memory of the driver and of the JVM, with the load
+average when the run started and ended.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -130,10 +132,28 @@ def run_rounds(
             times[side].append(elapsed)
             print(
                 f"round {r + 1} {label(side):27s} {elapsed:7.2f} s  "
-                f"{total / elapsed:12,.0f} rows/s",
+                f"{total / elapsed:12,.0f} rows/s  {data_bytes(root, name)}",
                 flush=True,
             )
     return times
+
+
+def data_bytes(root: Path, name: str) -> str:
+    """The data files' bytes of table ``db.<name>``, then per column (footer column
+    chunk sizes, with the share of chunks that have a dictionary page)."""
+    paths = sorted((root / "warehouse" / "db" / name / "data").rglob("*.parquet"))
+    columns: dict[str, list[int]] = {}
+    for p in paths:
+        md = pq.ParquetFile(p).metadata
+        for g in range(md.num_row_groups):
+            for c in range(md.row_group(g).num_columns):
+                col = md.row_group(g).column(c)
+                acc = columns.setdefault(col.path_in_schema, [0, 0, 0])
+                acc[0] += col.total_compressed_size
+                acc[1] += int(col.has_dictionary_page)
+                acc[2] += 1
+    per_column = ", ".join(f"{k} {v[0]:,} ({v[1]}/{v[2]} dict)" for k, v in columns.items())
+    return f"{sum(p.stat().st_size for p in paths):,} B in {len(paths)} files: {per_column}"
 
 
 def label(side: str) -> str:

@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 
 from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.io.fileio import FileIO
+from stream_sink.parquet.dictionary import dictionary_columns
 
 from .actions import AddFile
 from .column_mapping import ColumnMapping
-from .encoding import dictionary_columns
 from .paths import absolute_location, encode_path, partition_dir, serialize_partition_value
 from .stats import file_stats
 

@@ -10,6 +10,10 @@ Invariants:
   count of float/double columns (vectorized, per batch); a column whose footer has
   no usable bounds (e.g. strings longer than Parquet's statistics limit) is read
   back from the finished file to compute them with ``pyarrow.compute.min_max``.
+- Dictionary encoding per column as parquet-mr (Iceberg Java's writer) ends up with:
+  the Parquet writer is opened at the first row group, which decides which flat columns
+  keep a dictionary (:func:`~stream_sink.parquet.dictionary.dictionary_columns`, within
+  ``write.parquet.dict-size-bytes`` when set); the rest of the file follows that choice.
 - ``abort`` closes and deletes the file; it is safe after any failure and repeatable.
 """
 
@@ -27,6 +31,7 @@ import pyarrow.parquet as pq
 from stream_sink.exceptions import UnsupportedError
 from stream_sink.io import FileIO
 from stream_sink.io.errors import io_failure, quietly
+from stream_sink.parquet.dictionary import dictionary_columns
 from stream_sink.table.arrow import schema_to_arrow
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.metrics_config import MetricsConfig
@@ -117,13 +122,9 @@ class ParquetAppender:
         self._closed = False
         self._stream: Any = None
         self._writer: pq.ParquetWriter | None = None
-        opts = spec.options
         try:
             with io_failure("creating data file", location):
                 self._stream = io.open_output(location)
-                self._writer = pq.ParquetWriter(
-                    self._stream, self._arrow_schema, **opts.writer_kwargs()
-                )
         except BaseException:
             self.abort()
             raise
@@ -162,8 +163,21 @@ class ParquetAppender:
         with io_failure("writing data file", self.location):
             self._write_pending(final)
 
+    def _open_writer(self, first: pa.Table) -> pq.ParquetWriter:
+        """The Parquet writer, opened for the file's first row group ``first`` (whose
+        rows choose the dictionary-encoded columns)."""
+        if self._writer is None:
+            opts = self._spec.options
+            use_dictionary = dictionary_columns(first, opts.dict_page_bytes)
+            self._writer = pq.ParquetWriter(
+                self._stream,
+                self._arrow_schema,
+                use_dictionary=use_dictionary,
+                **opts.writer_kwargs(),
+            )
+        return self._writer
+
     def _write_pending(self, final: bool) -> None:
-        assert self._writer is not None
         table = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
         if len(self._pending) > 1 and self._pending_rows < _SMALL_CHUNK_ROWS * len(self._pending):
             table = table.combine_chunks()  # many small pieces encode much slower than one
@@ -172,7 +186,7 @@ class ParquetAppender:
         start = 0
         while table.num_rows - start >= group_rows or (final and start < table.num_rows):
             part = table.slice(start, group_rows)
-            self._writer.write_table(part, row_group_size=part.num_rows)
+            self._open_writer(part).write_table(part, row_group_size=part.num_rows)
             self._flushed_arrow_bytes += part.nbytes
             start += part.num_rows
         rest = table.slice(start)
@@ -205,14 +219,14 @@ class ParquetAppender:
         """Finish the file and return its DataFile (with metrics)."""
         if self._closed:
             raise RuntimeError(f"{self.location} is already closed")
-        assert self._writer is not None
         self.flush()
         with io_failure("writing data file", self.location):
-            self._writer.close()
+            writer = self._open_writer(self._arrow_schema.empty_table())
+            writer.close()
             size = self._stream.tell()
             self._stream.close()
         self._closed = True
-        return self._data_file(self._writer.writer.metadata, size)
+        return self._data_file(writer.writer.metadata, size)
 
     def abort(self) -> None:
         """Close without finishing and delete the file."""

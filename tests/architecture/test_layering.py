@@ -6,7 +6,7 @@ inside functions and under ``TYPE_CHECKING``) and must point to the same floor o
 lower. Floors, top to bottom:
 
     cli → ops → demo → spark → commit → tables/catalogs → maintenance
-        → write, read → table, delta → io, state, checkpoints, metrics, exceptions, …
+        → write, read → table, delta → io, parquet, state, checkpoints, metrics, exceptions, …
 
 (maintenance sits under the user-facing table, whose ``table.maintenance`` returns
 it, as pyiceberg's table offers its maintenance; it needs neither commit/ nor
@@ -54,6 +54,7 @@ FLOORS: dict[str, int] = {
     "table": 2,
     "delta": 2,
     "io": 1,
+    "parquet": 1,
     "bitmaps": 1,
     "state": 1,
     "checkpoints": 1,
