@@ -5,26 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
+from dictionary_rows import dictionary_rows
 
 from stream_sink.delta import DeltaTable
-
-
-def _rows(n: int) -> pa.Table:
-    ids = pa.array(range(n), pa.int64())
-    return pa.table(
-        {
-            "id": ids,
-            "ts": pa.array(
-                [1_714_521_600_000_000 + i * 1000 for i in range(n)], pa.timestamp("us", "UTC")
-            ),
-            "value": pa.array([i * 0.618033 for i in range(n)], pa.float64()),
-            "category": pa.array([f"cat-{i % 20}" for i in range(n)]),
-            "tags": pa.array([[f"t{i % 3}"] for i in range(n)], pa.list_(pa.string())),
-            "maybe": pa.array([None] * n, pa.int64()),
-        }
-    )
 
 
 def test_distinct_columns_are_written_plain_and_repeated_ones_with_a_dictionary(
@@ -33,7 +17,7 @@ def test_distinct_columns_are_written_plain_and_repeated_ones_with_a_dictionary(
     from deltalake import DeltaTable as RsTable
 
     loc = tmp_path / "t"
-    data = _rows(200_000)
+    data = dictionary_rows(200_000)
     table = DeltaTable.create(str(loc), data.schema)
     table.append(data)
 

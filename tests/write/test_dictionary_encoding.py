@@ -4,29 +4,14 @@ read back the same everywhere."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pyarrow.parquet as pq
+from dictionary_rows import dictionary_rows
 from readers import pyiceberg_table
 
 from stream_sink.table.catalog import Catalog
 from stream_sink.tables import IcebergTable
 
 N = 100_000
-
-
-def _rows() -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(range(N), pa.int64()),
-            "ts": pa.array(
-                [1_714_521_600_000_000 + i * 1000 for i in range(N)], pa.timestamp("us", "UTC")
-            ),
-            "value": pa.array([i * 0.618033 for i in range(N)], pa.float64()),
-            "category": pa.array([f"cat-{i % 20}" for i in range(N)]),
-            "tags": pa.array([[f"t{i % 3}"] for i in range(N)], pa.list_(pa.string())),
-            "maybe": pa.array([None] * N, pa.int64()),
-        }
-    )
 
 
 def _dictionary_by_column(table: IcebergTable) -> dict[str, bool]:
@@ -44,7 +29,7 @@ def _paths(table: IcebergTable) -> list[str]:
 
 
 def test_distinct_columns_are_written_plain_and_metrics_stay_right(catalog: Catalog) -> None:
-    data = _rows()
+    data = dictionary_rows(N)
     table = catalog.create_table("db.t", data.schema)
     assert isinstance(table, IcebergTable)
     table.append(data)
@@ -70,7 +55,7 @@ def test_distinct_columns_are_written_plain_and_metrics_stay_right(catalog: Cata
 
 
 def test_dict_size_bytes_bounds_the_dictionaries_kept(catalog: Catalog) -> None:
-    data = _rows()
+    data = dictionary_rows(N)
     table = catalog.create_table(
         "db.t", data.schema, properties={"write.parquet.dict-size-bytes": "64"}
     )
