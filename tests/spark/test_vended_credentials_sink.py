@@ -45,19 +45,39 @@ def held_up_once(marker: Path, seconds: float) -> Any:
     return udf(identity, "long")
 
 
-@pytest.mark.slow
-def test_an_append_stream_outlives_its_vended_credentials(
-    spark: Any, tmp_path: Path, vending_seaweed: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO)
-    catalog = ss.load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+def prepare(catalog: Any, tmp_path: Path) -> tuple[str, str, Any]:
+    """A new namespace with an ``events`` table, four batches of three rows as input
+    files under ``tmp_path/in``, and the UDF holding the batch of ``HELD_UP`` up past the
+    credentials' lifetime: (namespace, table name, UDF)."""
     ns = f"ns{uuid.uuid4().hex[:10]}"
     catalog.create_namespace(ns)
     name = f"{ns}.events"
     catalog.create_table(name, SCHEMA)
     batches = [[{"id": i * 3 + j, "v": f"b{i}"} for j in range(3)] for i in range(4)]
     write_batches(tmp_path / "in", batches)
-    slow = held_up_once(tmp_path / "held-up", VENDED_LIFETIME_S + 1)
+    return ns, name, held_up_once(tmp_path / "held-up", VENDED_LIFETIME_S + 1)
+
+
+def assert_exactly_once(catalog: Any, vending_seaweed: Any, ns: str, tmp_path: Path) -> None:
+    """The batch was held up, and every row landed once, in one snapshot per batch, as
+    ours, pyiceberg and DuckDB read the table through the catalog."""
+    from readers import rest_catalog_ids
+
+    assert os.path.exists(tmp_path / "held-up")
+    want = list(range(12))
+    table = catalog.load_table(f"{ns}.events")
+    assert len(table.snapshots()) == 4  # one per batch, none twice
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
+    assert rest_catalog_ids(vending_seaweed, TABLE_BUCKET, ns, "events") == (want, want)
+
+
+@pytest.mark.slow
+def test_an_append_stream_outlives_its_vended_credentials(
+    spark: Any, tmp_path: Path, vending_seaweed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    catalog = ss.load_catalog("vend", type="rest", **vending_seaweed.rest_props(TABLE_BUCKET))
+    ns, name, slow = prepare(catalog, tmp_path)
     sink = IcebergSink(
         catalog=catalog,
         table=name,
@@ -90,14 +110,7 @@ def test_an_append_stream_outlives_its_vended_credentials(
         if path.is_file():
             assert not leaked.search(path.read_bytes()), path
 
-    want = list(range(12))
-    table = catalog.load_table(name)
-    assert len(table.snapshots()) == 4  # one per batch, none twice
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
-
-    from readers import rest_catalog_ids
-
-    assert rest_catalog_ids(vending_seaweed, TABLE_BUCKET, ns, "events") == (want, want)
+    assert_exactly_once(catalog, vending_seaweed, ns, tmp_path)
 
 
 @pytest.mark.slow
@@ -109,13 +122,7 @@ def test_a_data_source_stream_renews_vended_credentials_in_its_executors(
 ) -> None:
     props = vending_seaweed.oauth_rest_props(TABLE_BUCKET)
     catalog = ss.load_catalog("vend", type="rest", **props)
-    ns = f"ns{uuid.uuid4().hex[:10]}"
-    catalog.create_namespace(ns)
-    name = f"{ns}.events"
-    catalog.create_table(name, SCHEMA)
-    batches = [[{"id": i * 3 + j, "v": f"b{i}"} for j in range(3)] for i in range(4)]
-    write_batches(tmp_path / "in", batches)
-    slow = held_up_once(tmp_path / "held-up", VENDED_LIFETIME_S + 1)
+    ns, name, slow = prepare(catalog, tmp_path)
 
     register(spark)
     df = spark.readStream.schema("id long, v string").option("maxFilesPerTrigger", 1)
@@ -131,12 +138,4 @@ def test_a_data_source_stream_renews_vended_credentials_in_its_executors(
     )
     query.awaitTermination()  # raises when a batch failed
 
-    assert os.path.exists(tmp_path / "held-up")
-    want = list(range(12))
-    table = catalog.load_table(name)
-    assert len(table.snapshots()) == 4  # one per batch, none twice
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == want
-
-    from readers import rest_catalog_ids
-
-    assert rest_catalog_ids(vending_seaweed, TABLE_BUCKET, ns, "events") == (want, want)
+    assert_exactly_once(catalog, vending_seaweed, ns, tmp_path)
