@@ -102,9 +102,11 @@ def object_store_failure(
         expired = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(_expiry_s(properties)))
         why = f"the {where} refused access to bucket {bucket!r}: the credentials expired"
         check = (
-            f"they expired at {expired} (s3.session-token-expires-at-ms); a catalog's vended "
-            "credentials are renewed through the table's FileIO (load the table from the "
-            "catalog again to get new ones)"
+            f"they expired at {expired} (s3.session-token-expires-at-ms), and renewing them "
+            "did not help or was not possible here (executors renew only for a catalog with "
+            "OAuth2 client credentials or no authentication: see 'Vended credentials and "
+            "their renewal' in docs/catalogs.md); a micro-batch refused this way is written "
+            "again when the query restarts"
         )
     elif any(w in text for w in _DENIED):
         why = f"the {where} refused access to bucket {bucket!r}"
