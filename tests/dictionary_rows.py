@@ -6,6 +6,16 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+WITH_DICTIONARY = {
+    "id": False,
+    "ts": False,
+    "value": False,
+    "category": True,
+    "tags.list.element": True,
+    "maybe": True,
+}
+"""Which columns of :func:`dictionary_rows` keep a dictionary (by Parquet column path)."""
+
 
 def dictionary_rows(n: int) -> pa.Table:
     """``n`` rows: ``id``, ``ts``, ``value`` distinct; ``category`` (20 values), ``tags``

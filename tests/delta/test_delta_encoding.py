@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from dictionary_rows import dictionary_rows
+from dictionary_rows import WITH_DICTIONARY, dictionary_rows
 
 from stream_sink.delta import DeltaTable
 
@@ -27,14 +27,7 @@ def test_distinct_columns_are_written_plain_and_repeated_ones_with_a_dictionary(
         meta.column(i).path_in_schema: meta.column(i).has_dictionary_page
         for i in range(meta.num_columns)
     }
-    assert with_dictionary == {
-        "id": False,
-        "ts": False,
-        "value": False,
-        "category": True,
-        "tags.list.element": True,
-        "maybe": True,
-    }
+    assert with_dictionary == WITH_DICTIONARY
     assert all(meta.column(i).is_stats_set for i in range(meta.num_columns))
     assert all(meta.column(i).has_column_index for i in range(meta.num_columns))
     assert table.to_arrow().sort_by("id").equals(data)

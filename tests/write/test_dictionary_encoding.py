@@ -5,7 +5,7 @@ read back the same everywhere."""
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-from dictionary_rows import dictionary_rows
+from dictionary_rows import WITH_DICTIONARY, dictionary_rows
 from readers import pyiceberg_table
 
 from stream_sink.table.catalog import Catalog
@@ -34,14 +34,7 @@ def test_distinct_columns_are_written_plain_and_metrics_stay_right(catalog: Cata
     assert isinstance(table, IcebergTable)
     table.append(data)
 
-    assert _dictionary_by_column(table) == {
-        "id": False,
-        "ts": False,
-        "value": False,
-        "category": True,
-        "tags.list.element": True,
-        "maybe": True,
-    }
+    assert _dictionary_by_column(table) == WITH_DICTIONARY
     assert table.scan().to_arrow().sort_by("id").equals(data)
     py = pyiceberg_table(table.metadata_location)
     assert py.scan().to_arrow().sort_by("id").equals(data)
