@@ -36,8 +36,11 @@ class DeltaTableState:
 
 
 @dataclass(frozen=True)
-class DeltaLastCommit:
-    version: int
+class LastCommit:
+    """The newest commit carrying a sink's watermark (of either target)."""
+
+    snapshot_id: int
+    """The Iceberg snapshot; a Delta table's version."""
     timestamp_ms: int
     watermark: int
 
@@ -49,7 +52,7 @@ class DeltaWatermark:
     watermark: int | None
     error: str | None
     table: DeltaTableState | None = None
-    last_commit: DeltaLastCommit | None = None
+    last_commit: LastCommit | None = None
 
 
 def delta_watermark(
@@ -93,7 +96,7 @@ def delta_watermark(
     return DeltaWatermark(-1 if mark is None else mark, None, state, last)
 
 
-def _last_commit(table: DeltaTable, app: str) -> DeltaLastCommit | None:
+def _last_commit(table: DeltaTable, app: str) -> LastCommit | None:
     """The newest version (of the last :data:`LAST_COMMIT_SEARCH`) with ``app``'s txn."""
     newest = table.version
     kept = set(table.log.list_commits())
@@ -106,7 +109,7 @@ def _last_commit(table: DeltaTable, app: str) -> DeltaLastCommit | None:
             continue
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         when = txn.last_updated or (_timestamp(info) if info is not None else 0)
-        return DeltaLastCommit(version, when, txn.version)
+        return LastCommit(version, when, txn.version)
     return None
 
 

@@ -52,20 +52,12 @@ from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
-from stream_sink.ops.delta_status import DeltaTableState, delta_watermark
+from stream_sink.ops.delta_status import DeltaTableState, LastCommit, delta_watermark
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.operations import branch_head
 from stream_sink.table.snapshots import MAIN_BRANCH
-
-
-@dataclass(frozen=True)
-class LastCommit:
-    snapshot_id: int
-    """The Iceberg snapshot; a Delta table's version."""
-    timestamp_ms: int
-    watermark: int
 
 
 @dataclass(frozen=True)
@@ -161,8 +153,7 @@ def sink_status(
         table_name = delta_identity.table
         found = delta_watermark(delta_identity, query_id, sink, storage_options)
         watermark, error, delta = found.watermark, found.error, found.table
-        dl = found.last_commit
-        last = None if dl is None else LastCommit(dl.version, dl.timestamp_ms, dl.watermark)
+        last = found.last_commit
     else:
         if catalog is None and recorded is not None:
             catalog, open_error = _open_or_error(recorded)
