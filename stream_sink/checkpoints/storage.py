@@ -43,7 +43,7 @@ from stream_sink.exceptions import (
     MissingFileError,
     StreamSinkError,
 )
-from stream_sink.io.fileio import FileIO
+from stream_sink.io.fileio import FileIO, is_temporary
 from stream_sink.state import OperatorStateBackend, open_state_backend, restore_from_snapshot
 from stream_sink.state.layout import validate_sink_id
 
@@ -54,8 +54,6 @@ TABLE_FILE = "_table.json"
 """Per sink: the table it writes (catalog, name, uuid), recorded at its first start."""
 _CHK_DIR = re.compile(r"^chk-(\d+)$")
 _STATE_DIR = re.compile(r"^state-[0-9a-f]+$")
-_TEMPORARY = re.compile(r"\.[0-9a-f]{32}\.tmp$")
-"""The name ``FileIO.write_atomic`` gives its temporary file: ``<name>.<uuid hex>.tmp``."""
 
 
 class CheckpointStorage:
@@ -243,7 +241,7 @@ class CheckpointStorage:
         under way (at restore). Returns the deleted locations."""
         gone = []
         for loc in self.io.list_dir(self.location):
-            if _TEMPORARY.search(loc.rsplit("/", 1)[-1]):
+            if is_temporary(loc.rsplit("/", 1)[-1]):
                 self._delete_quietly(loc)
                 gone.append(loc)
         return gone

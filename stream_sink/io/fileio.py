@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -219,7 +220,7 @@ class FileIO:
             return
         path = self.path_of(location)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        tmp = temporary_name(path)
         with open(tmp, "wb") as f:
             f.write(data)
             if fsync:
@@ -288,7 +289,7 @@ class FileIO:
         final = self.path_of(location)
         directory = os.path.dirname(final)
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(directory, temporary_name(f".{os.path.basename(final)}"))
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
@@ -367,6 +368,20 @@ class FileIO:
         except OSError as e:
             if not _is_not_found(e):
                 raise
+
+
+_TEMPORARY = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+
+
+def temporary_name(name: str) -> str:
+    """The name of the temporary file a local atomic write renames or links to ``name``
+    (``<name>.<uuid hex>.tmp``); left behind only by a process that died mid-write."""
+    return f"{name}.{uuid.uuid4().hex}.tmp"
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is one of :func:`temporary_name`'s."""
+    return _TEMPORARY.search(name) is not None
 
 
 _RENEWED: OrderedDict[Renewal, RefreshingCredentials] = OrderedDict()
