@@ -18,6 +18,7 @@ are the same either way (dictionary encoding is optional in Parquet).
 
 from __future__ import annotations
 
+import functools
 import io
 
 import pyarrow as pa
@@ -71,9 +72,11 @@ def _pays_on(column: pa.ChunkedArray, width: float, limit: int) -> bool:
     return dictionary <= limit and dictionary + indices < values * width
 
 
-def _leaf_paths(schema: pa.Schema) -> list[str]:
-    """The Parquet leaf column paths of ``schema`` (as Arrow names them)."""
+@functools.lru_cache(maxsize=64)
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """The Parquet leaf column paths of ``schema`` (as Arrow names them); kept per schema,
+    as every data file of a table asks for the same ones."""
     buf = io.BytesIO()
     pq.write_table(schema.empty_table(), buf)
     parquet_schema = pq.ParquetFile(pa.BufferReader(buf.getvalue())).schema
-    return [parquet_schema.column(i).path for i in range(len(parquet_schema))]
+    return tuple(parquet_schema.column(i).path for i in range(len(parquet_schema)))
