@@ -47,13 +47,24 @@ case "$what" in
     spark35_log="$(mktemp "${TMPDIR:-/tmp}/stream-sink-spark35.XXXXXX")"
     .ci/scripts/spark35.sh > "$spark35_log" 2>&1 &
     spark35=$!
+    main_log="$(mktemp "${TMPDIR:-/tmp}/stream-sink-main.XXXXXX")"
+    set +e  # pytest's own exit status, not tee's
     .venv/bin/python -m pytest -n "${STREAM_SINK_TEST_WORKERS:-2}" --dist loadgroup \
-      --durations=30 || status=$?  # the 30 slowest tests close the report
+      --durations=30 2>&1 | tee "$main_log"  # the 30 slowest tests close the report
+    status=${PIPESTATUS[0]}
+    set -e
     spark35_status=0
     wait "$spark35" || spark35_status=$?
     echo "=== the Spark tests on pyspark 3.5 (.ci/scripts/spark35.sh) ==="
     cat "$spark35_log"
     rm -f "$spark35_log"
+    # Both results last, so that the end of a long log names whatever failed.
+    echo "=== results ==="
+    grep -E '^(FAILED|ERROR) ' "$main_log" || true
+    echo "main suite (pyspark 4): $(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "$main_log" \
+      | tail -1 | tr -d '=' | xargs) (exit $status)"
+    echo "pyspark 3.5: exit $spark35_status"
+    rm -f "$main_log"
     [ "$spark35_status" -eq 0 ] || status=$spark35_status
     exit "$status" ;;
   *) echo "usage: scripts/run.sh demo|test|test-fast [args…]" >&2; exit 2 ;;

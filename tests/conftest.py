@@ -135,47 +135,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """``spark`` on every test that uses the session's Spark; ``slow`` on every test that
     starts Spark, a JVM or a server (``make test-fast`` runs ``-m "not slow"``).
 
-    Each test also gets its ``xdist_group``: the Spark session's tests one group, a test
-    marked ``spread`` one of its own, every other test its file's (a module's fixtures are
-    set up once). With workers, the groups are handed out slowest first (xdist keeps this
-    order: ``pytest_configure``): the Spark session's, then the ``spread`` tests (killed
-    drivers, minutes each), then files with a slow test, then the rest, which fill the
-    gaps at the end. The workers sort too: the order they collect in is the order xdist
-    hands out; and they record the groups (``tests/xdist_groups.py``: xdist 3.8 alone no
-    longer applies them under pytest 9)."""
+    Each test also gets its ``xdist_group`` (``xdist_groups.groups``). With workers, the groups are
+    handed out slowest first (xdist keeps this order: ``pytest_configure``): the Spark
+    session's, then the ``spread`` tests (killed drivers, minutes each), then files with a
+    slow test, then the rest, which fill the gaps at the end. The workers sort too: the
+    order they collect in is the order xdist hands out; and they record the groups
+    (``tests/xdist_groups.py``: xdist 3.8 alone no longer applies them under pytest 9)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
         if fixtures & SLOW_FIXTURES or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(_group(item, fixtures)))
+    group = xdist_groups.groups(items, SPARK_GROUP)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.nodeid]))
     if hasattr(config, "workerinput"):
-        xdist_groups.record(
-            {i.nodeid: _group(i, set(getattr(i, "fixturenames", ()))) for i in items}
-        )
+        xdist_groups.record(group)
     if _distributed(config) or hasattr(config, "workerinput"):  # the workers' order counts
-        slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
+        slow_files = {_file(i) for i in items if i.get_closest_marker("slow")}
 
         def rank(item: pytest.Item) -> int:
-            if "spark" in getattr(item, "fixturenames", ()):
+            if group[item.nodeid] == SPARK_GROUP:
                 return 0
             if item.get_closest_marker("spread") and item.get_closest_marker("slow"):
                 return 1
-            return 2 if item.nodeid.split("::", 1)[0] in slow_files else 3
+            return 2 if _file(item) in slow_files else 3
 
         items.sort(key=rank)  # stable: each file keeps its order
 
 
-def _group(item: pytest.Item, fixtures: set[str]) -> str:
-    """The Spark session's tests together; a test marked ``spread`` (it shares nothing
-    with the others of its module: a killed driver, a docs page) alone; the rest by
-    file."""
-    if "spark" in fixtures:
-        return SPARK_GROUP
-    if item.get_closest_marker("spread"):
-        return item.nodeid
-    return item.nodeid.split("::", 1)[0]
+def _file(item: pytest.Item) -> str:
+    return xdist_groups.file_of(item.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -24,6 +24,38 @@ from typing import Any
 GROUPS_ENV = "STREAM_SINK_XDIST_GROUPS"
 
 
+def groups(items: list[Any], spark_group: str) -> dict[str, str]:
+    """Each test's ``xdist_group``: a test using the session's Spark in ``spark_group``; a
+    test marked ``spread`` (it shares nothing with the others of its module: a killed
+    driver, a docs page) alone; every other test its file's, or ``spark_group`` when any
+    test of its file uses the session's Spark.
+
+    Invariant: the tests of a module that are not ``spread`` share one group, so they run
+    on one worker, one after another, and the module's fixtures are set up once (a
+    module fixture that creates tables in a shared server cannot run twice)."""
+
+    def uses_spark(item: Any) -> bool:
+        return "spark" in getattr(item, "fixturenames", ())
+
+    spark_files = {file_of(i.nodeid) for i in items if uses_spark(i)}
+    group = {}
+    for item in items:
+        if uses_spark(item) or (
+            file_of(item.nodeid) in spark_files and not item.get_closest_marker("spread")
+        ):
+            group[item.nodeid] = spark_group
+        elif item.get_closest_marker("spread"):
+            group[item.nodeid] = item.nodeid
+        else:
+            group[item.nodeid] = file_of(item.nodeid)
+    return group
+
+
+def file_of(nodeid: str) -> str:
+    """The test file of a test id."""
+    return nodeid.split("::", 1)[0]
+
+
 def start(config: Any) -> None:
     """On the controller, before the workers start: the file they will write to, and
     xdist told to keep the order they collect in."""
