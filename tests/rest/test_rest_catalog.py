@@ -154,16 +154,28 @@ def test_pyiceberg_and_duckdb_read_through_the_same_catalog(
 
 
 def test_oauth_client_credentials(seaweed: Any) -> None:
-    """pyiceberg's property names: credential=<id>:<secret> gets a bearer token."""
-    catalog = load_catalog(
-        "oauth",
-        type="rest",
-        uri=seaweed.catalog_uri,
-        warehouse="s3://warehouse",
-        credential=f"{seaweed.access_key}:{seaweed.secret_key}",
-        **seaweed.s3_props,
-    )
-    catalog.list_namespaces()
+    """pyiceberg's property names: credential=<id>:<secret> gets a bearer token, one per
+    catalog open (the config request's token serves the catalog's requests), counted
+    through a forwarding proxy in front of the server."""
+    from counting_proxy import CountingProxy
+
+    proxy = CountingProxy.start(seaweed.catalog_uri)
+    try:
+        catalog = load_catalog(
+            "oauth",
+            type="rest",
+            uri=proxy.uri,
+            warehouse="s3://warehouse",
+            credential=f"{seaweed.access_key}:{seaweed.secret_key}",
+            **seaweed.s3_props,
+        )
+        catalog.list_namespaces()
+        catalog.list_namespaces()
+        counts = proxy.counts()
+    finally:
+        proxy.stop()
+    assert counts["config"] == 1 and counts["token"] == 1, counts
+    assert counts["other"] == 2, counts
 
 
 def test_maintenance_compacts_expires_and_removes_orphans_through_the_catalog(

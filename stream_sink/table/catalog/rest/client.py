@@ -116,6 +116,7 @@ class RestClient:
         self._timeout = _int(props, REQUEST_TIMEOUT_MS, 60_000, catalog) / 1000
         self.session = self._session(props, auth=False)
         self._auth_manager: Any = None
+        self._auth_manager_key: tuple[str | None, ...] = ()
         self._token_received_ms = 0
         self._token_expires_ms: int | None = None
         self.endpoints: frozenset[str] = frozenset()
@@ -180,6 +181,15 @@ class RestClient:
             session.auth = SigV4Auth(self.catalog, props)
 
     def _oauth_manager(self, session: Any, props: Mapping[str, str]) -> Any:
+        """pyiceberg's OAuth2 manager for ``props``. The one that authenticated the config
+        request is kept when the server's defaults and overrides leave the properties it
+        was made from unchanged: one token per catalog open, as Iceberg Java's catalog
+        session reuses its config session's token."""
+        key = _auth_key(props)
+        if self._auth_manager is not None and key == self._auth_manager_key:
+            from pyiceberg.catalog.rest.auth import AuthManagerAdapter
+
+            return AuthManagerAdapter(self._auth_manager)
         try:
             from pyiceberg.catalog.rest.auth import AuthManagerAdapter, LegacyOAuth2AuthManager
         except ImportError as e:
@@ -207,7 +217,7 @@ class RestClient:
                 f"{_scrub(str(e), props)}); check the property (client_id:client_secret) and "
                 f"{SCOPE!r}"
             ) from None
-        self._auth_manager = manager
+        self._auth_manager, self._auth_manager_key = manager, key
         return AuthManagerAdapter(manager)
 
     def _note_token(self, response: Any, *args: Any, **kwargs: Any) -> None:
@@ -416,6 +426,12 @@ def raise_for(
         error_type=kind,
         server_message=message,
     )
+
+
+def _auth_key(props: Mapping[str, str]) -> tuple[str | None, ...]:
+    """The properties an OAuth2 manager is made from (see ``_oauth_manager``)."""
+    keys = (URI, CREDENTIAL, TOKEN, SCOPE, OAUTH2_SERVER_URI, "audience", "resource")
+    return tuple(props.get(k) for k in keys)
 
 
 def _scrub(text: str, props: Mapping[str, str]) -> str:
