@@ -263,20 +263,29 @@ class _FileProgress:
 
 class _WorkerFileProgress:
     """With workers (``-n``), where pytest prints only dots: a line with the wall time
-    since the run began when a test file's first result arrives."""
+    since the run began and the worker when a test file's first result arrives, and at
+    the end each worker's busy time (the longest is the run's critical path)."""
 
     def __init__(self, reporter: Any) -> None:
         self.reporter = reporter
         self.started = time.monotonic()
         self.files: set[str] = set()
+        self.busy: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        name = getattr(worker, "id", "?")
+        self.busy[name] = self.busy.get(name, 0.0) + report.duration
         path = report.nodeid.split("::", 1)[0]
         if path in self.files:
             return
         self.files.add(path)
         elapsed = int(time.monotonic() - self.started)
-        self.reporter.write_line(f"(at {elapsed // 60}m{elapsed % 60:02d}s) {path}")
+        self.reporter.write_line(f"(at {elapsed // 60}m{elapsed % 60:02d}s) [{name}] {path}")
+
+    def pytest_terminal_summary(self) -> None:
+        busy = ", ".join(f"{w} {s:,.0f} s" for w, s in sorted(self.busy.items()))
+        self.reporter.write_line(f"time in tests by worker (setup, call, teardown): {busy}")
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
