@@ -135,11 +135,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """``spark`` on every test that uses the session's Spark; ``slow`` on every test that
     starts Spark, a JVM or a server (``make test-fast`` runs ``-m "not slow"``).
 
-    Each test also gets its ``xdist_group`` (``xdist_groups.groups``). With workers, the groups are
-    handed out slowest first (xdist keeps this order: ``pytest_configure``): the Spark
-    session's, then the ``spread`` tests (killed drivers, minutes each), then files with a
-    slow test, then the rest, which fill the gaps at the end. The workers sort too: the
-    order they collect in is the order xdist hands out; and they record the groups
+    Each test also gets its ``xdist_group`` (``xdist_groups.groups``). With workers, the
+    groups are handed out slowest first (xdist keeps this order: ``pytest_configure``): the
+    Spark session's, then the ``spread`` tests (killed drivers, minutes each), then files
+    with a slow test, then the rest, which fill the gaps at the end. The workers sort too:
+    the order they collect in is the order xdist hands out; and they record the groups
     (``tests/xdist_groups.py``: xdist 3.8 alone no longer applies them under pytest 9)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))

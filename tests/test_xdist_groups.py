@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 import xdist_groups
@@ -15,7 +15,6 @@ class FakeItem:
     nodeid: str
     fixturenames: tuple[str, ...] = ()
     marks: tuple[str, ...] = ()
-    added: list[object] = field(default_factory=list)
 
     def get_closest_marker(self, name: str) -> object | None:
         return name if name in self.marks else None
