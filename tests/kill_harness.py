@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from stream_sink.ops.drill_jobs import FAST_START_JVM
+
 __all__ = [
     "KillJob",
     "append_batches",
@@ -43,12 +45,10 @@ __all__ = [
 
 Rows = list[dict[str, Any]]
 
-SHORT_DRIVER_SUBMIT_ARGS = (
-    '--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell'
-)
+SHORT_DRIVER_SUBMIT_ARGS = f'--driver-java-options "{FAST_START_JVM}" pyspark-shell'
 """How pyspark starts a killed job's driver JVM (``PYSPARK_SUBMIT_ARGS``, unless the
-environment sets it): the JIT's quick tier only and one GC thread, as the drill starts its
-drivers (``stream_sink.ops.drill_jobs.FAST_START_JVM``). A job of a few small batches
+environment sets it): with the drill's driver flags (the JIT's quick tier only, one GC
+thread). A job of a few small batches
 spends most of its CPU starting, and the optimizing JIT would compete with the other
 worker for the two cores; each driver start took about a quarter less wall time here."""
 
