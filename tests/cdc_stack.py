@@ -33,7 +33,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,19 @@ SPARK_WORKERS = 2
 
 class StackError(RuntimeError):
     """A part of the stack did not start or stop; the message holds its log's tail."""
+
+
+def kafka_cluster_id(draw: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A random KRaft cluster id: 16 bytes in URL-safe base64, never starting with ``-``.
+
+    Kafka's own ``Uuid.randomUuid`` draws again for an id starting with ``-``:
+    ``kafka-storage format -t -abc`` reads ``-abc`` as an option and fails. One
+    draw in 64 starts so.
+    """
+    while True:
+        cluster = base64.urlsafe_b64encode(draw().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
 
 
 def free_port() -> int:
@@ -235,7 +248,7 @@ class Kafka:
         config = self.directory / "server.properties"
         if not config.exists():
             config.write_text(render(KAFKA_CONFIG, self.config_values()))
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = kafka_cluster_id()
             fmt = JavaProcess(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
                 self.directory / "format.log",
