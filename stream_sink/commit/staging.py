@@ -19,7 +19,6 @@ import base64
 import json
 import logging
 import re
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,14 +73,6 @@ class DeltaManifests:
     @property
     def is_empty(self) -> bool:
         return not self.data_manifests and not self.delete_manifests and not self.truncate
-
-
-# --- naming ------------------------------------------------------------------------------
-
-
-def new_instance_token() -> str:
-    """A token naming one committer instance's staging manifests (8 hex digits)."""
-    return uuid.uuid4().hex[:8]
 
 
 @dataclass(frozen=True)
