@@ -153,20 +153,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):
         xdist_groups.record(group)
     if _distributed(config) or hasattr(config, "workerinput"):  # the workers' order counts
-        slow_files = {_file(i) for i in items if i.get_closest_marker("slow")}
+        slow_files = {xdist_groups.file_of(i.nodeid) for i in items if i.get_closest_marker("slow")}
 
         def rank(item: pytest.Item) -> int:
             if group[item.nodeid] == SPARK_GROUP:
                 return 0
             if item.get_closest_marker("spread") and item.get_closest_marker("slow"):
                 return 1
-            return 2 if _file(item) in slow_files else 3
+            return 2 if xdist_groups.file_of(item.nodeid) in slow_files else 3
 
         items.sort(key=rank)  # stable: each file keeps its order
-
-
-def _file(item: pytest.Item) -> str:
-    return xdist_groups.file_of(item.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -276,7 +272,7 @@ class _WorkerFileProgress:
         worker = getattr(getattr(report, "node", None), "gateway", None)
         name = getattr(worker, "id", "?")
         self.busy[name] = self.busy.get(name, 0.0) + report.duration
-        path = report.nodeid.split("::", 1)[0]
+        path = xdist_groups.file_of(report.nodeid)
         if path in self.files:
             return
         self.files.add(path)

@@ -48,9 +48,9 @@ Rows = list[dict[str, Any]]
 SHORT_DRIVER_SUBMIT_ARGS = f'--driver-java-options "{FAST_START_JVM}" pyspark-shell'
 """How pyspark starts a killed job's driver JVM (``PYSPARK_SUBMIT_ARGS``, unless the
 environment sets it): with the drill's driver flags (the JIT's quick tier only, one GC
-thread). A job of a few small batches
-spends most of its CPU starting, and the optimizing JIT would compete with the other
-worker for the two cores; each driver start took about a quarter less wall time here."""
+thread). A job of a few small batches spends most of its CPU starting, and the
+optimizing JIT would compete with the other worker for the two cores; each driver start
+took about a quarter less wall time here."""
 
 
 def write_batches(

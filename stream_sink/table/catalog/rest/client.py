@@ -175,23 +175,27 @@ class RestClient:
         credential, token = props.get(CREDENTIAL), props.get(TOKEN)
         sigv4 = props.get(SIGV4_ENABLED, "false").strip().lower() == "true"
         if credential or token:
-            manager = self._oauth_manager(session, props)
+            manager = self._oauth_manager(props)
             session.auth = _Chain([manager, SigV4Auth(self.catalog, props)] if sigv4 else [manager])
         elif sigv4:
             session.auth = SigV4Auth(self.catalog, props)
 
-    def _oauth_manager(self, session: Any, props: Mapping[str, str]) -> Any:
+    def _oauth_manager(self, props: Mapping[str, str]) -> Any:
         """pyiceberg's OAuth2 manager for ``props``. The one that authenticated the config
         request is kept when the server's defaults and overrides leave the properties it
         was made from unchanged: one token per catalog open, as Iceberg Java's catalog
         session reuses its config session's token."""
         key = _auth_key(props)
-        if self._auth_manager is not None and key == self._auth_manager_key:
-            from pyiceberg.catalog.rest.auth import AuthManagerAdapter
+        if self._auth_manager is None or key != self._auth_manager_key:
+            self._auth_manager, self._auth_manager_key = self._new_oauth_manager(props), key
+        from pyiceberg.catalog.rest.auth import AuthManagerAdapter  # importable: a manager exists
 
-            return AuthManagerAdapter(self._auth_manager)
+        return AuthManagerAdapter(self._auth_manager)
+
+    def _new_oauth_manager(self, props: Mapping[str, str]) -> Any:
+        """A new pyiceberg OAuth2 manager (it fetches its token now)."""
         try:
-            from pyiceberg.catalog.rest.auth import AuthManagerAdapter, LegacyOAuth2AuthManager
+            from pyiceberg.catalog.rest.auth import LegacyOAuth2AuthManager
         except ImportError as e:
             raise InvalidOptionError(
                 f"catalog {self.catalog!r}: {CREDENTIAL}/{TOKEN} need pyiceberg's auth managers: "
@@ -203,7 +207,7 @@ class RestClient:
         token_session = self._requests.Session()
         token_session.hooks["response"].append(self._note_token)
         try:
-            manager = LegacyOAuth2AuthManager(
+            return LegacyOAuth2AuthManager(
                 session=token_session,
                 auth_url=auth_url,
                 credential=props.get(CREDENTIAL),
@@ -217,8 +221,6 @@ class RestClient:
                 f"{_scrub(str(e), props)}); check the property (client_id:client_secret) and "
                 f"{SCOPE!r}"
             ) from None
-        self._auth_manager, self._auth_manager_key = manager, key
-        return AuthManagerAdapter(manager)
 
     def _note_token(self, response: Any, *args: Any, **kwargs: Any) -> None:
         """When a token the OAuth2 server handed out expires (its ``expires_in``)."""
