@@ -172,6 +172,17 @@ def deletion_vectors(loc: str) -> None:
     commit(loc, 1, {"add": dict(old_add, deletionVector=newer)}, {"remove": remove})
 
 
+def inline_dv_padded_tail(loc: str) -> None:
+    """An inline deletion vector of 38 bytes in the Z85 the Rust ``z85`` crate writes
+    (delta-rs, delta-kernel-rs): its last group, ``##`` and the tail's 2 bytes, is a
+    number above 2**32 - 1."""
+    dv = inline_dv([1, 4, 7], padded_tail=True)
+    assert dv["pathOrInlineDv"].endswith("##0l7")
+    config = {"delta.enableDeletionVectors": "true"}
+    commit(loc, 0, protocol(3, 7, "deletionVectors"), metadata(ID_V, config))
+    commit(loc, 1, data_file(loc, "a.parquet", _ids(12), deletion_vector=dv))
+
+
 def _v2_checkpoint(loc: str, kind: str) -> None:
     """V2 spec checkpoints: UUID-named JSON or Parquet with sidecars, or classic; the
     commits before the checkpoint are gone, so only it can answer."""
@@ -277,6 +288,7 @@ SHAPES: dict[str, Callable[[str], None]] = {
         column_mapping_reader_v2,
         column_mapping_id,
         deletion_vectors,
+        inline_dv_padded_tail,
         v2_checkpoint_json,
         v2_checkpoint_parquet,
         v2_checkpoint_classic,
@@ -293,6 +305,7 @@ EXPECTED_ROWS = {
     "column_mapping_reader_v2": 2,
     "column_mapping_id": 2,
     "deletion_vectors": 31,
+    "inline_dv_padded_tail": 9,
     "v2_checkpoint_json": 9,
     "v2_checkpoint_parquet": 9,
     "v2_checkpoint_classic": 9,
@@ -458,6 +471,16 @@ def test_broken_tables_are_refused_naming_the_problem(tmp_path, case):
     build(loc)
     with pytest.raises(error, match=message):
         DeltaTable.load(loc).to_arrow()
+
+
+def test_stream_sink_read_reads_an_inline_vector_with_a_padded_tail(tmp_path, capsys):
+    from stream_sink.cli.main import main
+
+    loc = str(tmp_path / "t")
+    inline_dv_padded_tail(loc)
+    assert main(["read", loc, "--snapshot-id", "1", "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["id"] for r in rows) == [0, 2, 3, 5, 6, 8, 9, 10, 11]
 
 
 def test_stream_sink_read_prints_an_evolved_table(tmp_path, capsys):
