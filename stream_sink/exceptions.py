@@ -117,6 +117,12 @@ class CorruptDeleteFileError(CorruptionError):
     cardinality); the message names the file. Nothing is applied from it."""
 
 
+class UnreadableFileError(CorruptionError):
+    """A data or delete file whose bytes the reader cannot decode: damaged, or written in a
+    shape of its format that pyarrow (Parquet, ORC) or fastavro (Avro) does not read. The
+    message names the file, its table and what to do; nothing is read from the table."""
+
+
 # --- commits -----------------------------------------------------------------
 
 
