@@ -236,6 +236,12 @@ class UnsupportedError(StreamSinkError, NotImplementedError):
     """A feature the table or option asks for is not supported here."""
 
 
+class ReadOnlyTableError(UnsupportedError):
+    """A write to a table opened from its metadata file (``load_static_table``): such a
+    table has no catalog to commit through. The message names the file and says how to
+    open the table for writing."""
+
+
 class UnsupportedSchemeError(InvalidOptionError, UnsupportedError):
     """A location's scheme (``gs://``, ``abfs://``) has no FileIO here; the message names
     it and says what would serve it."""

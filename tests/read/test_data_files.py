@@ -21,7 +21,7 @@ import pytest
 from read_support import FILE_PATH_ID, POS_ID, hadoop_catalog, position_deletes, row_delta
 
 from stream_sink.cli.main import main
-from stream_sink.exceptions import UnreadableFileError
+from stream_sink.exceptions import UnreadableFileError, UnsupportedSchemeError
 from stream_sink.table.avro_schemas import avro_schema
 from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
 from stream_sink.table.name_mapping import NAME_MAPPING_PROPERTY, mapping_of
@@ -280,3 +280,22 @@ def test_a_parquet_file_pyarrow_cannot_read_is_named_with_what_to_do(
     assert main(["read", table.location]) == 1
     err = capsys.readouterr().err
     assert err.startswith("stream-sink: UnreadableFileError: data file ") and err.count("\n") == 1
+
+
+def test_a_data_file_on_s3_in_a_local_table_says_where_the_table_is_read(tmp_path: Path) -> None:
+    catalog = hadoop_catalog(tmp_path)
+    table = catalog.create_table("db.copied", pa.schema([("id", pa.int64())]))
+    moved = DataFile(
+        content=DataFileContent.DATA,
+        file_path="s3://bucket/wh/db/copied/data/f.parquet",
+        file_format=FileFormat.PARQUET,
+        spec_id=0,
+        partition=(),
+        record_count=1,
+        file_size_in_bytes=10,
+    )
+    row_delta(table, [moved])
+    with pytest.raises(UnsupportedSchemeError) as e:
+        table.refresh().scan().to_arrow()  # type: ignore[attr-defined]
+    assert "is on s3://, but this table's files are read on file://" in str(e.value)
+    assert "not supported" not in str(e.value)
