@@ -236,6 +236,28 @@ class UnsupportedError(StreamSinkError, NotImplementedError):
     """A feature the table or option asks for is not supported here."""
 
 
+class UnsupportedTypeError(UnsupportedError):
+    """A column of a type stream_sink does not read or write (Iceberg's ``variant``,
+    ``geometry``, ``geography``; Delta's ``void``, ``variant``): the message names the
+    column (its path, outermost first), the type and the format."""
+
+    def __init__(self, type_name: str, fmt: str, path: tuple[str, ...] = ()) -> None:
+        self.type_name, self.fmt, self.path = type_name, fmt, path
+        what = (
+            f"column {'.'.join(path)!r} has {fmt} type {type_name}"
+            if path
+            else (f"{fmt} type {type_name}")
+        )
+        super().__init__(
+            f"{what}, which stream_sink does not support: a table with such a column "
+            "cannot be read or written here"
+        )
+
+    def within(self, name: str) -> UnsupportedTypeError:
+        """The same error for the column ``name`` holding this one."""
+        return UnsupportedTypeError(self.type_name, self.fmt, (name, *self.path))
+
+
 class ReadOnlyTableError(UnsupportedError):
     """A write to a table opened from its metadata file (``load_static_table``): such a
     table has no catalog to commit through. The message names the file and says how to

@@ -18,7 +18,10 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
 def allowed(from_type: str, to_type: str) -> bool:
-    """True for the widenings the protocol lists."""
+    """True for the widenings the protocol lists, and for byte and short to a decimal
+    with room for their 3 and 5 digits (precision - scale), which Delta on Spark writes
+    (its own rule: the decimal holds every value of the integer type); the protocol asks
+    10 for them as for integer."""
     if from_type in _INTEGERS and to_type in _INTEGERS:
         return _INTEGERS.index(from_type) < _INTEGERS.index(to_type)
     if (from_type, to_type) == ("float", "double") or (from_type, to_type) == (
@@ -36,7 +39,7 @@ def allowed(from_type: str, to_type: str) -> bool:
     if frm is not None:
         p1, s1 = int(frm.group(1)), int(frm.group(2))
         return p2 - p1 >= s2 - s1 >= 0
-    base = {"byte": 10, "short": 10, "integer": 10, "long": 20}.get(from_type)
+    base = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(from_type)
     return base is not None and p2 - base >= s2 >= 0
 
 

@@ -183,6 +183,39 @@ def inline_dv_padded_tail(loc: str) -> None:
     commit(loc, 1, data_file(loc, "a.parquet", _ids(12), deletion_vector=dv))
 
 
+def type_widening_byte_to_decimal(loc: str) -> None:
+    """byte -> decimal(5,2) and short -> decimal(7,2), as Delta on Spark widens them (its
+    rule: room for the integer's 3 and 5 digits; the protocol's table asks 10)."""
+    schema = struct_type(
+        field("id", "long"),
+        field(
+            "b", "decimal(5,2)", metadata={"delta.typeChanges": [_change("byte", "decimal(5,2)")]}
+        ),
+        field(
+            "s", "decimal(7,2)", metadata={"delta.typeChanges": [_change("short", "decimal(7,2)")]}
+        ),
+    )
+    old = pa.table(
+        {"id": pa.array([1, 2], pa.int64()), "b": pa.array([-128, 127], pa.int8()),
+         "s": pa.array([-32768, 7], pa.int16())}
+    )  # fmt: skip
+    new = pa.table(
+        {"id": pa.array([3], pa.int64()), "b": pa.array([Decimal("999.99")], pa.decimal128(5, 2)),
+         "s": pa.array([Decimal("-0.01")], pa.decimal128(7, 2))}
+    )  # fmt: skip
+    commit(
+        loc,
+        0,
+        protocol(3, 7, "typeWidening"),
+        metadata(schema, {"delta.enableTypeWidening": "true"}),
+    )
+    commit(loc, 1, data_file(loc, "old.parquet", old), data_file(loc, "new.parquet", new))
+
+
+def _change(frm: str, to: str) -> dict[str, str]:
+    return {"fromType": frm, "toType": to}
+
+
 def _v2_checkpoint(loc: str, kind: str) -> None:
     """V2 spec checkpoints: UUID-named JSON or Parquet with sidecars, or classic; the
     commits before the checkpoint are gone, so only it can answer."""
@@ -293,6 +326,7 @@ SHAPES: dict[str, Callable[[str], None]] = {
         v2_checkpoint_parquet,
         v2_checkpoint_classic,
         type_widening,
+        type_widening_byte_to_decimal,
         multi_part_checkpoint,
         vacuum_protocol_check,
     )
@@ -310,6 +344,7 @@ EXPECTED_ROWS = {
     "v2_checkpoint_parquet": 9,
     "v2_checkpoint_classic": 9,
     "type_widening": 2,
+    "type_widening_byte_to_decimal": 3,
     "vacuum_protocol_check": 3,
     "multi_part_checkpoint": 4,
 }
@@ -317,6 +352,7 @@ READERS_DIFFER: dict[tuple[str, str], str] = {
     ("placeholder_metadata", "delta-rs"): "refuses a metaData without schemaString",
     ("placeholder_metadata", "duckdb"): "refuses a metaData without schemaString",
     ("type_widening", "delta-rs"): "Unsupported table features required: [TypeWidening]",
+    ("type_widening_byte_to_decimal", "delta-rs"): "Unsupported table features: [TypeWidening]",
     ("vacuum_protocol_check", "delta-rs"): "Unsupported table features: [VacuumProtocolCheck]",
 }
 """(shape, reader) -> why that reader cannot read that shape (asserted: it refuses)."""
@@ -428,6 +464,11 @@ def _variant(loc: str) -> None:
     commit(loc, 0, protocol(3, 7, "variantType"), metadata(schema))
 
 
+def _void(loc: str) -> None:
+    schema = struct_type(field("id", "long"), field("s", struct_type(field("nothing", "void"))))
+    commit(loc, 0, protocol(1, 2), metadata(schema))
+
+
 def _narrowing(loc: str) -> None:
     changes = {"delta.typeChanges": [{"fromType": "long", "toType": "integer"}]}
     schema = struct_type(field("id", "integer", metadata=changes))
@@ -457,6 +498,7 @@ BROKEN: dict[str, tuple[Callable[[str], None], type[Exception], str]] = {
     "dv_size": (_wrong_size, CorruptionError, "too short for a deletion vector of"),
     "dv_missing": (_missing_dv_file, MissingFileError, "deletion_vector_"),
     "variant": (_variant, UnsupportedError, "variantType"),
+    "void": (_void, UnsupportedError, "column 's.nothing' has Delta type void, which stream_sink"),
     "narrowing": (_narrowing, UnsupportedError, "long -> integer"),
     "placeholder_only": (_placeholder_only, CorruptMetadataError, "no schemaString"),
     "missing_sidecar": (_missing_sidecar, MissingFileError, "sidecar 3a0d65cd"),
