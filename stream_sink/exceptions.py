@@ -243,11 +243,9 @@ class UnsupportedTypeError(UnsupportedError):
 
     def __init__(self, type_name: str, fmt: str, path: tuple[str, ...] = ()) -> None:
         self.type_name, self.fmt, self.path = type_name, fmt, path
-        what = (
-            f"column {'.'.join(path)!r} has {fmt} type {type_name}"
-            if path
-            else (f"{fmt} type {type_name}")
-        )
+        what = f"type {type_name} ({fmt})"
+        if path:
+            what = f"column {'.'.join(path)!r} has {what}"
         super().__init__(
             f"{what}, which stream_sink does not support: a table with such a column "
             "cannot be read or written here"

@@ -18,10 +18,8 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
 def allowed(from_type: str, to_type: str) -> bool:
-    """True for the widenings the protocol lists, and for byte and short to a decimal
-    with room for their 3 and 5 digits (precision - scale), which Delta on Spark writes
-    (its own rule: the decimal holds every value of the integer type); the protocol asks
-    10 for them as for integer."""
+    """True for the widenings the protocol lists (Delta Lake 4.4 on Spark refuses the
+    others too, byte -> decimal(5,2) among them)."""
     if from_type in _INTEGERS and to_type in _INTEGERS:
         return _INTEGERS.index(from_type) < _INTEGERS.index(to_type)
     if (from_type, to_type) == ("float", "double") or (from_type, to_type) == (
@@ -39,7 +37,7 @@ def allowed(from_type: str, to_type: str) -> bool:
     if frm is not None:
         p1, s1 = int(frm.group(1)), int(frm.group(2))
         return p2 - p1 >= s2 - s1 >= 0
-    base = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(from_type)
+    base = {"byte": 10, "short": 10, "integer": 10, "long": 20}.get(from_type)
     return base is not None and p2 - base >= s2 >= 0
 
 
@@ -70,5 +68,7 @@ def check_type_changes(schema_string: str, where: str) -> None:
         if not allowed(frm, to):
             raise UnsupportedError(
                 f"{where}: column {path!r} records a type change {frm} -> {to}, which "
-                "type widening does not allow; stream_sink cannot read its older files"
+                'type widening does not allow (PROTOCOL.md "Type Widening"; Delta Lake '
+                "on Spark refuses it too): reading such a table is not supported, as its "
+                "older files' values are not defined in the new type"
             )

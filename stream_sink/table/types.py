@@ -290,7 +290,7 @@ def primitive_from_string(text: str) -> PrimitiveType:
     if m := _FIXED.match(s):
         return FixedType(int(m.group(1)))
     if s in _UNSUPPORTED_V3 or s.startswith(("geometry", "geography")):
-        raise UnsupportedTypeError(text, "Iceberg (format version 3)")
+        raise UnsupportedTypeError(text, "Iceberg format version 3")
     raise CorruptMetadataError(f"unknown primitive type {text!r}")
 
 

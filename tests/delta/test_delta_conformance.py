@@ -183,33 +183,19 @@ def inline_dv_padded_tail(loc: str) -> None:
     commit(loc, 1, data_file(loc, "a.parquet", _ids(12), deletion_vector=dv))
 
 
-def type_widening_byte_to_decimal(loc: str) -> None:
-    """byte -> decimal(5,2) and short -> decimal(7,2), as Delta on Spark widens them (its
-    rule: room for the integer's 3 and 5 digits; the protocol's table asks 10)."""
-    schema = struct_type(
-        field("id", "long"),
-        field(
-            "b", "decimal(5,2)", metadata={"delta.typeChanges": [_change("byte", "decimal(5,2)")]}
-        ),
-        field(
-            "s", "decimal(7,2)", metadata={"delta.typeChanges": [_change("short", "decimal(7,2)")]}
-        ),
-    )
-    old = pa.table(
-        {"id": pa.array([1, 2], pa.int64()), "b": pa.array([-128, 127], pa.int8()),
-         "s": pa.array([-32768, 7], pa.int16())}
-    )  # fmt: skip
-    new = pa.table(
-        {"id": pa.array([3], pa.int64()), "b": pa.array([Decimal("999.99")], pa.decimal128(5, 2)),
-         "s": pa.array([Decimal("-0.01")], pa.decimal128(7, 2))}
-    )  # fmt: skip
+def _byte_to_narrow_decimal(loc: str) -> None:
+    """byte -> decimal(5,2): the value fits, but the protocol's table (decimal(10 + k1, k2))
+    and Delta Lake 4.4 on Spark refuse the change."""
+    change = {"delta.typeChanges": [_change("byte", "decimal(5,2)")]}
+    schema = struct_type(field("id", "long"), field("b", "decimal(5,2)", metadata=change))
+    old = pa.table({"id": pa.array([1], pa.int64()), "b": pa.array([-128], pa.int8())})
     commit(
         loc,
         0,
         protocol(3, 7, "typeWidening"),
         metadata(schema, {"delta.enableTypeWidening": "true"}),
     )
-    commit(loc, 1, data_file(loc, "old.parquet", old), data_file(loc, "new.parquet", new))
+    commit(loc, 1, data_file(loc, "old.parquet", old))
 
 
 def _change(frm: str, to: str) -> dict[str, str]:
@@ -326,7 +312,6 @@ SHAPES: dict[str, Callable[[str], None]] = {
         v2_checkpoint_parquet,
         v2_checkpoint_classic,
         type_widening,
-        type_widening_byte_to_decimal,
         multi_part_checkpoint,
         vacuum_protocol_check,
     )
@@ -344,7 +329,6 @@ EXPECTED_ROWS = {
     "v2_checkpoint_parquet": 9,
     "v2_checkpoint_classic": 9,
     "type_widening": 2,
-    "type_widening_byte_to_decimal": 3,
     "vacuum_protocol_check": 3,
     "multi_part_checkpoint": 4,
 }
@@ -352,10 +336,19 @@ READERS_DIFFER: dict[tuple[str, str], str] = {
     ("placeholder_metadata", "delta-rs"): "refuses a metaData without schemaString",
     ("placeholder_metadata", "duckdb"): "refuses a metaData without schemaString",
     ("type_widening", "delta-rs"): "Unsupported table features required: [TypeWidening]",
-    ("type_widening_byte_to_decimal", "delta-rs"): "Unsupported table features: [TypeWidening]",
     ("vacuum_protocol_check", "delta-rs"): "Unsupported table features: [VacuumProtocolCheck]",
 }
 """(shape, reader) -> why that reader cannot read that shape (asserted: it refuses)."""
+SPARK_DIFFERS: dict[str, tuple[str, list[int]]] = {
+    "inline_dv_padded_tail": (
+        "Delta's Java decoder takes the z85 crate's padded tail modulo 2**32, so the "
+        "vector's last row reads as 28168 instead of 7 and row 7 stays; delta-kernel-rs "
+        "(delta-rs, DuckDB) and ours read the tail as its writer meant it",
+        [0, 2, 3, 5, 6, 7, 8, 9, 10, 11],
+    ),
+}
+"""shape -> why Delta Lake on Spark reads it otherwise than delta-rs, DuckDB and ours,
+and the ids it reads (asserted, so a change on either side shows)."""
 PARTITION_NULL = {"column_mapping_name", "column_mapping_reader_v2", "column_mapping_id"}
 """Shapes whose partition column DuckDB 1.5.5 reads as null: it does not resolve
 partition values by physical name, as PROTOCOL.md "Column Mapping" requires (delta-rs
@@ -404,7 +397,8 @@ def test_every_shape_reads_the_same_in_ours_delta_rs_and_duckdb(tmp_path, shape)
 def test_every_shape_reads_the_same_in_delta_lake_on_spark(tmp_path):
     """Delta Lake on Spark, the protocol's reference implementation, reads every shape,
     and the table delta-rs wrote (deletion vectors, column mapping) that ours then
-    appended to and upserted into, as ours does; one JVM reads them all."""
+    appended to and upserted into, as ours does, but for the shapes SPARK_DIFFERS names
+    (their reading is asserted there); one JVM reads them all."""
     locations = {}
     for shape, build in SHAPES.items():
         locations[shape] = str(tmp_path / shape)
@@ -415,6 +409,10 @@ def test_every_shape_reads_the_same_in_delta_lake_on_spark(tmp_path):
     got = read_with_delta(list(locations.values()))
     for (shape, loc), theirs in zip(locations.items(), got, strict=True):
         ours = _normal(DeltaTable.load(loc).to_arrow().to_pylist())
+        if shape in SPARK_DIFFERS:
+            ids = sorted(r["id"] for r in theirs.to_pylist())
+            assert ids == SPARK_DIFFERS[shape][1], shape
+            continue
         assert _normal(theirs.to_pylist()) == ours, shape
 
 
@@ -498,8 +496,17 @@ BROKEN: dict[str, tuple[Callable[[str], None], type[Exception], str]] = {
     "dv_size": (_wrong_size, CorruptionError, "too short for a deletion vector of"),
     "dv_missing": (_missing_dv_file, MissingFileError, "deletion_vector_"),
     "variant": (_variant, UnsupportedError, "variantType"),
-    "void": (_void, UnsupportedError, "column 's.nothing' has Delta type void, which stream_sink"),
+    "void": (
+        _void,
+        UnsupportedError,
+        r"column 's.nothing' has type void \(Delta\), which stream_sink",
+    ),
     "narrowing": (_narrowing, UnsupportedError, "long -> integer"),
+    "byte_to_narrow_decimal": (
+        _byte_to_narrow_decimal,
+        UnsupportedError,
+        "column 'b' records a type change byte -> decimal.5,2., .* not supported",
+    ),
     "placeholder_only": (_placeholder_only, CorruptMetadataError, "no schemaString"),
     "missing_sidecar": (_missing_sidecar, MissingFileError, "sidecar 3a0d65cd"),
     "unknown_mapping_mode": (_unknown_mapping_mode, Exception, "'position' is not one of"),

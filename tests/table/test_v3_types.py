@@ -288,6 +288,6 @@ def test_variant_and_geospatial_columns_are_refused_naming_the_column_and_type(
     with pytest.raises(UnsupportedTypeError) as e:
         field_from_json(outer)
     assert str(e.value).startswith(
-        f"column 'place.shape' has Iceberg (format version 3) type {type_name}, which "
+        f"column 'place.shape' has type {type_name} (Iceberg format version 3), which "
         "stream_sink does not support"
     )
