@@ -50,6 +50,10 @@ TRAINING_TIMEOUT_S = 600.0
 TRAINING_MODULE = "stream_sink.spark.fast_start"
 _SHAPING_KEYS = ("spark.driver.extraClassPath", DRIVER_JAVA_OPTIONS)
 """Conf entries that change the driver JVM's class path or flags: part of the key."""
+SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
+"""pyspark's ``spark-submit`` arguments: a ``--driver-java-options`` there replaces
+``spark.driver.extraJavaOptions`` (so the archive is neither made nor mapped: pass
+:func:`java_options` there instead); part of the key."""
 
 
 def archive_home() -> Path:
@@ -68,6 +72,7 @@ def archive_path(conf: Mapping[str, str] | None = None) -> Path:
         "release": release.read_text(errors="replace") if release.is_file() else "",
         "pyspark": pyspark.__version__,
         "spark_home": os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__),
+        "submit_args": os.environ.get(SUBMIT_ARGS, ""),
         **{k: (conf or {}).get(k, "") for k in _SHAPING_KEYS},
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -97,16 +102,16 @@ def with_fast_start(conf: Mapping[str, str]) -> dict[str, str]:
 
 def create_archive(conf: Mapping[str, str] | None = None) -> Path | None:
     """Run the training session in a process of its own and put its archive in place;
-    the archive, or None (logged, and recorded in ``.failed``) when it could not be
-    made."""
+    the archive, or None (logged, and recorded in ``.failed`` where that can be
+    written) when it could not be made."""
     path = archive_path(conf)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(path)
     logfile = path.with_suffix(".log")
-    log.warning("creating the driver JVM's class archive %s (once, 20-60 s)", path)
+    log.warning("creating the driver JVM's class archive %s (once, 30-60 s)", path)
     started = time.monotonic()
     cmd = [sys.executable, "-m", TRAINING_MODULE, "train", str(path), json.dumps(dict(conf or {}))]
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(path)
         with open(logfile, "wb") as out:
             proc = subprocess.run(
                 cmd, stdout=out, stderr=subprocess.STDOUT, timeout=TRAINING_TIMEOUT_S
@@ -117,7 +122,6 @@ def create_archive(conf: Mapping[str, str] | None = None) -> Path | None:
     if path.is_file():
         log.warning("class archive %s made in %.0f s", path, time.monotonic() - started)
         return path
-    _failed(path).write_text(f"{reason}; the training run's output: {logfile}\n")
     log.warning(
         "no class archive for the driver JVM (%s; see %s): drivers start without one; "
         "remove %s to try again",
@@ -125,6 +129,10 @@ def create_archive(conf: Mapping[str, str] | None = None) -> Path | None:
         logfile,
         _failed(path),
     )
+    try:
+        _failed(path).write_text(f"{reason}; the training run's output: {logfile}\n")
+    except OSError as e:
+        log.warning("could not record the failed training run at %s: %s", _failed(path), e)
     return None
 
 

@@ -70,6 +70,16 @@ def test_a_failed_training_run_is_recorded_and_not_retried(
     assert len(runs) == 2  # removing the record tries again
 
 
+def test_an_unwritable_archive_home_leaves_the_start_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(ARCHIVE_HOME, str(blocker / "jvm"))  # cannot be made
+    conf = {DRIVER_JAVA_OPTIONS: "-Xss4m"}
+    assert with_fast_start(conf) == conf
+
+
 def test_partial_archives_of_finished_runs_are_removed(home: Path) -> None:
     path = archive_path()
     home.mkdir()
