@@ -64,11 +64,11 @@ from .loss_check import (
     META_SKIPPED,
     Accounting,
     HadInput,
+    Skipped,
     check_lost_state,
     check_stale_state,
     covered_batch,
     encode_covered,
-    encode_skipped,
     skipped_batches,
 )
 from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
@@ -550,7 +550,7 @@ class FilesCommitter:
         if state is not None and stored is not None and stored.decode("utf-8") == self.job_id:
             covered = covered_batch(state, self.job_id)
             known = set(self._pending) | {b for bs in self._staged.values() for b in bs}
-        skipped = skipped_batches(state, self.job_id) if state is not None else frozenset()
+        skipped = skipped_batches(state, self.job_id) if state is not None else None
         return Accounting(
             self.operator_id,
             self.target.name,
@@ -562,12 +562,14 @@ class FilesCommitter:
             self._had_input,
         )
 
-    def record_skipped(self, batch_ids: Iterable[int]) -> None:
-        """Note durably that upstream ran ``batch_ids`` without handing them to the sink,
-        so the next restore names them as skipped (:func:`.loss_check.skipped_batch_error`)
-        rather than as lost state."""
-        ids = set(batch_ids) | skipped_batches(self.state, self.job_id)
-        self.state.put_meta(META_SKIPPED, encode_skipped(self.job_id, ids))
+    def record_skipped(self, batch_ids: Iterable[int], upstream: str | None = None) -> None:
+        """Note durably that upstream (logging its batches at ``upstream``) ran
+        ``batch_ids`` without handing them to the sink, so the next restore names them as
+        skipped (:func:`.loss_check.skipped_batch_error`) rather than as lost state."""
+        known = skipped_batches(self.state, self.job_id)
+        ids = known.batch_ids | set(batch_ids)
+        record = Skipped(self.job_id, frozenset(ids), upstream or known.upstream)
+        self.state.put_meta(META_SKIPPED, record.to_bytes())
 
     def _record_identity(self, state: OperatorStateBackend) -> None:
         if self._identity is None:

@@ -104,13 +104,13 @@ class CommitDriver:
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self._committers))
 
-    def record_skipped(self, batch_ids: Iterable[int]) -> None:
+    def record_skipped(self, batch_ids: Iterable[int], upstream: str | None = None) -> None:
         """Note in every table's state that upstream ran ``batch_ids`` without handing them
         to the sink (see :meth:`FilesCommitter.record_skipped`)."""
         self._schedule.drain()
         ids = tuple(batch_ids)
         for name in self.names:
-            self._committers[name].record_skipped(ids)
+            self._committers[name].record_skipped(ids, upstream)
 
     def committer(self, name: str) -> FilesCommitter:
         return self._committers[name]

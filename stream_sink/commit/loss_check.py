@@ -20,7 +20,8 @@ skipped record only names batches upstream acknowledged that the sink never reco
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+import json
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from stream_sink.checkpoints import CompletedCheckpoint
@@ -35,26 +36,38 @@ checkpoint was committed (with or without a snapshot) and forgotten."""
 
 
 META_SKIPPED = "skipped-batch-ids"
-"""State metadata: ``<job id>:<batch id>,…``, batches of that job upstream acknowledged
-that never reached the sink (seen by the front door, :func:`skipped_batch_error`)."""
+"""State metadata: JSON ``{"job", "batches", "upstream"}``, batches of that job upstream
+acknowledged that never reached the sink (seen by the front door) and where upstream
+logs them (Spark's checkpoint location), for :func:`skipped_batch_error`."""
 
 HadInput = Callable[[int], bool]
 """Whether upstream's batch ``batch_id`` read any input (True when it cannot tell)."""
 
 
-def encode_skipped(job_id: str, batch_ids: Iterable[int]) -> bytes:
-    return f"{job_id}:{','.join(str(b) for b in sorted(set(batch_ids)))}".encode()
+@dataclass(frozen=True)
+class Skipped:
+    """Batches of job ``job_id`` upstream ran without handing them to the sink."""
+
+    job_id: str
+    batch_ids: frozenset[int] = frozenset()
+    upstream: str | None = None
+
+    def to_bytes(self) -> bytes:
+        doc = {"job": self.job_id, "batches": sorted(self.batch_ids), "upstream": self.upstream}
+        return json.dumps(doc).encode()
 
 
-def skipped_batches(backend: OperatorStateBackend, job_id: str) -> frozenset[int]:
-    """The skipped batches the state records for ``job_id`` (none for another job)."""
+def skipped_batches(backend: OperatorStateBackend, job_id: str) -> Skipped:
+    """The skipped batches the state records for ``job_id`` (none for another job, or
+    for a record that does not parse: it only words an error)."""
     raw = backend.get_meta(META_SKIPPED)
-    if not raw:
-        return frozenset()
-    job, _, ids = raw.decode("utf-8").rpartition(":")
-    if job != job_id:
-        return frozenset()
-    return frozenset(int(b) for b in ids.split(",") if b.lstrip("-").isdigit())
+    try:
+        doc = json.loads(raw) if raw else {}
+        if doc.get("job") != job_id:
+            return Skipped(job_id)
+        return Skipped(job_id, frozenset(int(b) for b in doc["batches"]), doc.get("upstream"))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return Skipped(job_id)
 
 
 def skipped_batch_error(
@@ -101,7 +114,7 @@ class Accounting:
     watermark: int
     covered: int
     known: Collection[int]
-    skipped: Collection[int] = frozenset()
+    skipped: Skipped | None = None
     had_input: HadInput = field(default=lambda _batch: True)
 
     def unaccounted(self, acknowledged: Sequence[int]) -> list[int]:
@@ -115,8 +128,8 @@ def check_stale_state(accounting: Accounting, location: str, acknowledged: Seque
     if not lost:
         return
     a = accounting
-    if set(lost) <= set(a.skipped):
-        raise skipped_batch_error(a.sink_id, a.table_name, lost)
+    if a.skipped is not None and set(lost) <= a.skipped.batch_ids:
+        raise skipped_batch_error(a.sink_id, a.table_name, lost, a.skipped.upstream)
     raise DataLossError(
         f"sink {a.sink_id} (table {a.table_name}, job {a.job_id}): the operator state at "
         f"{location} does not hold acknowledged batches {lost}: the table's watermark is "

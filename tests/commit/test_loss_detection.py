@@ -188,14 +188,14 @@ def test_a_batch_the_front_door_saw_skipped_is_named_as_skipped_with_how_to_reru
     state, and says how to run it again; other unaccounted batches stay a stale state."""
     h = harness()
     h.step(0, write_rows(table, [(0, "a")]))
-    h.c.record_skipped([1])
+    h.c.record_skipped([1], "chk/spark")
     h.crash()
     for _ in range(2):  # refused, and refused again: nothing was changed
         with pytest.raises(SkippedBatchError, match=r"batch\(es\) \[1\]") as e:
             h.open(acknowledged=[0, 1])
         text = str(e.value)
         assert "returned without calling the sink" in text and "stale" not in text
-        assert "stream-sink rewind" in text and "--batch 1" in text
+        assert "stream-sink rewind --spark-checkpoint-location chk/spark --batch 1" in text
     with pytest.raises(DataLossError, match=r"acknowledged batches \[1, 2\]") as stale:
         h.open(acknowledged=[0, 1, 2])
     assert not isinstance(stale.value, SkippedBatchError)

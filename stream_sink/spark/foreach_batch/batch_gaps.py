@@ -64,7 +64,7 @@ class BatchGaps:
         skipped = [b for b in batch_ids if query.batch_read_input(location, b, io)]
         if not skipped:
             return
-        driver.record_skipped(skipped)
+        driver.record_skipped(skipped, location)
         error = skipped_batch_error(self.sink_id, self.table_name, skipped, location)
         if raise_it:
             raise error

@@ -65,7 +65,7 @@ from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open
 from stream_sink.spark.schema_check import spark_to_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -344,8 +344,10 @@ class DeltaSink:
             raise MissingColumnError(f"DeltaSink {self.sink_id}: the batch lacks {missing}")
         if self.mode == "upsert" and self.row_kind_column:
             df = df.where(F.col(self.row_kind_column) != "-U")
-        cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
-        return df.select(*cols, *[c for c in self.order_by if c not in cols])
+        kind = [self.row_kind_column] if self.row_kind_column else []
+        cols = [_column_or_null(df, f) for f in table.schema] + [F.col(c) for c in kind]
+        names = [*table.schema.names, *kind]
+        return df.select(*cols, *[c for c in self.order_by if c not in names])
 
     def _merge_or_truncate(
         self, changes: DataFrame, table: DeltaTable, shape: TableShape, batch_id: int
@@ -419,3 +421,15 @@ def _spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+def _column_or_null(df: DataFrame, field: pa.Field) -> Column:
+    """Column ``field`` of ``df``, or a typed null when ``df`` lacks it: a batch of
+    deletes by key only (Debezium tombstones) carries no other column, and a delete
+    needs none."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    if field.name in df.columns:
+        return F.col(f"`{field.name}`")
+    return F.lit(None).cast(from_arrow_type(field.type)).alias(field.name)
