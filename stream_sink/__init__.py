@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from stream_sink.catalogs import load_catalog
+    from stream_sink.catalogs import load_catalog, load_static_table
 
-__all__ = ["load_catalog"]
+__all__ = ["load_catalog", "load_static_table"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from stream_sink.catalogs import load_catalog
 
         return load_catalog
+    if name == "load_static_table":
+        from stream_sink.catalogs import load_static_table
+
+        return load_static_table
     raise AttributeError(f"module 'stream_sink' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""``load_catalog``: the one entry point users call to open a catalog."""
+"""``load_catalog``: the entry point users call to open a catalog; ``load_static_table``:
+one table opened from its metadata file, without its catalog (read-only)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.table.catalog import Catalog, HadoopCatalog, TableFactory
 
 if TYPE_CHECKING:
-    from stream_sink.tables import IcebergTable
+    from stream_sink.tables import IcebergTable, StaticTable
 
 CATALOG_TYPES = ("hadoop", "sql", "rest")
 
@@ -68,3 +69,23 @@ def load_catalog(
     raise InvalidOptionError(
         f"catalog {name!r}: unknown type {type!r} (expected one of {', '.join(CATALOG_TYPES)})"
     )
+
+
+def load_static_table(location: str, **properties: Any) -> StaticTable:
+    """The Iceberg table whose metadata is at ``location``, read-only, as pyiceberg's
+    ``StaticTable.from_metadata`` and DuckDB's ``iceberg_scan`` open one.
+
+    ``location``: a metadata file (``v3.metadata.json``, ``00001-<uuid>.metadata.json``,
+    gzip ones too), or a table's directory (or its ``metadata/``), where the file its
+    ``version-hint.text`` names is read, else the one with the highest version in its
+    name. Keyword options are FileIO properties (``s3.endpoint``, ``s3.access-key-id``...).
+    Scans, time travel and ``stream-sink`` inspection work as on any table; every write
+    raises ReadOnlyTableError before writing anything.
+    """
+    from stream_sink.io import FileIO
+    from stream_sink.table.catalog.static import StaticCatalog, static_metadata_location
+    from stream_sink.tables import StaticTable
+
+    props = {str(k): str(v) for k, v in properties.items()}
+    metadata = static_metadata_location(location, FileIO.for_location(location, props))
+    return StaticCatalog(metadata, props, StaticTable).open()

@@ -117,6 +117,12 @@ class CorruptDeleteFileError(CorruptionError):
     cardinality); the message names the file. Nothing is applied from it."""
 
 
+class UnreadableFileError(CorruptionError):
+    """A data or delete file whose bytes the reader cannot decode: damaged, or written in a
+    shape of its format that pyarrow (Parquet, ORC) or fastavro (Avro) does not read. The
+    message names the file, its table and what to do; nothing is read from the table."""
+
+
 # --- commits -----------------------------------------------------------------
 
 
@@ -228,6 +234,32 @@ class TruncateInBatchError(StreamSinkError):
 
 class UnsupportedError(StreamSinkError, NotImplementedError):
     """A feature the table or option asks for is not supported here."""
+
+
+class UnsupportedTypeError(UnsupportedError):
+    """A column of a type stream_sink does not read or write (Iceberg's ``variant``,
+    ``geometry``, ``geography``; Delta's ``void``, ``variant``): the message names the
+    column (its path, outermost first), the type and the format."""
+
+    def __init__(self, type_name: str, fmt: str, path: tuple[str, ...] = ()) -> None:
+        self.type_name, self.fmt, self.path = type_name, fmt, path
+        what = f"type {type_name} ({fmt})"
+        if path:
+            what = f"column {'.'.join(path)!r} has {what}"
+        super().__init__(
+            f"{what}, which stream_sink does not support: a table with such a column "
+            "cannot be read or written here"
+        )
+
+    def within(self, name: str) -> UnsupportedTypeError:
+        """The same error for the column ``name`` holding this one."""
+        return UnsupportedTypeError(self.type_name, self.fmt, (name, *self.path))
+
+
+class ReadOnlyTableError(UnsupportedError):
+    """A write to a table opened from its metadata file (``load_static_table``): such a
+    table has no catalog to commit through. The message names the file and says how to
+    open the table for writing."""
 
 
 class UnsupportedSchemeError(InvalidOptionError, UnsupportedError):

@@ -1,4 +1,6 @@
-"""``IcebergTable``: the table users get from ``stream_sink.load_catalog(...).load_table(...)``.
+"""``IcebergTable``: the table users get from ``stream_sink.load_catalog(...).load_table(...)``;
+``StaticTable``: the read-only one ``stream_sink.load_static_table(...)`` opens from a
+metadata file.
 
 It adds writing and reading of Arrow data to the format-level handle
 (:class:`stream_sink.table.table.Table`: metadata, catalog, commit operations):
@@ -17,11 +19,11 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import pyarrow as pa
 
-from stream_sink.exceptions import CommitStateUnknownError, ValidationError
+from stream_sink.exceptions import CommitStateUnknownError, ReadOnlyTableError, ValidationError
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
@@ -138,3 +140,58 @@ def _with_row_kind(batch: pa.Table | pa.RecordBatch, kind: str) -> pa.Table:
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
     kinds = pa.array([kind] * table.num_rows, type=pa.string())
     return table.append_column(DEFAULT_ROW_KIND_COLUMN, kinds)
+
+
+class StaticTable(IcebergTable):
+    """An Iceberg table opened from one metadata file (``load_static_table``): it scans as
+    any table does, and refuses every write before writing anything (ReadOnlyTableError,
+    naming the file and how to open the table for writing)."""
+
+    def _refuse(self, what: str) -> NoReturn:
+        refuse = getattr(self.catalog, "refuse", None)
+        if refuse is None:  # a handle copied onto another catalog: no longer read-only
+            raise ReadOnlyTableError(f"cannot {what}: table {self.name} is read-only")
+        raise refuse(f"{what} table {self.name}")
+
+    def append(self, data: ArrowData, **kwargs: Any) -> Snapshot:
+        self._refuse("append to")
+
+    def upsert(self, data: ArrowData, *args: Any, **kwargs: Any) -> Snapshot:
+        self._refuse("upsert into")
+
+    @property
+    def maintenance(self) -> Maintenance:
+        self._refuse("run maintenance on")
+
+    def update_schema(self, **kwargs: Any) -> Any:
+        self._refuse("change the schema of")
+
+    def update_spec(self) -> Any:
+        self._refuse("change the partitioning of")
+
+    def upgrade_format_version(self, version: int) -> Table:
+        self._refuse("upgrade")
+
+    def new_fast_append(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("append to")
+
+    def new_append(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("append to")
+
+    def new_row_delta(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("commit a row delta to")
+
+    def new_replace_partitions(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("replace partitions of")
+
+    def new_overwrite(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("overwrite")
+
+    def new_rewrite(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("rewrite files of")
+
+    def new_expire_snapshots(self) -> Any:
+        self._refuse("expire snapshots of")
+
+    def new_rewrite_manifests(self, branch: str = MAIN_BRANCH) -> Any:
+        self._refuse("rewrite manifests of")

@@ -28,6 +28,9 @@ from stream_sink.delta.deletion_vectors import z85_encode
 from stream_sink.delta.merge import copy_on_write
 
 DV_MAGIC = 1681511377
+Z85_ALPHABET = (
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+)
 
 
 def field(
@@ -146,11 +149,26 @@ def dv_file(
     return out
 
 
-def inline_dv(rows: Sequence[int]) -> dict[str, Any]:
+def inline_dv(rows: Sequence[int], *, padded_tail: bool = False) -> dict[str, Any]:
+    """An inline descriptor of ``rows``. ``padded_tail``: Z85 as the Rust ``z85`` crate
+    (delta-rs, delta-kernel-rs) encodes bytes that are not a multiple of 4: the last
+    group holds the tail's bytes as a right-aligned number, with a ``#`` in place of each
+    leading digit for a missing byte (Delta's Java encoder pads with zero bytes instead)."""
     data = bitmap_array(rows)
+    text = z85_encode(data)
+    tail = len(data) % 4
+    if padded_tail:
+        assert tail, "the bitmap is a multiple of 4 bytes: there is no tail to pad"
+        value = int.from_bytes(data[len(data) - tail :], "big")
+        digits = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            digits.append(Z85_ALPHABET[digit])
+        group = "".join(reversed(digits))
+        text = text[:-5] + "#" * (4 - tail) + group[4 - tail :]
     return {
         "storageType": "i",
-        "pathOrInlineDv": z85_encode(data),
+        "pathOrInlineDv": text,
         "sizeInBytes": len(data),
         "cardinality": len(set(rows)),
     }

@@ -41,6 +41,11 @@ from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, snapshot_manifests
 from stream_sink.table.table import Table
 
+TABLE_HELP = (
+    "table name such as db.events, the directory of a table (Iceberg or Delta), or an "
+    "Iceberg metadata file (*.metadata.json, read-only)"
+)
+
 
 def add_catalog_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -92,8 +97,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
         p = tsub.add_parser(name, help=text, formatter_class=formatter)
         p.add_argument(
             "table",
-            help="table name such as db.events, or the directory of a table (Iceberg, in a "
-            "Hadoop catalog's layout, or Delta)",
+            help=TABLE_HELP,
         )
         if name == "files":
             p.add_argument(
@@ -118,8 +122,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
     )
     read.add_argument(
         "table",
-        help="table name such as db.events, or the directory of a table (Iceberg, in a "
-        "Hadoop catalog's layout, or Delta)",
+        help=TABLE_HELP,
     )
     read.add_argument(
         "--snapshot-id",

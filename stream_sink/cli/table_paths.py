@@ -1,26 +1,31 @@
-"""Iceberg tables given by their directory, as the Delta commands take a Delta table's path.
+"""Iceberg tables given by a path, as the Delta commands take a Delta table's path.
 
 A table of a Hadoop catalog lives at ``<warehouse>/<namespace>/<table>`` with its
 metadata versions in ``metadata/v<N>.metadata.json``; any ancestor directory can serve
 as a warehouse, so ``<dir>`` is read as table ``<parent name>.<dir name>`` of the Hadoop
-catalog two levels up. Read-only: nothing is created or changed.
+catalog two levels up. Any other table directory (metadata files named
+``<NNNNN>-<uuid>.metadata.json``, as SQL and REST catalogs write them, no version hint)
+and any metadata file is opened from that file (``load_static_table``). Read-only:
+nothing is created or changed.
 """
 
 from __future__ import annotations
 
 import os
 
-from stream_sink.catalogs import load_catalog
+from stream_sink.catalogs import load_catalog, load_static_table
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
+from stream_sink.table.catalog.static import is_metadata_file
 from stream_sink.tables import IcebergTable
 
 METADATA_DIR = "metadata"
 
 
 def looks_like_path(text: str) -> bool:
-    """A table argument naming a directory rather than ``namespace.table``."""
-    return "/" in text or text.startswith(".") or text.startswith("~")
+    """A table argument naming a directory or a metadata file rather than
+    ``namespace.table``."""
+    return "/" in text or text.startswith((".", "~")) or is_metadata_file(text)
 
 
 def is_table_dir(location: str) -> bool:
@@ -37,12 +42,14 @@ def is_table_dir(location: str) -> bool:
 
 
 def iceberg_table_at(text: str) -> IcebergTable | None:
-    """The table whose directory ``text`` names; None when ``text`` is a table name.
-    NotFoundError when ``text`` is a path holding no Iceberg table (callers check for a
-    Delta table first)."""
+    """The table whose directory or metadata file ``text`` names; None when ``text`` is a
+    table name. NotFoundError when ``text`` is a path holding no Iceberg table (callers
+    check for a Delta table first)."""
     if not looks_like_path(text):
         return None
     location = os.path.abspath(os.path.expanduser(text)).rstrip("/")
+    if is_metadata_file(location):
+        return load_static_table(location)
     if not is_table_dir(location):
         raise NotFoundError(
             f"no table at {text}: it holds neither {METADATA_DIR}/ (an Iceberg table) nor "
@@ -53,12 +60,8 @@ def iceberg_table_at(text: str) -> IcebergTable | None:
     warehouse = os.path.dirname(parent)
     name = f"{os.path.basename(parent)}.{os.path.basename(location)}"
     catalog = load_catalog("path", type="hadoop", warehouse=warehouse)
-    if not catalog.table_exists(name):
-        raise NotFoundError(
-            f"{text} holds Iceberg metadata but no version of a Hadoop catalog's table "
-            "(metadata/v<N>.metadata.json): a table of a SQL catalog is read by name, "
-            "e.g. `--catalog-uri sqlite:///catalog.db db.events`"
-        )
+    if not catalog.table_exists(name):  # not a Hadoop table: its newest metadata file
+        return load_static_table(location)
     table = catalog.load_table(name)
     assert isinstance(table, IcebergTable)
     return table

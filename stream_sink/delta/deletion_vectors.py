@@ -31,16 +31,48 @@ _Z85_INDEX = {c: i for i, c in enumerate(Z85)}
 FILE_VERSION = 1
 
 
-def z85_decode(text: str) -> bytes:
+def z85_decode(text: str, where: str = "Z85 text") -> bytes:
+    """The bytes of Z85 ``text`` (PROTOCOL.md: Delta's 4-byte-block Base85 with Z85's
+    alphabet). Each group of 5 characters is a base-85 number holding 4 bytes, big endian.
+
+    Two kinds of group hold more than 32 bits, which Delta's own encoder (Java's
+    ``Base85Codec``: an unaligned tail padded with zero bytes) never writes:
+
+    - A last group starting with ``#`` is the padded tail of the Rust ``z85`` crate, which
+      delta-rs and delta-kernel-rs encode with: each leading ``#`` stands for a ``0`` digit
+      and a byte missing from the tail, and the group's number is the tail's remaining
+      bytes, right-aligned. delta-kernel-rs (and so delta-rs and DuckDB) decodes it so; a
+      group starting with ``#`` is at least 84 * 85**4 > 2**32 - 1, so no 4-byte group
+      reads that way. Taken modulo 2**32 instead, its bytes would name other rows.
+    - Any other group above 2**32 - 1 keeps its low 32 bits, as Java's decoder does
+      (``sum.toInt``).
+
+    CorruptionError naming ``where`` for a length not a multiple of 5, a character
+    outside the alphabet, or a tail whose number does not fit its bytes."""
     if len(text) % 5:
-        raise ValueError(f"Z85 text of length {len(text)} is not a multiple of 5")
+        raise CorruptionError(f"{where}: Z85 text of length {len(text)} is not a multiple of 5")
     out = bytearray()
     for i in range(0, len(text), 5):
-        value = 0
-        for c in text[i : i + 5]:
-            value = value * 85 + _Z85_INDEX[c]
-        out += struct.pack(">I", value)
+        group = text[i : i + 5]
+        missing = len(group) - len(group.lstrip("#")) if i == len(text) - 5 else 0
+        value = _z85_number("0" * missing + group[missing:], where, i)
+        if missing:
+            if missing > 3 or value >= 256 ** (4 - missing):
+                raise CorruptionError(f"{where}: the padded tail {group!r} holds no bytes")
+            out += struct.pack(">I", value)[missing:]
+        else:
+            out += struct.pack(">I", value & 0xFFFFFFFF)
     return bytes(out)
+
+
+def _z85_number(group: str, where: str, at: int) -> int:
+    value = 0
+    for j, c in enumerate(group):
+        digit = _Z85_INDEX.get(c)
+        if digit is None:
+            raise CorruptionError(f"{where}: {c!r} at {at + j} is not a Z85 character")
+        value = value * 85 + digit
+    return value
 
 
 def z85_encode(data: bytes) -> str:
@@ -64,7 +96,12 @@ def dv_location(table_location: str, dv: Mapping[str, Any]) -> str:
         return absolute_location(table_location, raw)
     if kind == "u":
         prefix, encoded = raw[:-20], raw[-20:]
-        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+        if len(encoded) != 20:
+            raise CorruptionError(
+                f"deletion vector path {raw!r}: shorter than the 20 characters of a file id"
+            )
+        file_id = uuid.UUID(bytes=z85_decode(encoded, f"deletion vector path {raw!r}"))
+        name = f"deletion_vector_{file_id}.bin"
         rel = f"{prefix}/{name}" if prefix else name
         return f"{table_location.rstrip('/')}/{rel}"
     raise UnsupportedError(f"deletion vector storage type {kind!r} is not one of u, i, p")
@@ -74,8 +111,8 @@ def deleted_rows(table_location: str, io: FileIO, dv: Mapping[str, Any], where: 
     """The positions (sorted uint64) of the rows ``dv`` deletes."""
     size = int(dv["sizeInBytes"])
     if dv.get("storageType") == "i":
-        data = z85_decode(str(dv["pathOrInlineDv"]))[:size]
         location = f"{where} (inline deletion vector)"
+        data = z85_decode(str(dv["pathOrInlineDv"]), location)[:size]
     else:
         location = dv_location(table_location, dv)
         data = _read_stored(io, location, int(dv.get("offset") or 0), size)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedError
+from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedTypeError
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -55,7 +55,10 @@ def _field_to_arrow(f: dict[str, Any], physical: bool = False) -> pa.Field:
         name = meta.get(PHYSICAL_NAME, name)
         if ID in meta:
             field_meta = {FIELD_ID: str(meta[ID])}
-    arrow = _type_to_arrow(f["type"], physical)
+    try:
+        arrow = _type_to_arrow(f["type"], physical)
+    except UnsupportedTypeError as e:
+        raise e.within(str(f["name"])) from None
     return pa.field(name, arrow, nullable=bool(f.get("nullable", True)), metadata=field_meta)
 
 
@@ -66,7 +69,7 @@ def _type_to_arrow(t: Any, physical: bool = False) -> pa.DataType:
         m = _DECIMAL.match(t)
         if m:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))
-        raise UnsupportedError(f"Delta type {t!r} is not supported")
+        raise UnsupportedTypeError(t, "Delta")
     kind = t["type"]
     if kind == "struct":
         return pa.struct([_field_to_arrow(f, physical) for f in t["fields"]])
@@ -79,7 +82,7 @@ def _type_to_arrow(t: Any, physical: bool = False) -> pa.DataType:
             "value", _type_to_arrow(t["valueType"], physical), t.get("valueContainsNull", True)
         )
         return pa.map_(key, value)
-    raise UnsupportedError(f"Delta type {kind!r} is not supported")
+    raise UnsupportedTypeError(str(kind), "Delta")
 
 
 def schema_fields(schema_string: str) -> list[dict[str, Any]]:

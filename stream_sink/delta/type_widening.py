@@ -18,7 +18,8 @@ _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
 def allowed(from_type: str, to_type: str) -> bool:
-    """True for the widenings the protocol lists."""
+    """True for the widenings the protocol lists (Delta Lake 4.4 on Spark refuses the
+    others too, byte -> decimal(5,2) among them)."""
     if from_type in _INTEGERS and to_type in _INTEGERS:
         return _INTEGERS.index(from_type) < _INTEGERS.index(to_type)
     if (from_type, to_type) == ("float", "double") or (from_type, to_type) == (
@@ -67,5 +68,7 @@ def check_type_changes(schema_string: str, where: str) -> None:
         if not allowed(frm, to):
             raise UnsupportedError(
                 f"{where}: column {path!r} records a type change {frm} -> {to}, which "
-                "type widening does not allow; stream_sink cannot read its older files"
+                'type widening does not allow (PROTOCOL.md "Type Widening"; Delta Lake '
+                "on Spark refuses it too): reading such a table is not supported, as its "
+                "older files' values are not defined in the new type"
             )

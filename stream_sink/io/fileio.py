@@ -122,6 +122,8 @@ class FileIO:
         table whose files live on a store this library has no FileIO for)."""
         parsed = urlparse(location)
         if parsed.scheme and _FAMILY.get(_scheme(location)) != self.scheme:
+            if _scheme(location) in _FAMILY:
+                raise foreign_scheme(location, self.scheme)
             raise unsupported_scheme(location)
         if parsed.scheme in ("", "file"):
             return os.path.abspath(parsed.path if parsed.scheme else location)
@@ -428,6 +430,21 @@ def unsupported_scheme(location: str) -> UnsupportedSchemeError:
         f"hdfs://). Reading {scheme}:// would need a FileIO for that store; until there "
         "is one, copy the table to a supported store, or reach the bucket through an "
         "S3-compatible endpoint (table property s3.endpoint) where the store offers one"
+    )
+
+
+def foreign_scheme(location: str, served: str) -> UnsupportedSchemeError:
+    """The error for a location on a store that is supported, but not the one this
+    FileIO serves (a table's files are read on its own location's store)."""
+    scheme = _scheme(location)
+    access = " with the s3.* properties that reach it" if _FAMILY[scheme] == "s3" else ""
+    return UnsupportedSchemeError(
+        f"location {location!r} is on {scheme}://, but this table's files are read on "
+        f"{served}://, the store of the table's own location: a table's metadata names "
+        f"its files where they were written. A table copied from {scheme}:// to {served}:// "
+        f"still names them on {scheme}://: read it at its {scheme}:// location{access}, or "
+        "copy it with every path rewritten to the new location (Apache Iceberg Java's "
+        "rewrite_table_path procedure does that)"
     )
 
 

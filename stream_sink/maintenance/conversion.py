@@ -50,8 +50,9 @@ from stream_sink.exceptions import (
 from stream_sink.io.errors import quietly
 from stream_sink.maintenance.inventory import LiveFile, inventory
 from stream_sink.maintenance.results import ConvertEqualityDeletesResult
+from stream_sink.read.data_files import open_data_file
 from stream_sink.read.deletes import DeleteReader
-from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.file_projection import FileProjection
 from stream_sink.read.planner import FileScanTask
 from stream_sink.read.scan import TableScan
 from stream_sink.table.deletion_vectors import VectorFor, write_deletion_vectors
@@ -254,12 +255,13 @@ class _Converter:
         already = self._deletes.positions_for(task.delete_files, f.file_path)
         ids = sorted({i for k in keys for i in k.field_ids})
         fields = [NestedField(i, f"k{i}", self._field_for_id(i).field_type) for i in ids]
-        with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
+        io, name = self._table.io, self._table.name
+        with open_data_file(io, f.file_path, f.file_format, "data file", name) as data:
             projection = FileProjection(
-                pf.schema_arrow, fields, self._mapping, location=f.file_path, by_name=False
+                data.schema, fields, self._mapping, location=f.file_path, by_name=False
             )
             table: pa.Table = projection.conform(
-                pf.read(columns=projection.columns, use_threads=True), _constants(self._table, f)
+                data.read(projection.columns), _constants(self._table, f)
             )
         dead = np.zeros(table.num_rows, dtype=bool)
         for k in keys:

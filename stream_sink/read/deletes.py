@@ -30,13 +30,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stream_sink.exceptions import UnsupportedError
 from stream_sink.io.fileio import FileIO
+from stream_sink.read.data_files import open_data_file
 from stream_sink.read.delete_index import POS_FILE_PATH_ID, POS_POS_ID
-from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.file_projection import FileProjection
 from stream_sink.read.threads import usable_cpus
 from stream_sink.table.deletion_vectors import read_deletion_vector
-from stream_sink.table.manifest import DataFile, DataFileContent, FileFormat
+from stream_sink.table.manifest import DataFile, DataFileContent
 from stream_sink.table.types import LongType, NestedField, StringType
 
 _POS_FIELDS = (
@@ -284,15 +284,9 @@ class DeleteReader:
     # --- files ----------------------------------------------------------------------------------
 
     def _read(self, d: DataFile, fields: list[NestedField]) -> pa.Table:
-        if d.file_format != FileFormat.PARQUET:
-            raise UnsupportedError(
-                f"delete file {d.file_path} of table {self._table} is {d.file_format.value}; "
-                "only Parquet delete files are read"
-            )
-        with open_parquet(self._io, d.file_path, "delete file", self._table) as pf:
-            projection = FileProjection(pf.schema_arrow, fields)
-            raw = pf.read(columns=projection.columns, use_threads=True)
-            return projection.conform(raw)
+        with open_data_file(self._io, d.file_path, d.file_format, "delete file", self._table) as f:
+            projection = FileProjection(f.schema, fields)
+            return projection.conform(f.read(projection.columns))
 
 
 def _equality_groups(deletes: Sequence[DataFile]) -> dict[tuple[int, ...], list[DataFile]]:

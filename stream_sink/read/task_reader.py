@@ -1,9 +1,11 @@
 """Reading one file scan task: data file rows minus deleted rows, filtered, projected.
 
-Per row group of the data file: skip it when its column statistics show no row can
-pass the residual filter (:mod:`stream_sink.read.row_groups`); else read the needed
-columns by field id, drop the rows position deletes name, drop rows failing the
-residual filter, drop rows whose equality key is deleted, keep the output columns.
+The data file is Parquet, ORC or Avro (:mod:`stream_sink.read.data_files`). Per chunk of
+it (a Parquet row group, an ORC stripe, a whole Avro file): skip it when every row in it
+is position-deleted or when its column statistics show no row can pass the residual
+filter (Parquet's, :mod:`stream_sink.read.row_groups`); else read the needed columns by
+field id, drop the rows position deletes name, drop rows failing the residual filter,
+drop rows whose equality key is deleted, keep the output columns.
 
 The equality-deleted keys are loaded on a second thread while the first row group is
 read and filtered (Parquet decoding releases the GIL); a failure loading them is raised
@@ -24,13 +26,12 @@ import pyarrow as pa
 from stream_sink.exceptions import CorruptMetadataError, UnsupportedError, ValidationError
 from stream_sink.read.arrow_filter import to_arrow_expression
 from stream_sink.read.binding import referenced_field_ids
+from stream_sink.read.data_files import ChunkFilter, NoChunkFilter, OpenFile, open_data_file
 from stream_sink.read.deletes import DeleteReader, EqualityKeys, position_mask
 from stream_sink.read.expressions import AlwaysTrue, Expression
-from stream_sink.read.parquet_reader import FileProjection, open_parquet
+from stream_sink.read.file_projection import FileProjection
 from stream_sink.read.planner import FileScanTask
-from stream_sink.read.row_groups import RowGroupFilter
 from stream_sink.table.arrow import field_to_arrow
-from stream_sink.table.manifest import FileFormat
 from stream_sink.table.name_mapping import table_name_mapping
 from stream_sink.table.row_lineage import LINEAGE_IDS, fill_lineage
 from stream_sink.table.schema import Schema
@@ -51,13 +52,7 @@ class TaskReader:
         self._mapping = table_name_mapping(table.metadata.properties, f"table {table.name}")
 
     def read(self, task: FileScanTask) -> Iterator[pa.Table]:
-        f = task.data_file
-        if f.file_format != FileFormat.PARQUET:
-            raise UnsupportedError(
-                f"data file {f.file_path} of table {self._table.name} is "
-                f"{f.file_format.value}; only Parquet data files are read"
-            )
-        positions = self.deletes.positions_for(task.delete_files, f.file_path)
+        positions = self.deletes.positions_for(task.delete_files, task.data_file.file_path)
         id_sets = self.deletes.equality_id_sets(task.delete_files)
         if not id_sets:
             yield from self._read(task, positions, id_sets, None)
@@ -83,21 +78,21 @@ class TaskReader:
         names = [o.name for o in self._output]
         lineage = {o.field_id: o.name for o in self._output if o.field_id in LINEAGE_IDS}
         eq_keys: list[EqualityKeys] | None = None if loading else []
-        with open_parquet(self._table.io, f.file_path, "data file", self._table.name) as pf:
+        io, name = self._table.io, self._table.name
+        with open_data_file(io, f.file_path, f.file_format, "data file", name) as data:
             projection = FileProjection(
-                pf.schema_arrow, fields, self._mapping, location=f.file_path, by_name=False
+                data.schema, fields, self._mapping, location=f.file_path, by_name=False
             )
-            stats = RowGroupFilter(task.residual, pf.metadata, projection.file_fields())
+            stats = data.chunk_filter(task.residual, projection.file_fields()) or NoChunkFilter()
             start = 0
-            for rg in range(pf.num_row_groups):
-                n = pf.metadata.row_group(rg).num_rows
+            for chunk in range(data.num_chunks):
+                raw = _read_chunk(data, chunk, projection.columns, positions, start, stats)
+                if isinstance(raw, int):  # skipped unread: its row count
+                    start += raw
+                    continue
+                n = raw.num_rows
                 keep = position_mask(positions, start, n)
                 start += n
-                if keep is not None and not keep.any():
-                    continue
-                if stats.useful and not stats.might_match(rg):
-                    continue
-                raw = pf.read_row_group(rg, columns=projection.columns, use_threads=True)
                 t = projection.conform(raw, constants)
                 if lineage:
                     rows = np.arange(start - n, start, dtype=np.int64)
@@ -175,3 +170,24 @@ class TaskReader:
             for i, pf in enumerate(spec.fields)
             if isinstance(pf.transform, Identity) and i < len(f.partition)
         }
+
+
+def _read_chunk(
+    data: OpenFile,
+    chunk: int,
+    columns: list[str],
+    positions: np.ndarray,
+    start: int,
+    stats: ChunkFilter,
+) -> pa.Table | int:
+    """The ``columns`` of ``chunk`` (its first row at position ``start``), or its row
+    count when it is skipped unread: every row position-deleted, or no row can match
+    by its statistics. A chunk whose row count is known only by reading it is read."""
+    n = data.chunk_rows(chunk)
+    if n is not None:
+        keep = position_mask(positions, start, n)
+        if keep is not None and not keep.any():
+            return n
+        if stats.useful and not stats.might_match(chunk):
+            return n
+    return data.read_chunk(chunk, columns)

@@ -449,7 +449,12 @@ def read_avro_file(fileio: FileIO, location: str) -> AvroContents:
     or ``deflate`` (what Iceberg writes) are decoded here with the schema parsed once
     per distinct schema text; other codecs go through fastavro's container reader.
     """
-    data = fileio.read_bytes(location)
+    return decode_avro(fileio.read_bytes(location), location)
+
+
+def decode_avro(data: bytes, location: str) -> AvroContents:
+    """The Avro container file ``data`` (read from ``location``), as
+    :func:`read_avro_file` reads it."""
     try:
         stream = io.BytesIO(data)
         header = fastavro.schemaless_reader(stream, _HEADER_SCHEMA, None)

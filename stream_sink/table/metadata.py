@@ -69,8 +69,9 @@ class TableMetadata:
     snapshot_log: tuple[LogEntry, ...] = ()
     metadata_log: tuple[LogEntry, ...] = ()
     refs: Mapping[str, SnapshotRef] = field(default_factory=dict)
-    #: v3 row lineage: higher than every row id assigned so far
-    next_row_id: int = 0
+    #: v3 row lineage: higher than every row id assigned so far; None when a v3 table's
+    #: metadata lacks it (its writer assigns no row ids): it reads, it takes no snapshot
+    next_row_id: int | None = 0
 
     # --- lookups ----------------------------------------------------------------
 
@@ -150,6 +151,20 @@ class TableMetadata:
     def next_sequence_number(self) -> int:
         return self.last_sequence_number + 1 if self.format_version >= 2 else 0
 
+    def require_next_row_id(self) -> int:
+        """The next row id a v3 snapshot takes; UnsupportedError saying what to do when the
+        metadata lacks it (a new snapshot's row ids could repeat ones already taken)."""
+        if self.next_row_id is not None:
+            return self.next_row_id
+        raise UnsupportedError(
+            f"table {self.location}: its format version 3 metadata has no next-row-id (the "
+            "writer that made it assigns no row ids), so the row ids of new rows cannot be "
+            "chosen without repeating ones already taken: nothing was written. Reading it "
+            "is unaffected. To write, let the writer that made the table commit to it (one "
+            "that follows the spec adds next-row-id), or copy its rows into a new table "
+            "(create_table, then append table.scan().to_arrow())"
+        )
+
     # --- changes (each returns new metadata) -------------------------------------
 
     def with_snapshot(self, snapshot: Snapshot, branch: str = MAIN_BRANCH) -> TableMetadata:
@@ -163,7 +178,8 @@ class TableMetadata:
             )
         next_row_id = self.next_row_id
         if self.format_version >= 3:
-            if snapshot.first_row_id is None or snapshot.first_row_id < self.next_row_id:
+            taken = self.require_next_row_id()
+            if snapshot.first_row_id is None or snapshot.first_row_id < taken:
                 raise ValidationError(
                     f"snapshot {snapshot.snapshot_id} of a v3 table needs a first-row-id of "
                     f"at least the table's next-row-id {self.next_row_id}, "
@@ -277,7 +293,7 @@ class TableMetadata:
         }
         if v >= 2:
             out["last-sequence-number"] = self.last_sequence_number
-        if v >= 3:
+        if v >= 3 and self.next_row_id is not None:
             out["next-row-id"] = self.next_row_id
         out["last-updated-ms"] = self.last_updated_ms
         out["last-column-id"] = self.last_column_id
@@ -412,12 +428,13 @@ def _from_dict(obj: dict[str, Any]) -> TableMetadata:
     )
 
 
-def _next_row_id(obj: dict[str, Any], version: int) -> int:
+def _next_row_id(obj: dict[str, Any], version: int) -> int | None:
+    """v3's next-row-id; None when the metadata lacks it, which only a writer needs (see
+    :meth:`TableMetadata.require_next_row_id`)."""
     if version < 3:
         return 0
-    if "next-row-id" not in obj:
-        raise CorruptMetadataError("a format version 3 table needs next-row-id")
-    return int(obj["next-row-id"])
+    raw = obj.get("next-row-id")
+    return None if raw is None else int(raw)
 
 
 def _unsupported_version(version: int) -> str:

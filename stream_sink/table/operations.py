@@ -154,6 +154,8 @@ class SnapshotProducer(ABC):
         parent = branch_head(base, self._branch)
         for check in self._validations:
             check(base, parent)
+        if base.format_version >= 3:
+            base.require_next_row_id()  # before any file is written
         result = self._write(self._prepare(base, parent), parent, attempt)
         try:
             with io_failure(f"table {table.name}: writing metadata under", table.metadata_dir):
@@ -327,7 +329,8 @@ def _row_range(base: TableMetadata, writer: ManifestListWriter) -> tuple[int | N
     added-rows (how many ids its manifest list assigned); (None, None) before v3."""
     if base.format_version < 3 or writer.next_row_id is None:
         return None, None
-    return base.next_row_id, writer.next_row_id - base.next_row_id
+    first = base.require_next_row_id()
+    return first, writer.next_row_id - first
 
 
 def delete_key(f: DataFile) -> tuple[str, int | None]:

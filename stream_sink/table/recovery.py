@@ -15,16 +15,14 @@ Java ``<NNNNN>-<uuid>.metadata.json``) in the current metadata file's directory.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stream_sink.exceptions import NoSuchSnapshotError, StreamSinkError
 from stream_sink.table.catalog.base import Catalog, table_identifier
+from stream_sink.table.catalog.metadata_files import metadata_file_version
 from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.snapshots import Snapshot
-
-_VERSION = re.compile(r"^(?:v(\d+)|(\d+)-[0-9a-fA-F-]{36})(?:\.gz)?\.metadata\.json(?:\.gz)?$")
 
 
 @dataclass(frozen=True)
@@ -65,10 +63,9 @@ def metadata_versions(catalog: Catalog, identifier: str | Sequence[str]) -> list
     io = catalog.io_for(current)
     found: list[MetadataVersion] = []
     for location in io.list_dir(directory):
-        m = _VERSION.match(location.rsplit("/", 1)[-1])
-        if not m:
+        version = metadata_file_version(location.rsplit("/", 1)[-1])
+        if version is None:
             continue
-        version = int(m.group(1) or m.group(2))
         try:
             found.append(MetadataVersion(version, location, catalog.read_metadata(location)))
         except StreamSinkError as e:

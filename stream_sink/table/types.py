@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_sink.exceptions import CorruptMetadataError, UnsupportedError
+from stream_sink.exceptions import CorruptMetadataError, UnsupportedTypeError
 
 
 class IcebergType:
@@ -290,10 +290,7 @@ def primitive_from_string(text: str) -> PrimitiveType:
     if m := _FIXED.match(s):
         return FixedType(int(m.group(1)))
     if s in _UNSUPPORTED_V3 or s.startswith(("geometry", "geography")):
-        raise UnsupportedError(
-            f"type {text} (Iceberg format version 3) is not supported yet: a table with "
-            "such a column cannot be read or written here"
-        )
+        raise UnsupportedTypeError(text, "Iceberg format version 3")
     raise CorruptMetadataError(f"unknown primitive type {text!r}")
 
 
@@ -384,6 +381,13 @@ def type_from_json(obj: Any) -> IcebergType:
 
 
 def field_from_json(obj: Any) -> NestedField:
+    try:
+        return _field_from_json(obj)
+    except UnsupportedTypeError as e:
+        raise e.within(str(obj.get("name"))) from None
+
+
+def _field_from_json(obj: Any) -> NestedField:
     try:
         return NestedField(
             field_id=int(obj["id"]),

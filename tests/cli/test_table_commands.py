@@ -166,3 +166,31 @@ def test_a_directory_without_a_table_and_a_table_given_as_warehouse_are_named(
     assert code == 1 and out == ""
     assert "is a table's directory" in err and f"table show {warehouse}/db/events" in err
     assert f"the warehouse holding it is {warehouse}" in err
+
+
+def test_read_and_show_take_a_metadata_file_and_a_directory_of_such_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = ss.load_catalog(
+        "sql", type="sql", uri=f"sqlite:///{tmp_path}/c.db", warehouse=str(tmp_path / "wh")
+    )
+    catalog.create_namespace("db")
+    t = catalog.create_table("db.events", pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}))
+    t.append(pa.table({"id": [3]}))
+    files = sorted((Path(t.location) / "metadata").glob("0000*.metadata.json"))
+    assert len(files) == 3 and not (Path(t.location) / "metadata" / "version-hint.text").exists()
+    code, out, err = run(capsys, "read", t.location, "--format", "jsonl")
+    assert (code, err) == (0, "") and sorted(json.loads(x)["id"] for x in out.splitlines()) == [
+        1,
+        2,
+        3,
+    ]
+    code, out, _ = run(capsys, "read", str(files[1]), "--format", "jsonl")
+    assert code == 0 and sorted(json.loads(x)["id"] for x in out.splitlines()) == [1, 2]
+    code, out, _ = run(capsys, "table", "show", str(files[1]), "--format", "jsonl")
+    info = json.loads(out)
+    assert info["metadata"] == str(files[1]) and info["table"] == "db.events"
+    assert info["current_snapshot_id"] == t.refresh().snapshots()[0].snapshot_id
+    code, out, _ = run(capsys, "table", "snapshots", t.location, "--format", "jsonl")
+    assert code == 0 and len(out.splitlines()) == 2

@@ -50,6 +50,31 @@ def test_the_protocols_relative_path_example():
     assert z85_decode(z85_encode(b"\x01\x02\x03\x04")) == b"\x01\x02\x03\x04"
 
 
+def test_a_group_above_32_bits_keeps_its_low_32_bits_as_deltas_java_decoder_does():
+    value = 82 * 85**4 + 84 * (85**3 + 85**2 + 85 + 1)  # "%####": above 2**32 - 1
+    assert z85_decode("%####") == struct.pack(">I", value - 2**32)
+    assert z85_decode("#00000000a") == struct.pack(">II", 84 * 85**4 - 2**32, 10)
+
+
+def test_a_last_group_led_by_hashes_is_the_z85_crates_padded_tail():
+    # "##0l7": two bytes missing, the tail's bytes 0x07 0x00 as the number 0x0700
+    assert z85_decode("00000##0l7") == b"\0\0\0\0\x07\x00"
+    assert z85_decode("#0000") == b"\0\0\0"
+    with pytest.raises(CorruptionError, match="the padded tail '#####' holds no bytes"):
+        z85_decode("#####")
+    with pytest.raises(CorruptionError, match="the padded tail '###zz' holds no bytes"):
+        z85_decode("###zz")  # 35 * 85 + 35 does not fit in one byte
+
+
+def test_text_that_is_not_z85_is_refused_naming_where():
+    with pytest.raises(CorruptionError, match=r"t\.parquet: '~' at 0 is not a Z85 character"):
+        z85_decode("~0000", "t.parquet")
+    with pytest.raises(CorruptionError, match="length 4 is not a multiple of 5"):
+        z85_decode("0000")
+    with pytest.raises(CorruptionError, match="shorter than the 20 characters"):
+        dv_location("/t", {"storageType": "u", "pathOrInlineDv": "abc"})
+
+
 def test_garbage_is_refused():
     with pytest.raises(CorruptionError, match="magic number"):
         roaring.decode(b"\x00" * 16)

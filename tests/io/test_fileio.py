@@ -95,6 +95,17 @@ def test_locations_and_schemes(tmp_path: Path) -> None:
         FileIO.for_location("/wh").open_input("abfs://c@acct.dfs.core.windows.net/t/f.parquet")
 
 
+def test_a_file_on_another_supported_store_says_where_the_table_is_read() -> None:
+    with pytest.raises(UnsupportedSchemeError) as e:
+        FileIO.for_location("/wh").open_input("s3://bucket/wh/t/data/f.parquet")
+    text = str(e.value)
+    assert "not supported" not in text
+    assert "'s3://bucket/wh/t/data/f.parquet' is on s3://, but this table's files are read" in text
+    assert "file://" in text and "the s3.* properties" in text and "rewrite_table_path" in text
+    with pytest.raises(UnsupportedSchemeError, match=r"is on file://, but .* read on s3://"):
+        FileIO.for_location("s3://bucket/wh").path_of("file:///wh/t/data/f.parquet")
+
+
 def test_put_if_absent_creates_once_and_never_replaces(root: tuple[FileIO, str]) -> None:
     io, base = root
     assert io.supports_put_if_absent

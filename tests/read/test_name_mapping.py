@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedError
-from stream_sink.read.parquet_reader import FileProjection
+from stream_sink.read.file_projection import FileProjection
 from stream_sink.table.arrow import conform_to_schema
 from stream_sink.table.defaults import default_array, parse_default
 from stream_sink.table.name_mapping import (

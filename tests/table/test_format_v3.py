@@ -116,7 +116,7 @@ def test_write_format_version_property_creates_a_v3_table(hadoop_catalog: Catalo
         hadoop_catalog.create_table("db.u", ARROW, properties={"format-version": "three"})
 
 
-def test_future_versions_stay_unsupported_and_v3_needs_next_row_id() -> None:
+def test_future_versions_stay_unsupported_and_v3_reads_without_next_row_id() -> None:
     with pytest.raises(UnsupportedError, match="format version 4 is newer"):
         parse_metadata('{"format-version": 4}', where="/t/v9.metadata.json")
     doc = {
@@ -131,11 +131,40 @@ def test_future_versions_stay_unsupported_and_v3_needs_next_row_id() -> None:
         "partition-specs": [{"spec-id": 0, "fields": []}],
         "default-spec-id": 0,
     }
-    with pytest.raises(Exception, match="next-row-id"):
-        parse_metadata(json.dumps(doc), where="/t/v1.metadata.json")
+    missing = parse_metadata(json.dumps(doc), where="/t/v1.metadata.json")
+    assert missing.next_row_id is None and "next-row-id" not in json.loads(missing.to_json())
+    with pytest.raises(UnsupportedError, match="has no next-row-id"):
+        missing.require_next_row_id()
     meta = parse_metadata(json.dumps({**doc, "next-row-id": 7}))
     assert meta.format_version == 3 and meta.next_row_id == 7
     assert json.loads(meta.to_json())["next-row-id"] == 7
+
+
+def test_a_v3_table_without_next_row_id_reads_and_refuses_a_write_saying_what_to_do(
+    hadoop_catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As writers that assign no row ids leave a v3 table (a timestamptz_ns column):
+    pyiceberg and ours read it; a write is refused before it commits, leaving no file."""
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns", tz="UTC"))])
+    t = hadoop_catalog.create_table("db.ns", schema, format_version=3)
+    t.append(pa.table({"id": [1, 2], "ts": pa.array([1, 2], pa.timestamp("ns", tz="UTC"))}))
+    current = Path(t.refresh().metadata_location)
+    doc = json.loads(current.read_text())
+    del doc["next-row-id"]
+    current.write_text(json.dumps(doc))
+    table = hadoop_catalog.load_table("db.ns")
+    assert table.scan().to_arrow().column("id").to_pylist() == [1, 2]
+    from pyiceberg.table import StaticTable
+
+    theirs = StaticTable.from_metadata(str(current)).scan().to_arrow()
+    assert sorted(theirs.column("id").to_pylist()) == [1, 2]
+    assert cli_main(["read", table.location, "--format", "jsonl"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    before = sorted(Path(table.location).rglob("*"))
+    with pytest.raises(UnsupportedError, match=r"has no next-row-id.*nothing was written") as e:
+        table.append(pa.table({"id": [3], "ts": pa.array([3], pa.timestamp("ns", tz="UTC"))}))
+    assert "copy its rows into a new table" in str(e.value)
+    assert sorted(Path(table.location).rglob("*")) == before
 
 
 def lineage(t: IcebergTable) -> dict[int, tuple[int, int]]:

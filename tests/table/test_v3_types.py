@@ -269,3 +269,25 @@ def test_v3_types_in_the_metadata_json(hadoop_catalog: Catalog, tmp_path: Path) 
     assert pyiceberg_table(t.metadata_location).schema().find_type("u").__class__.__name__ == (
         "UnknownType"
     )
+
+
+@pytest.mark.parametrize("type_name", ["variant", "geometry(srid:4326)", "geography"])
+def test_variant_and_geospatial_columns_are_refused_naming_the_column_and_type(
+    type_name: str,
+) -> None:
+    from stream_sink.exceptions import UnsupportedTypeError
+    from stream_sink.table.types import field_from_json
+
+    inner = {"id": 3, "name": "shape", "required": False, "type": type_name}
+    outer = {
+        "id": 2,
+        "name": "place",
+        "required": False,
+        "type": {"type": "struct", "fields": [inner]},
+    }
+    with pytest.raises(UnsupportedTypeError) as e:
+        field_from_json(outer)
+    assert str(e.value).startswith(
+        f"column 'place.shape' has type {type_name} (Iceberg format version 3), which "
+        "stream_sink does not support"
+    )

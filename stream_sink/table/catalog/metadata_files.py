@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 import zlib
 
 from stream_sink.exceptions import CorruptMetadataError, InvalidOptionError
@@ -32,6 +33,15 @@ STREAMING_METADATA_PROPERTIES = {DELETE_AFTER_COMMIT: "true", PREVIOUS_VERSIONS_
 the metadata file that falls out of the log, which keeps the newest 50 (at a commit a
 second, the last minute of versions for ``table recover``)."""
 _GZIP_MAGIC = b"\x1f\x8b"
+_VERSION = re.compile(r"^(?:v(\d+)|(\d+)-[0-9a-fA-F-]{36})(?:\.gz)?\.metadata\.json(?:\.gz)?$")
+
+
+def metadata_file_version(name: str) -> int | None:
+    """The version number in a metadata file's name: Hadoop's ``v<N>.metadata.json``, the
+    SQL and REST catalogs' (and Java's) ``<NNNNN>-<uuid>.metadata.json``, gzip variants
+    included; None for any other name."""
+    m = _VERSION.match(name)
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def metadata_suffix(metadata: TableMetadata) -> str:

@@ -1,33 +1,35 @@
-"""Reading Parquet data and delete files into a target schema, by field id.
+"""Reading a data or delete file's columns into a target schema, by field id.
+
+The file is Parquet, ORC or Avro (:mod:`stream_sink.read.data_files` opens it); its
+Arrow schema carries each column's field id as the Parquet field id
+(``PARQUET:field_id``, also what the Avro reader puts there from ``field-id``) or as ORC's
+``iceberg.id`` attribute, which pyarrow's ORC reader keeps in the field metadata.
 
 Invariants:
-- Columns are matched by ``PARQUET:field_id``, at every nesting level, never by
-  name: a renamed column reads under its new name, a dropped-and-re-added name
-  reads as nulls. Files without any field ids (added with pyiceberg's ``add_files``,
-  migrated, imported) take their ids from the table's name mapping
-  (:mod:`stream_sink.table.name_mapping`), at every nesting level; a column the
-  mapping does not list is not read. Such a file in a table without a name mapping
-  is refused (readers disagree on it: Java matches by position, pyiceberg refuses),
-  except for delete files, which are matched by name as before.
+- Columns are matched by field id, at every nesting level, never by name: a renamed
+  column reads under its new name, a dropped-and-re-added name reads as nulls. Files
+  without any field ids (added with pyiceberg's ``add_files``, migrated, imported) take
+  their ids from the table's name mapping (:mod:`stream_sink.table.name_mapping`), at
+  every nesting level; a column the mapping does not list is not read. Such a file in a
+  table without a name mapping is refused (readers disagree on it: Java matches by
+  position, pyiceberg refuses), except for delete files, which are matched by name.
 - A target field the file lacks comes back as the file's partition value when the
   column is identity-partitioned, else as its ``initial-default``, else as nulls
   (spec: "Column Projection"), inside structs too.
 - Results have exactly the Arrow type of ``schema_to_arrow`` for the target,
-  widening promoted columns (int→long, float→double, decimal precision).
-- A missing file raises MissingFileError naming the file, what it is, and the table.
+  widening promoted columns (int→long, float→double, decimal precision) and taking
+  the storage a format gives a type (ORC's binary for fixed and uuid, its long for time,
+  nanosecond timestamps for microsecond ones) to the type's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from stream_sink.exceptions import MissingFileError, SchemaMismatchError
-from stream_sink.io.fileio import FileIO
+from stream_sink.exceptions import SchemaMismatchError
 from stream_sink.read.literals import to_arrow_array
 from stream_sink.table.arrow import FIELD_ID_KEY, field_to_arrow, type_to_arrow
 from stream_sink.table.defaults import default_array
@@ -40,20 +42,6 @@ from stream_sink.table.types import (
     StructType,
     UnknownType,
 )
-
-
-@contextmanager
-def open_parquet(io: FileIO, location: str, what: str, table: str) -> Iterator[pq.ParquetFile]:
-    """The Parquet file at ``location`` (``what``: "data file", "delete file")."""
-    try:
-        source = io.open_input(location)
-    except MissingFileError as e:
-        raise MissingFileError(f"{what} {location} of table {table} is missing") from e
-    try:
-        yield pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
-    finally:
-        source.close()
-
 
 #: How a file's columns get field ids: ``None`` for ids embedded in the file, else
 #: the name-mapping entries of one nesting level.
@@ -162,8 +150,13 @@ def _child_scope(f: pa.Field, scope: Scope) -> Scope:
     return () if entry is None else entry.fields
 
 
+#: ORC's type attribute holding a column's field id (Apache Iceberg's ORC writer).
+ORC_FIELD_ID_KEY = b"iceberg.id"
+
+
 def _field_id(f: pa.Field) -> int | None:
-    raw = (f.metadata or {}).get(FIELD_ID_KEY)
+    meta = f.metadata or {}
+    raw = meta.get(FIELD_ID_KEY, meta.get(ORC_FIELD_ID_KEY))
     return int(raw) if raw is not None else None
 
 
