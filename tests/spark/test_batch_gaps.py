@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from connect_events import record, row, tombstone
+from kill_harness import KillJob, assert_committed_once, iceberg_marks, kill_rng
+from readers import duckdb_rows
 from streams import run_available, write_batches
 
 import stream_sink as ss
@@ -190,3 +192,39 @@ def test_a_skipped_last_batch_before_a_graceful_stop_is_named_at_the_restart(
     assert cli(["rewind", "--spark-checkpoint-location", spark_location, "--batch", "1"]) == 0
     run(spark, source, make(), documented)
     assert rows() == [(1, "paid", "1.75"), (3, "new", "3.50"), (4, "new", "4.50")]
+
+
+KILL_JOB = Path(__file__).with_name("tombstone_kill_job.py")
+
+
+@pytest.mark.slow
+@pytest.mark.spread
+def test_killed_around_batches_of_tombstones_only_first_and_later_in_runs(
+    tmp_path: Path,
+) -> None:
+    """Killed with a first batch of tombstones pending, with a later one pending, in the
+    restore that commits it, and at a random moment: every snapshot is stamped once and
+    the table ends as the changes say."""
+    catalog = ss.load_catalog("c", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    catalog.create_namespace("shop")
+    catalog.create_table("shop.orders", schema=ORDERS, identifier_fields=["order_id"])
+    batches = [
+        [tombstone(7)],
+        [created(i, 10 + i) for i in (1, 2, 3, 4)],
+        [tombstone(2)],
+        [updated(1, 30, "paid")],
+        [tombstone(3), tombstone(9)],
+    ]
+    write_batches(tmp_path / "in", batches)
+    job = KillJob(KILL_JOB, [str(tmp_path)], log=tmp_path / "job.log", timeout=600)
+    job.killed_at("after-pending-write@1")  # batch 0, tombstones only, first in the run
+    job.killed_at("after-pending-write@2")  # batch 2, tombstones only, later in the run
+    job.killed_at("after-staged-write@1")  # the restore that commits batch 2
+    job.killed_mid_stream(kill_rng(41))
+    job.run_to_end()
+    table = catalog.load_table("shop.orders")
+    assert_committed_once(iceberg_marks(table), "tombstones")
+    rows = sorted(
+        (r["order_id"], r["status"], str(r["amount"])) for r in duckdb_rows(table.metadata_location)
+    )
+    assert rows == EXPECTED
