@@ -254,10 +254,13 @@ def _change(kind: str, image: Column, seq: int, detail: Column) -> Column:
 
 def _detail(df: DataFrame, raw: Column) -> Column:
     """The event as error messages show it: its Kafka location when known, then its
-    first characters (``<tombstone>`` for a null value)."""
+    first characters, from its ``payload`` on when it has one (``<tombstone>`` for a null
+    value)."""
     from pyspark.sql import functions as F
 
-    shown = F.coalesce(F.substring(raw, 1, _MAX_SHOWN), F.lit("<tombstone>"))
+    # from its payload on when the event carries its Kafka Connect schema first
+    start = F.greatest(F.instr(raw, '"payload"'), F.lit(1))
+    shown = F.coalesce(raw.substr(start, F.lit(_MAX_SHOWN)), F.lit("<tombstone>"))
     if not set(KAFKA_LOCATION) <= set(df.columns):
         return shown
     topic, partition, offset = (F.col(c).cast("string") for c in KAFKA_LOCATION)
