@@ -42,6 +42,7 @@ from stream_sink.exceptions import (
 )
 from stream_sink.io import conditional_put
 from stream_sink.io.credentials import RefreshingCredentials, expires_at_ms
+from stream_sink.io.endpoint import endpoint_parts, endpoint_url
 from stream_sink.io.errors import object_store_errors
 from stream_sink.io.renewal import Renewal
 
@@ -474,7 +475,7 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
     if scheme == "file":
         return pafs.LocalFileSystem()
     if scheme == "s3":
-        endpoint = props.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = endpoint_url(props)
         kwargs: dict[str, object] = {
             "access_key": props.get("s3.access-key-id") or os.environ.get("AWS_ACCESS_KEY_ID"),
             "secret_key": props.get("s3.secret-access-key")
@@ -483,9 +484,7 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
             "region": props.get("s3.region") or os.environ.get("AWS_REGION", "us-east-1"),
         }
         if endpoint:
-            parsed = urlparse(endpoint)
-            kwargs["endpoint_override"] = parsed.netloc or endpoint
-            kwargs["scheme"] = parsed.scheme or "http"
+            kwargs["scheme"], kwargs["endpoint_override"] = endpoint_parts(endpoint)
         return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
     if scheme == "hdfs":
         return pafs.HadoopFileSystem("default")
