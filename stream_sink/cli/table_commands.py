@@ -36,6 +36,7 @@ from stream_sink.commit.watermark import (
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
+from stream_sink.secrets import masked
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, snapshot_manifests
@@ -412,7 +413,7 @@ def _show(table: Table, fmt: str) -> int:
             for f in meta.spec.fields
         ],
         "sort_order": [str(f) for f in meta.sort_order.fields],
-        "properties": dict(meta.properties),
+        "properties": masked(meta.properties),
         "current_snapshot_id": current.snapshot_id if current else None,
         "snapshots": len(meta.snapshots),
         "refs": {k: r.snapshot_id for k, r in meta.refs.items()},

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.exceptions import RemoteStorageError
+from stream_sink.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +126,7 @@ class Renewal:
         )
 
     def _scrub(self, text: str) -> str:
-        for _, value in self.headers:
-            for secret in (value, value.partition(" ")[2]):
-                if len(secret) >= 8:
-                    text = text.replace(secret, "****")
-        return text
+        return scrub(text, {f"header.{k}": v for k, v in self.headers})
 
 
 def storage_credentials(body: Any, location: str) -> dict[str, str]:

@@ -63,6 +63,7 @@ from stream_sink.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
+from stream_sink.secrets import without_passwords
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -106,6 +107,8 @@ _N = NAMESPACE_PROPERTIES.c
 
 
 class SqlCatalog(Catalog[TableT]):
+    kind = "sql"
+
     def __init__(
         self,
         name: str,
@@ -124,7 +127,8 @@ class SqlCatalog(Catalog[TableT]):
         self._typed = _ensure_schema(self.engine)
 
     def __repr__(self) -> str:
-        return f"SqlCatalog({self.name!r}, {self.url.render_as_string(hide_password=True)!r})"
+        shown = without_passwords(self.url.render_as_string(hide_password=True))
+        return f"SqlCatalog({self.name!r}, {shown!r})"
 
     def close(self) -> None:
         self.engine.dispose()
