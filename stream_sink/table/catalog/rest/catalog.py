@@ -333,6 +333,7 @@ class RestCatalog(Catalog[TableT]):
             what=f"catalog {self.name!r} table {dotted(ident)}",
             headers=tuple(sorted(headers.items())),
             timeout_s=self.client.timeout_s,
+            origin=self.client.uri,
         )
 
     def _renew_credentials(self, ident: Identifier, location: str) -> dict[str, str]:

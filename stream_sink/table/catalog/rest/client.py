@@ -47,6 +47,7 @@ from stream_sink.exceptions import (
     InvalidOptionError,
 )
 from stream_sink.io.credentials import now_ms, refresh_margin_ms
+from stream_sink.io.renewal import same_origin
 from stream_sink.secrets import is_secret, scrub
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class RestClient:
         return merged
 
     def _session(self, props: Mapping[str, str], *, auth: bool) -> Any:
-        session = self._requests.Session()
+        session = _redirect_without_secrets(self._requests.Session())
         session.headers["Content-Type"] = "application/json"
         session.headers["User-Agent"] = "stream_sink"
         session.headers[ACCESS_DELEGATION] = "vended-credentials"
@@ -153,6 +154,12 @@ class RestClient:
         if auth:
             self._authenticate(session, props)
         return session
+
+    def _public_session(self) -> Any:
+        """A session for a URL of another origin than ``uri`` (an endpoint the server
+        named): no auth, no secret header."""
+        public = {k: v for k, v in self.properties.items() if not is_secret(k)}
+        return self._session(public, auth=False)
 
     def _authenticate(self, session: Any, props: Mapping[str, str]) -> None:
         from stream_sink.io.sigv4 import SIGV4_ENABLED, SigV4Auth
@@ -295,11 +302,12 @@ class RestClient:
         ``uri`` as Iceberg Java resolves it), sent instead of ``path``."""
         retryable = method in _READS if retry is None else retry
         url = self.resolve(absolute) if absolute else self.url(path, prefixed=prefixed)
+        session = self.session if same_origin(url, self.uri) else self._public_session()
         refreshed = False
         attempt = 0
         while True:
             try:
-                raw = self.session.request(
+                raw = session.request(
                     method,
                     url,
                     json=body,
@@ -316,7 +324,12 @@ class RestClient:
                     f"catalog {self.catalog!r}: could not {what}: {method} {url} failed "
                     f"({type(e).__name__}) after {attempt + 1} attempts"
                 ) from None
-            if raw.status_code in (401, 419) and self._auth_manager is not None and not refreshed:
+            if (
+                raw.status_code in (401, 419)
+                and self._auth_manager is not None
+                and session is self.session
+                and not refreshed
+            ):
                 refreshed = True
                 self._refresh_token()
                 continue
@@ -366,6 +379,21 @@ class RestClient:
 
     def close(self) -> None:
         self.session.close()
+
+
+def _redirect_without_secrets(session: Any) -> Any:
+    """``session``, following a redirect to another origin without any secret header
+    (``requests`` itself drops only ``Authorization`` there)."""
+    rebuild = session.rebuild_auth
+
+    def rebuild_auth(prepared: Any, response: Any) -> None:
+        rebuild(prepared, response)
+        if not same_origin(prepared.url, response.request.url):
+            for name in [n for n in prepared.headers if is_secret(f"header.{n}")]:
+                del prepared.headers[name]
+
+    session.rebuild_auth = rebuild_auth
+    return session
 
 
 class _Chain:
