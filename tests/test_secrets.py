@@ -189,3 +189,11 @@ def test_sparks_redaction_extends_its_default_and_covers_the_rule() -> None:
     assert [k for k in spark_conf_keys if not regex.search(k)] == []
     assert not regex.search("spark.sql.catalog.lake.warehouse")
     assert not regex.search("spark.sql.shuffle.partitions")
+
+
+def test_the_docs_give_a_cluster_the_regexes_local_session_sets() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    assert f"spark.redaction.regex              {SPARK_REDACTION_REGEX}\n" in page
+    assert f"spark.sql.redaction.options.regex  {SPARK_OPTIONS_REDACTION_REGEX}\n" in page
