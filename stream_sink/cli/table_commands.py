@@ -210,12 +210,8 @@ def properties_file(path: str) -> dict[str, str]:
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOptionError(
-                f"--catalog-properties-file {path}, line {number}: expected KEY=VALUE"
-            )
-        out[key.strip()] = value
+        key, value = _key_value(line, f"--catalog-properties-file {path}, line {number}")
+        out[key] = value
     return out
 
 
@@ -241,13 +237,18 @@ def catalog_properties(pairs: list[str]) -> dict[str, str]:
     """``["k=v", ...]`` from ``--catalog-property``."""
     out: dict[str, str] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOptionError(
-                f"--catalog-property {pair.split('=', 1)[0]!r}: expected KEY=VALUE"
-            )
-        out[key.strip()] = value
+        key, value = _key_value(pair, f"--catalog-property {pair.split('=', 1)[0]!r}")
+        out[key] = value
     return out
+
+
+def _key_value(text: str, where: str) -> tuple[str, str]:
+    """``KEY=VALUE`` split at the first ``=`` (the key stripped); the error names
+    ``where``, never the text (it may be a secret)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidOptionError(f"{where}: expected KEY=VALUE")
+    return key.strip(), value
 
 
 def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
