@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from stream_sink.exceptions import (
     CommitFailedError,
@@ -76,6 +76,10 @@ class Catalog(ABC, Generic[TableT]):
     Tables it returns are made by ``table_factory(identifier, metadata,
     metadata_location, io, catalog)``: a higher layer passes a richer Table
     subclass (``stream_sink.load_catalog`` passes the one with append and scan)."""
+
+    kind: ClassVar[str | None] = None
+    """The ``type`` ``load_catalog`` opens this kind of catalog with (``hadoop``,
+    ``sql``, ``rest``); None for catalogs it does not know."""
 
     def __init__(
         self,
