@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from many_tables import KEYS, SOURCE_SCHEMA, TABLES, events
-from streams import run_available, write_batches
+from streams import run_available, run_sink, write_batches
 
 import stream_sink as ss
 from stream_sink.maintenance import MaintenanceOptions
@@ -184,15 +184,6 @@ def rows_sink(catalog: Catalog, root: Path, **kwargs: Any) -> IcebergSink:
     )
 
 
-def run_rows(spark: Any, root: Path, sink: IcebergSink) -> None:
-    try:
-        run_available(
-            spark, root / "in", ROWS_SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
-        )
-    finally:
-        sink.close()
-
-
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -213,7 +204,7 @@ def test_rows_naming_a_table_outside_the_namespaces_stop_the_query_before_anythi
     catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
     sink = rows_sink(catalog, tmp_path, namespaces=["inv"], create_tables=True)
     with pytest.raises(Exception, match=message) as err:
-        run_rows(spark, tmp_path, sink)
+        run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
     assert repr(value) in str(err.value)
     assert ("outside" not in message) or f"add {value.rsplit('.', 1)[0]!r} to namespaces=" in str(
         err.value
@@ -235,7 +226,7 @@ def test_rows_outside_the_namespaces_go_to_the_dead_letter_table(
     sink = rows_sink(
         catalog, tmp_path, namespaces=["inv"], create_tables=True, dead_letter_table="errors.dead"
     )
-    run_rows(spark, tmp_path, sink)
+    run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
     assert sorted(".".join(n) for n in catalog.list_namespaces()) == ["errors", "inv"]
     assert [".".join(t) for t in catalog.list_tables("inv")] == ["inv.customers"]
     dead = catalog.load_table("errors.dead").scan().to_arrow()
@@ -259,13 +250,13 @@ def test_a_truncate_empties_only_a_table_the_sink_owns(spark: Any, tmp_path: Pat
     with pytest.raises(
         Exception, match=r"names table inv\.ledger, which this sink neither created"
     ):
-        run_rows(spark, tmp_path, sink)
+        run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
     assert catalog.load_table("inv.ledger").scan().to_arrow().num_rows == 2
     assert not catalog.table_exists("inv.mine")
     shutil.rmtree(tmp_path / "chk")
     sink = rows_sink(
         catalog, tmp_path, namespaces=["inv"], tables=["inv.ledger"], create_tables=True
     )
-    run_rows(spark, tmp_path, sink)
+    run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
     assert catalog.load_table("inv.ledger").scan().to_arrow().num_rows == 0
     assert catalog.load_table("inv.mine").scan().to_arrow().column("v").to_pylist() == ["a"]
