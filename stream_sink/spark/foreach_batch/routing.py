@@ -352,7 +352,9 @@ class Router:
             if problem is not None:
                 if self.dead_letter is None:
                     raise ValidationError(problem)
-                if not only_truncates:
+                if only_truncates:  # nothing to keep aside: the truncate is not applied
+                    log.warning("%s; its TRUNCATE is not applied", problem)
+                else:
                     dead.append(name)
                 continue
             if at is not None:
