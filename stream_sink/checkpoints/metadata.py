@@ -205,7 +205,7 @@ class CompletedCheckpoint:
 def parse_json_object(text: str | bytes, *, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # numbers of 4,300 digits too, nesting
         raise CorruptStateError(f"{where}: not valid JSON ({e})") from e
     if not isinstance(doc, dict):
         raise CorruptStateError(f"{where}: expected a JSON object, found {type(doc).__name__}")

@@ -187,6 +187,23 @@ def test_corrupt_metadata_names_the_file(base: str, backend: OperatorStateBacken
         storage.read(1)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"format-version": ' + "9" * 5000 + "}"],
+    ids=["nested past the recursion limit", "a 5000-digit version"],
+)
+def test_crafted_metadata_names_the_file(
+    base: str, backend: OperatorStateBackend, text: str
+) -> None:
+    storage = CheckpointStorage(base, SINK)
+    _complete(storage, backend, 1)
+    path = os.path.join(base, SINK, "chk-1", "_metadata")
+    with open(path, "w") as f:
+        f.write(text)
+    with pytest.raises(CorruptStateError, match=re.escape(path) + ".*not valid JSON"):
+        storage.latest()
+
+
 def test_metadata_from_a_newer_format_is_refused(base: str, backend: OperatorStateBackend) -> None:
     storage = CheckpointStorage(base, SINK)
     _complete(storage, backend, 1)

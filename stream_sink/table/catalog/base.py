@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
@@ -64,6 +65,21 @@ def table_identifier(name: str | Sequence[str]) -> Identifier:
     if len(ident) < 2:
         raise ValidationError(f"table identifier {name!r} needs a namespace, e.g. 'db.{ident[0]}'")
     return ident
+
+
+def part_problem(part: str) -> str | None:
+    """Why ``part`` cannot be one part of an identifier whatever the catalog (Hadoop and
+    SQL catalogs make each part a directory, REST servers a location), None when it can:
+    it is empty, is or holds ``.`` (so ``..`` too) or ``/``, or holds a control
+    character (Unicode category Cc: C0, DEL and C1)."""
+    if not part:
+        return "is empty"
+    for ch in part:
+        if ch in "./":
+            return f"holds {ch!r}"
+        if unicodedata.category(ch) == "Cc":
+            return f"holds the control character U+{ord(ch):04X}"
+    return None
 
 
 def dotted(ident: Sequence[str]) -> str:
