@@ -452,10 +452,10 @@ def read_avro_file(fileio: FileIO, location: str, max_records: int | None = None
     file claiming more records than its bytes hold, or than ``max_records`` (the
     cardinality the caller expects), stops before they are decoded.
     """
-    return decode_avro(fileio.read_bytes(location), location)
+    return decode_avro(fileio.read_bytes(location), location, max_records)
 
 
-def decode_avro(data: bytes, location: str) -> AvroContents:
+def decode_avro(data: bytes, location: str, max_records: int | None = None) -> AvroContents:
     """The Avro container file ``data`` (read from ``location``), as
     :func:`read_avro_file` reads it."""
     try:
