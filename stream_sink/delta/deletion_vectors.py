@@ -96,11 +96,10 @@ def dv_location(table_location: str, dv: Mapping[str, Any]) -> str:
         return absolute_location(table_location, raw)
     if kind == "u":
         prefix, encoded = raw[:-20], raw[-20:]
+        where = f"Delta table {table_location}: deletion vector path {raw!r}"
         if len(encoded) != 20:
-            raise CorruptionError(
-                f"deletion vector path {raw!r}: shorter than the 20 characters of a file id"
-            )
-        file_id = uuid.UUID(bytes=z85_decode(encoded, f"deletion vector path {raw!r}"))
+            raise CorruptionError(f"{where}: shorter than the 20 characters of a file id")
+        file_id = uuid.UUID(bytes=z85_decode(encoded, where))
         name = f"deletion_vector_{file_id}.bin"
         rel = f"{prefix}/{name}" if prefix else name
         return f"{table_location.rstrip('/')}/{rel}"
