@@ -1,6 +1,7 @@
-"""Faults of the CDC pipeline's parts: Debezium killed and restarted replays changes it
-had already sent (duplicates upstream, none in the table), and offsets Spark still needs
-dropped by Kafka's retention stop the query (``failOnDataLoss``, Spark's default)."""
+"""Faults of the CDC pipeline's parts: Kafka Connect killed after Debezium sent changes
+past its stored offset sends them again at the same LSNs (duplicates upstream, none in
+the table), and offsets Spark still needs dropped by Kafka's retention stop the query
+(``failOnDataLoss``, Spark's default)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from cdc_stack import Connect, Stack
-from debezium_pipeline import SINK_OPTIONS, Workload, kafka_stream, source_rows, sql, start
+from debezium_pipeline import (
+    SINK_OPTIONS,
+    Workload,
+    kafka_stream,
+    source_rows,
+    sql,
+    start,
+    wait_until,
+)
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
@@ -63,10 +72,54 @@ def _catch_up(spark: Any, stack: Stack, topic: str, catalog: Any, tmp_path: Path
         time.sleep(2)
 
 
-def test_debezium_killed_replays_changes_and_the_table_has_no_duplicates(
+NEVER_FLUSHED_MS = 3_600_000
+"""An ``offset.flush.interval.ms`` no run of the test reaches: nothing Debezium sends is
+stored as its offset until Kafka Connect stops gracefully."""
+Change = tuple[str, str, str]
+"""A change event as (``source.lsn``, ``op``, Kafka key)."""
+
+
+def _changes(spark: Any, bootstrap: str, topic: str) -> list[tuple[int, Change]]:
+    """Every change event of ``topic`` (tombstones left out) with its offset, in order."""
+    rows = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .where("value IS NOT NULL")
+        .selectExpr(
+            "offset",
+            "get_json_object(cast(value AS string), '$.source.lsn') AS lsn",
+            "get_json_object(cast(value AS string), '$.op') AS op",
+            "cast(key AS string) AS key",
+        )
+        .orderBy("offset")
+        .collect()
+    )
+    return [(r["offset"], (r["lsn"], r["op"], r["key"])) for r in rows]
+
+
+def _end_offset(spark: Any, bootstrap: str, topic: str) -> int:
+    """The topic's end offset (one partition): every message it holds, tombstones too."""
+    return int(
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .count()
+    )
+
+
+def test_debezium_killed_past_its_stored_offset_sends_again_and_the_table_equals_the_source(
     kafka_spark: Any, cdc_stack: Stack, tmp_path: Path
 ) -> None:
-    url = cdc_stack.postgres.url
+    """Kafka Connect stores Debezium's source offset every ``offset.flush.interval.ms``
+    only. With none stored while 30 transactions stream (an interval longer than the
+    test), Kafka Connect is killed (SIGKILL) once the table holds them: restarted, Debezium
+    sends every change after its stored offset again, at the same LSNs, and the sink,
+    which applied the first copies, applies them again in later micro-batches with the
+    changes made after the restart: the table equals the source."""
+    url, bootstrap = cdc_stack.postgres.url, cdc_stack.kafka.bootstrap
     sql(
         url,
         "CREATE TABLE flt_replay (pk bigint PRIMARY KEY, v text, n bigint)",
@@ -81,36 +134,41 @@ def test_debezium_killed_replays_changes_and_the_table_has_no_duplicates(
         topic_prefix="flt",
         name="flt",
         schemas=False,
-        flush_ms=1000,
     )
     topic = connect.topic("public.flt_replay")
     catalog = _catalog(tmp_path)
     workload = Workload(url, "flt_replay", seed=5)
     try:
         connect.start()
-        workload.run(40)
+        workload.run(30)
         _catch_up(kafka_spark, cdc_stack, topic, catalog, tmp_path)
-        connect.stop(signal.SIGKILL)
-        workload.run(20)
+        connect.stop()  # graceful: the offset of the last change sent is stored
+        stored = _end_offset(kafka_spark, bootstrap, topic)
+        connect.flush_ms = NEVER_FLUSHED_MS
         connect.start()
-        workload.run(20)
+        workload.run(30)
+        _catch_up(kafka_spark, cdc_stack, topic, catalog, tmp_path)  # the sink applied them
+        sent = _end_offset(kafka_spark, bootstrap, topic)
+        connect.stop(signal.SIGKILL)
+        connect.flush_ms = 1000
+        connect.start()
+        past = {c for o, c in _changes(kafka_spark, bootstrap, topic) if stored <= o < sent}
+
+        def sent_again() -> bool:
+            again = {c for o, c in _changes(kafka_spark, bootstrap, topic) if o >= sent}
+            return past <= again
+
+        wait_until(sent_again, 240, "Debezium did not send the unstored changes again")
+        workload.run(10)
         _catch_up(kafka_spark, cdc_stack, topic, catalog, tmp_path)
     finally:
         connect.stop()
-    events = (
-        kafka_spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", cdc_stack.kafka.bootstrap)
-        .option("subscribe", topic)
-        .load()
-        .where("value IS NOT NULL")
-        .selectExpr(
-            "get_json_object(cast(value AS string), '$.source.lsn') AS lsn",
-            "get_json_object(cast(value AS string), '$.op') AS op",
-            "get_json_object(cast(value AS string), '$.after') AS after",
-        )
-    )
-    # it resumed from its stored offset (no second snapshot), replaying from there
-    assert events.where("op = 'r'").count() == 20
+    changes = _changes(kafka_spark, bootstrap, topic)
+    # duplicates upstream: every change past the stored offset is in the topic twice
+    duplicates = len(changes) - len({c for _, c in changes})
+    assert duplicates >= len(past) >= 30, (duplicates, len(past))
+    # it resumed from its stored offset (no second snapshot)
+    assert sum(1 for _, (_, op, _) in changes if op == "r") == 20
     rows = _table_rows(catalog)
     assert len({r[0] for r in rows}) == len(rows)
     assert rows == source_rows(url, "flt_replay")
