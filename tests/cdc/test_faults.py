@@ -1,7 +1,8 @@
 """Faults of the CDC pipeline's parts: Kafka Connect killed after Debezium sent changes
 past its stored offset sends them again at the same LSNs (duplicates upstream, none in
-the table), and offsets Spark still needs dropped by Kafka's retention stop the query
-(``failOnDataLoss``, Spark's default)."""
+the table), offsets Spark still needs dropped by Kafka's retention stop the query
+(``failOnDataLoss``, Spark's default), and a quiet table's replication slot keeps no
+WAL of other tables' changes (the connector template's heartbeat)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,61 @@ def test_offsets_dropped_by_retention_stop_the_query_naming_failondataloss(
     # knowingly going on: the table misses what retention dropped
     _run(kafka_spark, kafka.bootstrap, topic, catalog, tmp_path, failOnDataLoss="false")
     assert [r[0] for r in _table_rows(catalog)] == [1, 2, 3, 6]
+
+
+BUSY_MB = 30
+"""WAL the other table's writes make (about), far above what the slot may keep."""
+KEPT_MB = 1
+
+
+def _kept_bytes(cdc_stack: Stack, slot: str) -> int:
+    """WAL written since the slot's confirmed position (what PostgreSQL must keep)."""
+    with cdc_stack.postgres.connect() as conn:
+        row = conn.execute(
+            "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (slot,),
+        ).fetchone()
+    assert row is not None, f"no replication slot {slot}"
+    return int(row[0])
+
+
+def test_a_quiet_tables_slot_keeps_no_wal_of_other_tables(cdc_stack: Stack) -> None:
+    """The connector as its template (``docker/cdc/debezium-postgres.properties``) sets
+    it up, on a table nothing changes while another table is written: within a few
+    heartbeats its slot confirms the WAL's head, so PostgreSQL can remove that WAL."""
+    url = cdc_stack.postgres.url
+    sql(
+        url,
+        "CREATE TABLE slot_quiet (pk bigint PRIMARY KEY, v text)",
+        "INSERT INTO slot_quiet VALUES (1, 'a')",
+        "CREATE TABLE slot_busy (pk bigserial PRIMARY KEY, v text)",
+    )
+    connect = Connect(
+        cdc_stack.directory / "connect-slot",
+        cdc_stack.kafka.jars,
+        cdc_stack.kafka,
+        cdc_stack.postgres,
+        tables="public.slot_quiet",
+        topic_prefix="slot",
+        name="slot",
+    )
+    slot = connect.connector_values()["SLOT_NAME"]
+    assert isinstance(slot, str)
+    try:
+        connect.start()
+        rows = BUSY_MB * 1024 * 1024 // 300  # a row takes about 300 bytes of WAL
+        sql(
+            url,
+            f"INSERT INTO slot_busy (v) SELECT repeat('x', 200) FROM generate_series(1, {rows})",
+        )
+        assert _kept_bytes(cdc_stack, slot) > BUSY_MB // 2 * 1024 * 1024
+        deadline = time.monotonic() + 90  # heartbeats every 10 s, offsets stored every 1 s
+        kept = [_kept_bytes(cdc_stack, slot)]
+        while kept[-1] >= KEPT_MB * 1024 * 1024 and time.monotonic() < deadline:
+            time.sleep(2)
+            kept.append(_kept_bytes(cdc_stack, slot))
+        assert kept[-1] < KEPT_MB * 1024 * 1024, f"the slot keeps WAL (bytes, every 2 s): {kept}"
+    finally:
+        connect.stop()
+    assert "slot.message" not in cdc_stack.kafka.topics()  # the heartbeat's message
