@@ -58,6 +58,21 @@ def _run(
         sink.close()
 
 
+def _connector(cdc_stack: Stack, name: str, table: str, **options: Any) -> Connect:
+    """Debezium (not started) on ``public.<table>``, named, slotted and prefixing its
+    topics with ``name``, in a directory of its own."""
+    return Connect(
+        cdc_stack.directory / f"connect-{name}",
+        cdc_stack.kafka.jars,
+        cdc_stack.kafka,
+        cdc_stack.postgres,
+        tables=f"public.{table}",
+        topic_prefix=name,
+        name=name,
+        **options,
+    )
+
+
 def _table_rows(catalog: Any) -> list[tuple]:
     t = catalog.load_table("db.mirror").scan().to_arrow()
     return sorted(zip(*(t.column(c).to_pylist() for c in ("pk", "v", "n")), strict=True))
@@ -126,16 +141,7 @@ def test_debezium_killed_past_its_stored_offset_sends_again_and_the_table_equals
         "CREATE TABLE flt_replay (pk bigint PRIMARY KEY, v text, n bigint)",
         "INSERT INTO flt_replay SELECT g, 's' || g, g FROM generate_series(1, 20) g",
     )
-    connect = Connect(
-        cdc_stack.directory / "connect-flt",
-        cdc_stack.kafka.jars,
-        cdc_stack.kafka,
-        cdc_stack.postgres,
-        tables="public.flt_replay",
-        topic_prefix="flt",
-        name="flt",
-        schemas=False,
-    )
+    connect = _connector(cdc_stack, "flt", "flt_replay", schemas=False)
     topic = connect.topic("public.flt_replay")
     catalog = _catalog(tmp_path)
     workload = Workload(url, "flt_replay", seed=5)
@@ -230,15 +236,7 @@ def test_a_quiet_tables_slot_keeps_no_wal_of_other_tables(cdc_stack: Stack) -> N
         "INSERT INTO slot_quiet VALUES (1, 'a')",
         "CREATE TABLE slot_busy (pk bigserial PRIMARY KEY, v text)",
     )
-    connect = Connect(
-        cdc_stack.directory / "connect-slot",
-        cdc_stack.kafka.jars,
-        cdc_stack.kafka,
-        cdc_stack.postgres,
-        tables="public.slot_quiet",
-        topic_prefix="slot",
-        name="slot",
-    )
+    connect = _connector(cdc_stack, "slot", "slot_quiet")
     slot = connect.connector_values()["SLOT_NAME"]
     assert isinstance(slot, str)
     try:
