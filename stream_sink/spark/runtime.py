@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
@@ -203,7 +203,7 @@ class DeltaPlaces:
     spark_checkpoint_location: str
     state_dir: str
     """``<state_dir>/<sink id>``: the sink's operator state."""
-    storage_options: dict[str, str]
+    storage_options: dict[str, str] = field(repr=False)
 
     @staticmethod
     def resolve(

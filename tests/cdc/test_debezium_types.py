@@ -163,6 +163,7 @@ def test_source_types_survive_into_a_created_iceberg_table_read_by_every_reader(
     sink = IcebergSink(
         catalog=catalog,
         table_column="_table",
+        namespaces=["public"],
         create_tables=True,
         mode="upsert",
         row_kind_column=ROW_KIND_COLUMN,

@@ -60,6 +60,7 @@ from stream_sink.spark.foreach_batch.parquet_route import (
     rows_per_file,
     write_batch,
 )
+from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
@@ -104,8 +105,11 @@ class IcebergSink:
 
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
-    ``.routing``); rows whose value names no table stop the query, or go
-    to ``dead_letter_table`` (append only, every column) when given. ``maintenance``
+    ``.routing``), within ``namespaces`` (the namespaces whose tables rows may name) and
+    ``tables`` (tables given by name), one of which is required (``.route_scope``); a
+    TRUNCATE empties only a table the sink created or was given in ``tables``. Rows
+    whose value names no table, or one outside that scope, stop the query, or go to
+    ``dead_letter_table`` (append only, every column) when given. ``maintenance``
     then runs per table, one table's run at a time (``.routed_maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
@@ -152,6 +156,8 @@ class IcebergSink:
         metrics_port: int | None = None,
         schema_evolution: str = "none",
         table_column: str | None = None,
+        namespaces: Sequence[str] | str | None = None,
+        tables: Sequence[str] | None = None,
         create_tables: bool = False,
         table_template: Mapping[str, Any] | None = None,
         maintenance: MaintenanceOptions | None = None,
@@ -191,12 +197,14 @@ class IcebergSink:
                 self.options,
                 TableTemplate.parse(table_template),
                 create_tables,
+                RouteScope.parse(namespaces, tables, dead_letter_table),
                 dead_letter_table,
                 maintenance,
             )
-        elif create_tables or table_template or dead_letter_table:
+        elif create_tables or table_template or dead_letter_table or namespaces or tables:
             raise InvalidOptionError(
-                "create_tables=, table_template= and dead_letter_table= need table_column="
+                "create_tables=, table_template=, dead_letter_table=, namespaces= and "
+                "tables= need table_column="
             )
         else:
             _require_table(catalog, self.options.table)
@@ -626,5 +634,5 @@ def _require_table(catalog: Catalog, table: str) -> None:
         f"existing table. Create it first (catalog.create_table({table!r}, schema=...), "
         "or Java/Spark SQL CREATE TABLE), check the name and the catalog's "
         "warehouse/uri, or route rows to tables created on demand with "
-        "table_column=... and create_tables=True"
+        "table_column=..., namespaces=[...] and create_tables=True"
     )
