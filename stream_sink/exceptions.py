@@ -308,6 +308,11 @@ class DataLossError(StreamSinkError):
     """Starting would silently lose batches that upstream already acknowledged."""
 
 
+class SkippedBatchError(DataLossError):
+    """Upstream ran a batch that never reached the sink (a ``foreachBatch`` function
+    returned without calling it): the batch's changes are not in the table."""
+
+
 class StateLockedError(StreamSinkError):
     """An operator state directory is already open (by this or another process)."""
 

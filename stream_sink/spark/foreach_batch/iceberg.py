@@ -40,6 +40,7 @@ from stream_sink.exceptions import (
     SchemaMismatchError,
     TruncateInBatchError,
 )
+from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -51,6 +52,7 @@ from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.errors import raise_if_interrupted, reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
+from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.parquet_route import (
     ROUTES,
     Projection,
@@ -215,6 +217,9 @@ class IcebergSink:
         self._route = ""
         self._writer_metrics = WriterMetrics()
         self._committer_metrics: CommitterMetricsSnapshot | None = None
+        self._gaps = BatchGaps(
+            self.options.sink_id, self.options.table, self.options.spark_checkpoint_location
+        )
         REGISTRY.register(self)
         self.metrics_server: MetricsServer | None = (
             None if metrics_port is None else serve(metrics_port)
@@ -273,6 +278,7 @@ class IcebergSink:
             return
         try:
             runtime = self._open()
+            self._gaps.arrived(batch_id, runtime.commits.driver, self._spark_io())
             plan = self._plan(df, runtime.table)
             started = time.perf_counter()
             step = f"batch {batch_id}: writing its data files"
@@ -332,6 +338,7 @@ class IcebergSink:
         """``end_input()``, then release the operator state. The sink may be used again:
         the next batch restores from the state."""
         try:
+            self._end_run_gaps()
             self.end_input()
         finally:
             self._abandon()
@@ -416,6 +423,21 @@ class IcebergSink:
             self._abandon()
 
     # --- steps --------------------------------------------------------------------------------
+
+    def _spark_io(self) -> FileIO:
+        return self.catalog.io_for(self.spark_checkpoint_location)
+
+    def _end_run_gaps(self) -> None:
+        """Batches Spark acknowledged after the last one this run handed to the sink are
+        recorded and logged as skipped (:mod:`.batch_gaps`); never raises."""
+        try:
+            if self._router is not None:
+                self._router.end_run_gaps()
+            else:
+                runtime = self._runtime
+                self._gaps.run_ended(runtime.commits.driver if runtime else None, self._spark_io())
+        except Exception as e:
+            log.warning("sink %s: skipped batches not checked at close: %s", self.sink_id, e)
 
     def _open(self) -> _Runtime:
         """The runtime for the current query id, restoring the committer on first use."""

@@ -59,6 +59,7 @@ from stream_sink.exceptions import (
     SchemaMismatchError,
     ValidationError,
 )
+from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import query, schema_check
 from stream_sink.spark.cdc import distribution, truncation
@@ -66,11 +67,17 @@ from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_column
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
+from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import committed_table, iceberg_committer, left_state
+from stream_sink.spark.runtime import (
+    committed_table,
+    iceberg_committer,
+    input_reader,
+    left_state,
+)
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.metadata import TableMetadata
@@ -287,6 +294,7 @@ class Router:
         )
         self.runtime: RoutedRuntime | None = None
         self._opened = False  # by a batch of this run (else close may open it)
+        self.gaps = BatchGaps(options.sink_id, "routed tables", options.spark_checkpoint_location)
 
     @property
     def table_column(self) -> str:
@@ -297,6 +305,7 @@ class Router:
 
     def foreach_batch(self, df: DataFrame, batch_id: int) -> WriteResult:
         runtime = self.open()
+        self.gaps.arrived(batch_id, runtime.driver, self._spark_io())
         df = df.persist()
         try:
             found = self.discover(df)
@@ -623,7 +632,9 @@ class Router:
             self.catalog, table, opts, operator_id=f"{opts.sink_id}={name}", job_id=runtime.job_id
         )
         acknowledged = runtime.routes.acknowledged_for(name, runtime.acknowledged)
-        runtime.driver.open(name, committer, acknowledged)
+        location = self.options.spark_checkpoint_location
+        reader = input_reader(location, self.catalog.io_for(location))
+        runtime.driver.open(name, committer, acknowledged, reader)
         if self.maintenance is not None:
             self.maintenance.open_table(name, committer.uncommitted_paths)
         return _TableSink(table, replace(opts, table=name, table_column=None))
@@ -655,6 +666,15 @@ class Router:
             self.open()
         if self.runtime is not None:
             self.runtime.driver.end_input()
+
+    def _spark_io(self) -> FileIO:
+        return self.catalog.io_for(self.options.spark_checkpoint_location)
+
+    def end_run_gaps(self) -> None:
+        """At a graceful close: batches Spark acknowledged after the last one this run
+        handed over (:meth:`BatchGaps.run_ended`)."""
+        runtime = self.runtime
+        self.gaps.run_ended(runtime.driver if runtime else None, self._spark_io())
 
     def run_ended(self) -> None:
         """The query's run ended (the sink closed): a next run that ends before its first
