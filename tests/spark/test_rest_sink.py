@@ -206,6 +206,7 @@ def test_routed_upsert_stream_of_two_tables_into_rest_tables(
         sink = IcebergSink(
             catalog=rest_catalog,
             table_column="_table",
+            namespaces=[ns],
             mode="upsert",
             row_kind_column="op",
             equality_fields=["id"],
