@@ -2,12 +2,15 @@
 Spark's Kafka source → ``from_debezium`` → IcebergSink (upsert), until the change is
 readable in the Iceberg table.
 
-Run: ``python bench/bench_cdc_freshness.py [rates] [seconds] [trigger] [writers]``
+Run: ``python bench/bench_cdc_freshness.py [rates] [seconds] [trigger] [writers] [--cluster]``
 (defaults ``5,20,50,100`` changes per second, 40 s each, trigger ``1 second``, 1 writer).
+The sink runs on ``local[2]`` with a Hadoop catalog on local disk, or with ``--cluster``
+as on ``scripts/cluster.sh``: on a Spark standalone cluster of two workers (1 core, 1 GiB
+each) into a table of SeaweedFS's Iceberg REST catalog, which the reader polls too.
 
 Writers commit single-row updates at a steady rate, each stamping its sequence number
 into the row (50 keys, round robin) and noting its commit time; a reader polls the table
-(Hadoop catalog, local disk) and, for every sequence number newly visible, records
+(through the sink's catalog) and, for every sequence number newly visible, records
 commit → visible. A key's updates commit in order (one writer per key), so a key that
 shows a number has shown all its earlier ones. Per rate it prints p50 and p99
 freshness, the ratio of p50 to the lowest rate's (the baseline, same session), and
@@ -27,6 +30,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "cdc")]
 
 import pyarrow as pa  # noqa: E402
-from cdc_stack import peer_jars, running_stack  # noqa: E402
+from cdc_stack import (  # noqa: E402
+    CLUSTER_BUCKETS,
+    CLUSTER_TABLE_BUCKETS,
+    SPARK_WORKERS,
+    _load,
+    peer_jars,
+    running_stack,
+)
 from debezium_pipeline import SINK_OPTIONS, kafka_stream, sql, start  # noqa: E402
 
 import stream_sink as ss  # noqa: E402
@@ -106,9 +118,33 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def main(rates: list[float], seconds: float, trigger: str, writers: int) -> None:
+@contextmanager
+def topology(root: Path, cluster: bool) -> Iterator[tuple[dict[str, str], str]]:
+    """The catalog's properties and the Spark master the sink runs on: a Hadoop catalog
+    on local disk and ``local[2]``, or (``cluster``) the parts ``scripts/cluster.sh`` adds
+    to the stack: SeaweedFS with its Iceberg REST catalog and a standalone Spark cluster."""
+    if not cluster:
+        yield {"type": "hadoop", "warehouse": str(root / "wh")}, "local[2]"
+        return
+    from seaweed_server import SeaweedServer
+
+    spark_cluster = _load("spark_cluster", REPO / "tests" / "spark" / "cluster.py")
+    weed = SeaweedServer.start(
+        root / "seaweed", buckets=CLUSTER_BUCKETS, table_buckets=CLUSTER_TABLE_BUCKETS
+    )
+    try:
+        with spark_cluster.standalone_cluster(root / "spark", SPARK_WORKERS) as master:
+            yield {"type": "rest", **weed.rest_props(CLUSTER_TABLE_BUCKETS[0])}, master
+    finally:
+        weed.stop()
+
+
+def main(rates: list[float], seconds: float, trigger: str, writers: int, cluster: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-cdc-"))
-    with running_stack(root, schemas=False, tables="public.fresh") as stack:
+    with (
+        running_stack(root, schemas=False, tables="public.fresh") as stack,
+        topology(root, cluster) as (props, master),
+    ):
         url = stack.postgres.url
         sql(
             url,
@@ -116,13 +152,14 @@ def main(rates: list[float], seconds: float, trigger: str, writers: int) -> None
             f"INSERT INTO fresh SELECT g, 'k' || g, -1 FROM generate_series(0, {KEYS - 1}) g",
         )
         connect = stack.start_connect()
-        catalog = ss.load_catalog("b", type="hadoop", warehouse=str(root / "wh"))
+        catalog = ss.load_catalog("b", **props)
         catalog.create_namespace("db")
         schema = pa.schema(
             [pa.field("pk", pa.int64(), False), ("v", pa.string()), ("n", pa.int64())]
         )
         catalog.create_table("db.fresh", schema=schema, identifier_fields=["pk"])
-        spark = local_session("bench-cdc", conf={"spark.jars": ",".join(peer_jars("spark-kafka"))})
+        jars = ",".join(peer_jars("spark-kafka"))
+        spark = local_session("bench-cdc", master=master, conf={"spark.jars": jars})
         sink = IcebergSink(
             catalog=catalog,
             table="db.fresh",
@@ -137,8 +174,8 @@ def main(rates: list[float], seconds: float, trigger: str, writers: int) -> None
         while reader.high < -1 or len(catalog.load_table("db.fresh").scan().to_arrow()) < KEYS:
             time.sleep(1)  # the snapshot is in
         print(
-            f"trigger {trigger}; {seconds:.0f} s per rate; {KEYS} keys; {writers} writer "
-            "connection(s)",
+            f"{master}, {props['type']} catalog; trigger {trigger}; {seconds:.0f} s per rate; "
+            f"{KEYS} keys; {writers} writer connection(s)",
             flush=True,
         )
         commits: dict[int, float] = {}
@@ -178,7 +215,9 @@ def main(rates: list[float], seconds: float, trigger: str, writers: int) -> None
 
 
 if __name__ == "__main__":
-    rates = [float(r) for r in (sys.argv[1] if len(sys.argv) > 1 else "5,20,50,100").split(",")]
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 40.0
-    trigger = sys.argv[3] if len(sys.argv) > 3 else "1 second"
-    main(rates, seconds, trigger, int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    args = [a for a in sys.argv[1:] if a != "--cluster"]
+    rates = [float(r) for r in (args[0] if args else "5,20,50,100").split(",")]
+    seconds = float(args[1]) if len(args) > 1 else 40.0
+    trigger = args[2] if len(args) > 2 else "1 second"
+    writers = int(args[3]) if len(args) > 3 else 1
+    main(rates, seconds, trigger, writers, "--cluster" in sys.argv[1:])

@@ -91,6 +91,7 @@ def run_routed(spark: Any, source: Path, work: Path, tables: int) -> float:
     sink = IcebergSink(
         catalog=catalog,
         table_column="target",
+        namespaces=["db"],
         checkpoint_location=str(work / "chk"),
         state_dir=str(work / "state"),
     )

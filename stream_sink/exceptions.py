@@ -8,6 +8,8 @@ never loses data that was already committed.
 
 from __future__ import annotations
 
+import struct
+
 
 class StreamSinkError(Exception):
     """Base of every error stream_sink raises on purpose."""
@@ -121,6 +123,25 @@ class UnreadableFileError(CorruptionError):
     """A data or delete file whose bytes the reader cannot decode: damaged, or written in a
     shape of its format that pyarrow (Parquet, ORC) or fastavro (Avro) does not read. The
     message names the file, its table and what to do; nothing is read from the table."""
+
+
+DECODE_ERRORS: tuple[type[Exception], ...] = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+    struct.error,
+)
+"""What Python raises by itself on a damaged or crafted file: a missing key, a field of
+the wrong type (a list for an object, a string for a number), a number too large
+(``1e400`` as an int), nesting deeper than the interpreter's recursion limit, bytes that
+are not UTF-8 or not JSON. Every parser of stored files (table metadata, manifests,
+Puffin footers, checkpoints, the Delta log) catches these and raises its
+:class:`CorruptionError` naming the file instead. (Not ``LookupError``: that would take
+:class:`NotFoundError`, a missing file, for damage.)"""
 
 
 # --- commits -----------------------------------------------------------------
@@ -285,6 +306,11 @@ class BatchInterruptedError(StreamSinkError):
 
 class DataLossError(StreamSinkError):
     """Starting would silently lose batches that upstream already acknowledged."""
+
+
+class SkippedBatchError(DataLossError):
+    """Upstream ran a batch that never reached the sink (a ``foreachBatch`` function
+    returned without calling it): the batch's changes are not in the table."""
 
 
 class StateLockedError(StreamSinkError):

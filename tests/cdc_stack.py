@@ -360,6 +360,8 @@ class Connect:
     flush_ms: int = 1000
     """How often Connect stores the connector's source offsets (a restart replays from
     the last stored one)."""
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    """Connector properties that replace the template's (e.g. ``decimal.handling.mode``)."""
     port: int = field(default_factory=free_port)
     jvm: JavaProcess | None = None
 
@@ -371,7 +373,9 @@ class Connect:
         worker = self.directory / "worker.properties"
         worker.write_text(render(WORKER_CONFIG, self.worker_values()))
         connector = self.directory / "connector.properties"
-        connector.write_text(render(CONNECTOR_CONFIG, self.connector_values()))
+        lines = [render(CONNECTOR_CONFIG, self.connector_values())]
+        lines += [f"{k}={v}\n" for k, v in self.overrides.items()]  # the last one wins
+        connector.write_text("".join(lines))
         log4j = log4j_config(self.directory)
         self.jvm = JavaProcess(
             [

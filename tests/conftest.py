@@ -29,6 +29,11 @@ for the whole session, with the buckets ``lake`` and ``ckpt`` and the table buck
 ``tests/iceberg_rest_server.py``) for the whole session; skipped when Maven or Java is
 missing or the jars cannot be resolved.
 
+``cdc_stack``: PostgreSQL with logical decoding and a Kafka broker (KRaft) for the whole
+session (``tests/cdc_stack.py``); tests create their own source tables and start
+Debezium (Kafka Connect) with ``cdc_stack.start_connect`` or their own ``Connect``.
+Skipped when the Kafka and Debezium jars cannot be resolved.
+
 ``vending_seaweed``: a SeaweedFS of its own whose REST catalog vends short-lived
 credentials (buckets ``ckpt`` and ``lake``); ``nessie``: Nessie's server on its bucket
 ``lake``, vending credentials from its STS and serving the REST spec's
@@ -298,6 +303,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 TABLE_BUCKET = "warehouse"
+
+
+@pytest.fixture(scope="session")
+def cdc_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from cdc_stack import Stack, StackError
+
+    try:
+        stack = Stack(tmp_path_factory.mktemp("cdc"))
+    except StackError as e:
+        pytest.skip(f"the Kafka and Debezium jars cannot be resolved: {e}")
+    try:
+        stack.start()
+    except StackError:
+        stack.stop()
+        raise
+    try:
+        yield stack
+    finally:
+        stack.stop()
 
 
 @pytest.fixture(scope="session")

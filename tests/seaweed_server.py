@@ -15,7 +15,8 @@ Facts about this server the tests rely on (SeaweedFS 4.48):
   ``/v1/oauth/tokens`` for the S3 key and secret); ``/v1/config`` gives the ``prefix``
   only for ``?warehouse=s3://<table bucket>``.
 - A table bucket takes writes only under ``<namespace>/<table>/metadata/`` and
-  ``<namespace>/<table>/data/``.
+  ``<namespace>/<table>/data/``; a metadata file's name only of letters, digits, ``-``,
+  ``_`` and ``.`` (``a=b.avro`` is refused, ``data/id_bucket=3/a=b.parquet`` is not).
 - With ``vended_lifetime`` set, the catalog vends credentials (``start(...,
   vended_lifetime="20s")``): a load with ``X-Iceberg-Access-Delegation:
   vended-credentials`` answers ``s3.access-key-id``/``s3.secret-access-key``/

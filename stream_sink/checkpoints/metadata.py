@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stream_sink.exceptions import CorruptStateError, UnsupportedError, ValidationError
+from stream_sink.secrets import recorded_settings
 
 CHECKPOINT_FORMAT_VERSION = 1
 
@@ -22,13 +23,6 @@ DELTA_CATALOG = "delta"
 """The catalog name and ``type`` setting a Delta sink's :class:`TableIdentity` records:
 a Delta table has no catalog; its ``table`` is the table's location and its uuid the
 ``metaData`` id."""
-
-_SECRET_WORDS = ("password", "secret", "token", "access-key", "credential", "session", "key-id")
-
-
-def is_secret(key: str) -> bool:
-    """Whether a setting named ``key`` may hold a credential (never recorded)."""
-    return any(word in key.lower() for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True)
@@ -42,8 +36,14 @@ class TableIdentity:
     table_uuid: str
     catalog_settings: Mapping[str, str] | None = field(default=None, compare=False)
     """How to open the catalog again (``type``, ``warehouse``, ``uri`` without its
-    password, storage settings), never credentials; None when not recorded (older
-    checkpoints, catalogs of other kinds). ``stream-sink status`` uses it."""
+    password, storage settings), never credentials: only what
+    :func:`stream_sink.secrets.recorded_settings` allows is kept, here and in the
+    JSON; None when not recorded (older checkpoints, catalogs of other kinds).
+    ``stream-sink status`` uses it."""
+
+    def __post_init__(self) -> None:
+        if self.catalog_settings is not None:
+            object.__setattr__(self, "catalog_settings", recorded_settings(self.catalog_settings))
 
     @property
     def is_delta(self) -> bool:
@@ -205,7 +205,7 @@ class CompletedCheckpoint:
 def parse_json_object(text: str | bytes, *, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # numbers of 4,300 digits too, nesting
         raise CorruptStateError(f"{where}: not valid JSON ({e})") from e
     if not isinstance(doc, dict):
         raise CorruptStateError(f"{where}: expected a JSON object, found {type(doc).__name__}")

@@ -13,6 +13,8 @@ Invariants:
 - Each attempt uploads to a fresh ``state-<token>``, so completing the same id again
   (a replayed batch after a restart) atomically switches to the new state; the old
   one is deleted only afterwards.
+- Locally, a sink's checkpoint directories are ``0700`` and its files ``0600``
+  (:mod:`stream_sink.io.private`): they record the table and its catalog settings.
 - Retention never deletes the newest ``retain`` complete checkpoints; deleting one
   removes ``_metadata`` first, so a crash mid-delete leaves an incomplete (ignored)
   directory, never a complete one without state.
@@ -44,6 +46,7 @@ from stream_sink.exceptions import (
     StreamSinkError,
 )
 from stream_sink.io.fileio import FileIO, is_temporary
+from stream_sink.io.private import private_dirs
 from stream_sink.state import OperatorStateBackend, open_state_backend, restore_from_snapshot
 from stream_sink.state.layout import validate_sink_id
 
@@ -85,10 +88,12 @@ class CheckpointStorage:
         chk = self.checkpoint_location(checkpoint_id)
         previous = self._read_if_complete(chk)
         state_name = f"state-{uuid.uuid4().hex[:12]}"
+        if self.io.scheme == "file":
+            private_dirs(self.io.path_of(chk))
         write_snapshot(self.io, state_backend, f"{chk}/{state_name}")
         doc = metadata.to_dict()
         doc["state"] = {"dir": state_name, "backend": state_backend.kind}
-        self.io.write_atomic(f"{chk}/{METADATA_FILE}", _dumps(doc).encode())
+        self.io.write_atomic(f"{chk}/{METADATA_FILE}", _dumps(doc).encode(), private=True)
         done = CompletedCheckpoint(metadata, chk, f"{chk}/{state_name}", state_backend.kind)
         if previous is not None and previous.state_location != done.state_location:
             self._delete_quietly(previous.state_location)
@@ -173,7 +178,9 @@ class CheckpointStorage:
 
     def record_table(self, identity: TableIdentity) -> None:
         """Record the table this sink writes (atomically; once, at its first start)."""
-        self.io.write_atomic(f"{self.location}/{TABLE_FILE}", identity.to_json().encode())
+        self.io.write_atomic(
+            f"{self.location}/{TABLE_FILE}", identity.to_json().encode(), private=True
+        )
 
     def other_sinks_tables(self) -> dict[str, TableIdentity]:
         """Tables recorded by the other sinks sharing this checkpoint location."""

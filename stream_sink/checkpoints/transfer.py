@@ -14,6 +14,7 @@ import tempfile
 import pyarrow.fs as pafs
 
 from stream_sink.io.fileio import FileIO
+from stream_sink.io.private import make_private_tree
 from stream_sink.state import OperatorStateBackend
 from stream_sink.state.layout import fsync_dir, fsync_tree
 
@@ -23,12 +24,14 @@ def write_snapshot(io: FileIO, backend: OperatorStateBackend, location: str) -> 
 
     Local: the backend snapshots straight into place (RocksDB hard-links its immutable
     SST files rather than copying them), then every file and directory of the snapshot
-    and the directory holding its parent are fsync'd. Elsewhere: snapshot into a
+    is made the owner's only (``0600``/``0700``) and fsync'd, with the directory
+    holding its parent. Elsewhere: snapshot into a
     temporary local directory and upload it.
     """
     if io.scheme == "file":
         dest = io.path_of(location)
         backend.snapshot_to(dest)
+        make_private_tree(dest)
         fsync_tree(dest)
         fsync_dir(os.path.dirname(os.path.dirname(dest)))
         return

@@ -13,6 +13,7 @@ from stream_sink.cli.output import format_table
 from stream_sink.commit.delta_target import parse_app_id
 from stream_sink.delta import AddFile, CommitInfo, DeltaTable, RemoveFile, Txn
 from stream_sink.delta.stats import num_records
+from stream_sink.secrets import masked
 
 
 def is_delta_path(table: str) -> bool:
@@ -49,7 +50,7 @@ def _show(table: DeltaTable) -> dict[str, Any]:
         "protocol": s.protocol.to_json(),
         "schema": ", ".join(f"{f.name}: {f.type}" for f in s.arrow_schema),
         "partition_columns": list(s.partition_columns),
-        "configuration": dict(s.configuration),
+        "configuration": masked(s.configuration),
         "files": len(s.files),
         "sinks": sink_rows(table),
     }

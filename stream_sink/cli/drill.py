@@ -7,7 +7,7 @@ import sys
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
-from stream_sink.cli.table_commands import add_catalog_options, catalog_properties
+from stream_sink.cli.table_commands import add_catalog_options, catalog_properties_of
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.ops.drill import DrillOptions, modes_of, run_drill
 from stream_sink.ops.drill_jobs import DRILL_MODES, TARGETS, JobSpec
@@ -171,14 +171,15 @@ def drill_catalog(args: argparse.Namespace) -> dict[str, str] | None:
     """``load_catalog`` arguments of ``--catalog-type rest`` (None: each scenario's own
     Hadoop catalog, the default)."""
     kind = getattr(args, "catalog_type", None)
-    if kind in (None, "hadoop") and not args.catalog_uri and not args.catalog_property:
+    props = catalog_properties_of(args)
+    if kind in (None, "hadoop") and not args.catalog_uri and not props:
         return None
     if kind != "rest" or not args.catalog_uri:
         raise InvalidOptionError(
             "stream-sink drill: a catalog other than each scenario's own is a REST catalog: "
             "--catalog-type rest --catalog-uri URL [--warehouse W] [--catalog-property K=V]"
         )
-    out = {"type": "rest", "uri": args.catalog_uri, **catalog_properties(args.catalog_property)}
+    out = {"type": "rest", "uri": args.catalog_uri, **props}
     if args.warehouse:
         out["warehouse"] = args.warehouse
     return out

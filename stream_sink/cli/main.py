@@ -40,7 +40,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-sink",
-        description="Exactly-once streaming writes from Spark into Apache Iceberg tables.",
+        description="Exactly-once streaming writes from Spark into Apache Iceberg (v2, v3) "
+        "and Delta Lake tables.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
@@ -51,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
-        "demo", help="run the main job on the embedded default", formatter_class=HelpFormatter
+        "demo",
+        help="a Debezium change stream upserted into an Iceberg table through a kill and a "
+        "restart, then checked",
+        formatter_class=HelpFormatter,
     )
     from stream_sink.cli.demo import add_arguments as add_demo_arguments
 
@@ -83,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     from stream_sink.cli.maintain import add_arguments as add_maintain_arguments
 
     add_maintain_arguments(maintain)
+    from stream_sink.cli.rewind import add_arguments as add_rewind_arguments
+
+    rewind = sub.add_parser(
+        "rewind",
+        help="make Spark run a batch again (one a foreachBatch function skipped)",
+        formatter_class=HelpFormatter,
+    )
+    add_rewind_arguments(rewind)
     return parser
 
 
@@ -114,6 +126,10 @@ def _run(args: argparse.Namespace) -> int:
         from stream_sink.cli.maintain import run_maintain
 
         return run_maintain(args)
+    if args.command == "rewind":
+        from stream_sink.cli.rewind import run_rewind
+
+        return run_rewind(args)
     if args.command == "table":
         return run_table(args)
     if args.command == "read":

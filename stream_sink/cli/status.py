@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from stream_sink.cli.table_commands import add_catalog_options, catalog_properties, open_catalog
+from stream_sink.cli.table_commands import add_catalog_options, catalog_properties_of, open_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
@@ -54,7 +54,7 @@ def run_status(args: argparse.Namespace) -> int:
         sink_id=args.sink_id,
         table=args.table,
         branch=args.branch,
-        storage_options=catalog_properties(args.catalog_property or []),
+        storage_options=catalog_properties_of(args),
     )
     if args.format == "jsonl":
         doc = asdict(status)
@@ -77,7 +77,7 @@ def _catalog(args: argparse.Namespace) -> Catalog | None:
     and the sink recorded its catalog's settings (a Delta sink its table's location) or
     ``--table`` is a Delta table's path; else the default ``warehouse``."""
     if not args.warehouse and not args.catalog_uri:
-        storage = catalog_properties(args.catalog_property or [])
+        storage = catalog_properties_of(args)
         if args.table and DeltaTable.is_delta_table(resolve_location(args.table), storage):
             return None
         recorded = recorded_table(args.checkpoint_location, args.sink_id)

@@ -36,6 +36,7 @@ from stream_sink.commit.watermark import (
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
+from stream_sink.secrets import masked
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
 from stream_sink.table.manifest import DataFileContent, read_manifest, snapshot_manifests
@@ -72,8 +73,24 @@ def add_catalog_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a catalog property, repeatable (s3.endpoint=..., credential=..., "
-        "rest.sigv4-enabled=true, header.X-Name=...)",
+        help="a catalog property, repeatable (s3.endpoint=..., rest.sigv4-enabled=true, "
+        "header.X-Name=...); give secrets with --catalog-properties-file or "
+        "--catalog-property-env instead, which other users cannot read in the process list",
+    )
+    p.add_argument(
+        "--catalog-properties-file",
+        default=None,
+        metavar="FILE",
+        help="catalog properties, one KEY=VALUE a line (# starts a comment), read before "
+        "--catalog-property-env and --catalog-property (default: none)",
+    )
+    p.add_argument(
+        "--catalog-property-env",
+        action="append",
+        default=[],
+        metavar="KEY=VAR",
+        help="a catalog property whose value is environment variable VAR's, repeatable "
+        "(credential=CATALOG_CREDENTIAL, header.Authorization=CATALOG_AUTH)",
     )
     p.add_argument(
         "--catalog-name",
@@ -151,7 +168,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
 def open_catalog(args: argparse.Namespace) -> Catalog:
     """The catalog the options name; it must exist (reading never creates one)."""
     kind = getattr(args, "catalog_type", None) or ("sql" if args.catalog_uri else "hadoop")
-    props: dict[str, Any] = dict(catalog_properties(getattr(args, "catalog_property", None) or []))
+    props: dict[str, Any] = dict(catalog_properties_of(args))
     if kind == "rest":
         if not args.catalog_uri:
             raise InvalidOptionError("--catalog-type rest needs --catalog-uri (the server's URL)")
@@ -170,17 +187,71 @@ def open_catalog(args: argparse.Namespace) -> Catalog:
     )
 
 
+def catalog_properties_of(args: argparse.Namespace) -> dict[str, str]:
+    """The catalog properties the options give: ``--catalog-properties-file``, then
+    ``--catalog-property-env``, then ``--catalog-property`` (a later one wins)."""
+    out: dict[str, str] = {}
+    path = getattr(args, "catalog_properties_file", None)
+    if path:
+        out.update(properties_file(path))
+    out.update(environment_properties(getattr(args, "catalog_property_env", None) or []))
+    out.update(catalog_properties(getattr(args, "catalog_property", None) or []))
+    return out
+
+
+def properties_file(path: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines of ``path`` (blank lines and ``#`` comments skipped; the key
+    stripped, the value as written)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise InvalidOptionError(
+            f"--catalog-properties-file {path}: cannot be read ({e.strerror or e})"
+        ) from None
+    out: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, value = _key_value(line, f"--catalog-properties-file {path}, line {number}")
+        out[key] = value
+    return out
+
+
+def environment_properties(pairs: list[str]) -> dict[str, str]:
+    """``["key=VAR", ...]`` from ``--catalog-property-env``: each key with the value of
+    environment variable VAR, which must be set."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, var = pair.partition("=")
+        if not sep or not key.strip() or not var.strip():
+            raise InvalidOptionError(f"--catalog-property-env {pair!r}: expected KEY=VAR")
+        value = os.environ.get(var.strip())
+        if value is None:
+            raise InvalidOptionError(
+                f"--catalog-property-env {key.strip()}={var.strip()}: environment variable "
+                f"{var.strip()} is not set"
+            )
+        out[key.strip()] = value
+    return out
+
+
 def catalog_properties(pairs: list[str]) -> dict[str, str]:
     """``["k=v", ...]`` from ``--catalog-property``."""
     out: dict[str, str] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOptionError(
-                f"--catalog-property {pair.split('=', 1)[0]!r}: expected KEY=VALUE"
-            )
-        out[key.strip()] = value
+        key, value = _key_value(pair, f"--catalog-property {pair.split('=', 1)[0]!r}")
+        out[key] = value
     return out
+
+
+def _key_value(text: str, where: str) -> tuple[str, str]:
+    """``KEY=VALUE`` split at the first ``=`` (the key stripped); the error names
+    ``where``, never the text (it may be a secret)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise InvalidOptionError(f"{where}: expected KEY=VALUE")
+    return key.strip(), value
 
 
 def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
@@ -346,7 +417,7 @@ def _show(table: Table, fmt: str) -> int:
             for f in meta.spec.fields
         ],
         "sort_order": [str(f) for f in meta.sort_order.fields],
-        "properties": dict(meta.properties),
+        "properties": masked(meta.properties),
         "current_snapshot_id": current.snapshot_id if current else None,
         "snapshots": len(meta.snapshots),
         "refs": {k: r.snapshot_id for k, r in meta.refs.items()},

@@ -61,11 +61,15 @@ from .identity import (
 from .io_context import NOT_ACKNOWLEDGED, RESTORE, STILL_PENDING, STILL_STAGED, in_step
 from .loss_check import (
     META_COVERED,
+    META_SKIPPED,
     Accounting,
+    HadInput,
+    Skipped,
     check_lost_state,
     check_stale_state,
     covered_batch,
     encode_covered,
+    skipped_batches,
 )
 from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
@@ -123,6 +127,7 @@ class FilesCommitter:
         self._clock = clock
         self._state_source = state
         self._identity = target.identity()
+        self._had_input: HadInput = _read_input
         self._storage = checkpoint_storage
         self._opened: OpenedState | None = None
         self._namer = StagingNamer(job_id, self.operator_id, new_instance_token())
@@ -452,15 +457,22 @@ class FilesCommitter:
 
     # --- 5. restore ---------------------------------------------------------------------------
 
-    def restore(self, acknowledged_batch_ids: Iterable[int] | None = None) -> None:
+    def restore(
+        self,
+        acknowledged_batch_ids: Iterable[int] | None = None,
+        had_input: HadInput | None = None,
+    ) -> None:
         """Open the state and finish what it holds (module docstring, step 5).
 
         ``acknowledged_batch_ids``: the batches upstream already acknowledged (Spark's
-        commit log). Before anything is changed, every one of them must be covered by the
+        commit log); ``had_input``: whether one of them read input (default: all did).
+        Before anything is changed, every one that read input must be covered by the
         table's watermark or recorded in the state (see :mod:`.loss_check`); otherwise
-        DataLossError, whether the state was lost or is a stale copy. State or
-        checkpoints of another table raise TableMismatchError (see :mod:`.identity`).
+        DataLossError (SkippedBatchError for batches the state records as skipped),
+        whether the state was lost or is a stale copy. State or checkpoints of another
+        table raise TableMismatchError (see :mod:`.identity`).
         """
+        self._had_input = had_input or _read_input
         if self._opened is not None:
             raise StreamSinkError(f"sink {self.operator_id}: restore() was already called")
         acked = None
@@ -538,7 +550,26 @@ class FilesCommitter:
         if state is not None and stored is not None and stored.decode("utf-8") == self.job_id:
             covered = covered_batch(state, self.job_id)
             known = set(self._pending) | {b for bs in self._staged.values() for b in bs}
-        return Accounting(self.operator_id, self.target.name, self.job_id, mark, covered, known)
+        skipped = skipped_batches(state, self.job_id) if state is not None else None
+        return Accounting(
+            self.operator_id,
+            self.target.name,
+            self.job_id,
+            mark,
+            covered,
+            known,
+            skipped,
+            self._had_input,
+        )
+
+    def record_skipped(self, batch_ids: Iterable[int], upstream: str | None = None) -> None:
+        """Note durably that upstream (logging its batches at ``upstream``) ran
+        ``batch_ids`` without handing them to the sink, so the next restore names them as
+        skipped (:func:`.loss_check.skipped_batch_error`) rather than as lost state."""
+        known = skipped_batches(self.state, self.job_id)
+        ids = known.batch_ids | set(batch_ids)
+        record = Skipped(self.job_id, frozenset(ids), upstream or known.upstream)
+        self.state.put_meta(META_SKIPPED, record.to_bytes())
 
     def _record_identity(self, state: OperatorStateBackend) -> None:
         if self._identity is None:
@@ -658,3 +689,8 @@ def _max_empty_commits(table: CommitTarget, explicit: int | None) -> int:
             f"table {table.name}: {MAX_CONTINUOUS_EMPTY_COMMITS} must be positive, got {explicit}"
         )
     return explicit
+
+
+def _read_input(_batch_id: int) -> bool:
+    """Without word from upstream, every batch read input (the loss checks' safe side)."""
+    return True

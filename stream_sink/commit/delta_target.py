@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from stream_sink.checkpoints.metadata import DELTA_CATALOG, TableIdentity, is_secret
+from stream_sink.checkpoints.metadata import DELTA_CATALOG, TableIdentity
 from stream_sink.delta import DeltaTable, Txn
 from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
@@ -186,8 +186,7 @@ class DeltaTarget(CommitTarget):
 
 def delta_identity(table: DeltaTable) -> TableIdentity:
     """The :class:`TableIdentity` a Delta sink records (see ``DeltaTarget.identity``)."""
-    settings = {k: v for k, v in table.io.properties.items() if not is_secret(k)}
-    settings.update(type=DELTA_CATALOG, location=table.location)
+    settings = {**table.io.properties, "type": DELTA_CATALOG, "location": table.location}
     return TableIdentity(DELTA_CATALOG, table.location, table.snapshot.metadata.id, settings)
 
 

@@ -42,6 +42,7 @@ from stream_sink.metrics.committer import CommitterMetricsSnapshot
 
 from .committer import FilesCommitter
 from .failpoints import AFTER_DATA_FILES, failpoint
+from .loss_check import HadInput
 from .schedule import CommitSchedule, Synchronous
 from .target import BatchFiles
 
@@ -75,13 +76,18 @@ class CommitDriver:
     # --- tables ------------------------------------------------------------------------
 
     def open(
-        self, name: str, committer: FilesCommitter, acknowledged: Iterable[int] | None
+        self,
+        name: str,
+        committer: FilesCommitter,
+        acknowledged: Iterable[int] | None,
+        had_input: HadInput | None = None,
     ) -> FilesCommitter:
         """Restore ``committer`` as table ``name`` (loss checks against ``acknowledged``,
-        then what its state holds is finished); closed again when that fails."""
+        of which ``had_input`` tells those that read input; then what its state holds is
+        finished); closed again when that fails."""
         self._schedule.drain()
         try:
-            committer.restore(acknowledged_batch_ids=acknowledged)
+            committer.restore(acknowledged_batch_ids=acknowledged, had_input=had_input)
         except BaseException:
             committer.close()
             raise
@@ -97,6 +103,14 @@ class CommitDriver:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self._committers))
+
+    def record_skipped(self, batch_ids: Iterable[int], upstream: str | None = None) -> None:
+        """Note in every table's state that upstream ran ``batch_ids`` without handing them
+        to the sink (see :meth:`FilesCommitter.record_skipped`)."""
+        self._schedule.drain()
+        ids = tuple(batch_ids)
+        for name in self.names:
+            self._committers[name].record_skipped(ids, upstream)
 
     def committer(self, name: str) -> FilesCommitter:
         return self._committers[name]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from urllib.parse import urlsplit, urlunsplit
 
-from stream_sink.checkpoints.metadata import TableIdentity, is_secret
+from stream_sink.checkpoints.metadata import TableIdentity
 from stream_sink.exceptions import MissingFileError
 from stream_sink.metrics.committer import CommitterMetrics
-from stream_sink.table.catalog import Catalog, HadoopCatalog
+from stream_sink.secrets import recorded_settings
+from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFile
 from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
@@ -141,30 +141,11 @@ class IcebergTarget(CommitTarget):
 
 
 def catalog_settings(catalog: Catalog) -> dict[str, str] | None:
-    """What opens ``catalog`` again, for ``stream-sink status``: its type and properties
-    (``warehouse``, ``uri``, ``s3.endpoint``, ...) without credentials: keys naming a
-    password, secret, token or access key are left out and a password in ``uri`` is
-    removed. None for catalogs other than the Hadoop and SQL catalogs."""
-    props = catalog.properties
-    if isinstance(catalog, HadoopCatalog):
-        kind = "hadoop"
-    elif "uri" in props:
-        kind = "sql"
-    else:
+    """What opens ``catalog`` again, for ``stream-sink status``: its type (the kind it
+    is: ``hadoop``, ``sql``, ``rest``) and the properties the secret rule allows to
+    record (:func:`stream_sink.secrets.recorded_settings`: ``warehouse``, ``uri``
+    without its passwords, ``s3.endpoint``, ...; never a credential). None for
+    catalogs of other kinds."""
+    if catalog.kind is None:
         return None
-    out = {"type": kind}
-    for key, value in props.items():
-        if is_secret(key):
-            continue
-        out[key] = _without_password(value) if key == "uri" else value
-    return out
-
-
-def _without_password(uri: str) -> str:
-    """``uri`` with the password of its user info removed (``user:pw@host`` → ``user@host``)."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+    return recorded_settings({**catalog.properties, "type": catalog.kind})

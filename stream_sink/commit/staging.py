@@ -10,12 +10,17 @@ Invariants:
 - A staging manifest name is unique per committer instance and batch (see
   :class:`ManifestNamer`): two instances racing on the same (job, operator, checkpoint)
   never overwrite each other's manifests.
+- A staging manifest name holds only letters, digits, ``-``, ``_`` and ``.``
+  (:func:`name_part`): characters S3's key guidelines call safe, and the only ones
+  SeaweedFS's table buckets take in a table's metadata directory (they refuse ``=``,
+  which a routed sink's operator id ``<sink id>=<table>`` holds, and ``! * ' ( ) + ~ %``).
 - The serialized form starts with a magic and a version; newer versions are refused.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import re
@@ -75,9 +80,29 @@ class DeltaManifests:
         return not self.data_manifests and not self.delete_manifests and not self.truncate
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def name_part(operator_id: str) -> str:
+    """``operator_id`` as staging manifests' names hold it.
+
+    An id of letters, digits, ``-``, ``_`` and ``.`` only is itself (every one-table
+    sink's default id: the table's name). Any other id (a routed sink's
+    ``<sink id>=<table>``) has each other character replaced by ``-`` and 8 hex digits of
+    its SHA-256 appended (``routed-t=db.a`` becomes ``routed-t-db.a-<hash>``), so that it
+    stays readable and two ids that differ only there (``a=b``, ``a-b``) get different
+    names. The same id always gets the same part: a restart finds the names again.
+    """
+    if not _UNSAFE.search(operator_id):
+        return operator_id
+    digest = hashlib.sha256(operator_id.encode("utf-8")).hexdigest()[:8]
+    return f"{_UNSAFE.sub('-', operator_id)}-{digest}"
+
+
 @dataclass(frozen=True)
 class ManifestNamer:
-    """Names staging manifests: ``<job>-<operator>-<checkpoint>-<batch>-<token>-<n>.avro``.
+    """Names staging manifests: ``<job>-<operator>-<checkpoint>-<batch>-<token>-<n>.avro``,
+    the operator as :func:`name_part` writes it.
 
     ``token`` is kept in operator state, so a restart that stages the same batch again
     overwrites the unreferenced manifests of its crashed attempt instead of leaving
@@ -91,8 +116,17 @@ class ManifestNamer:
     token: str
 
     def name(self, checkpoint_id: int, batch_id: int, n: int) -> str:
-        return (
-            f"{self.job_id}-{self.operator_id}-{checkpoint_id}-{batch_id}-{self.token}-{n:05d}.avro"
+        operator = name_part(self.operator_id)
+        return f"{self.job_id}-{operator}-{checkpoint_id}-{batch_id}-{self.token}-{n:05d}.avro"
+
+    def sweep_pattern(self) -> re.Pattern[str]:
+        """Names of this namer's operator and token, whatever the checkpoint, batch and
+        job: as :meth:`name` writes them, and with the operator id itself in place of its
+        :func:`name_part` (the names state from stream_sink releases that kept ``=`` in
+        manifest names holds), so that a restart from such state sweeps those too."""
+        operators = sorted({re.escape(name_part(self.operator_id)), re.escape(self.operator_id)})
+        return re.compile(
+            rf"^.+-(?:{'|'.join(operators)})-\d+-\d+-{re.escape(self.token)}-\d{{5}}\.avro$"
         )
 
 
@@ -201,9 +235,7 @@ def sweep_unreferenced(table: Table, namer: ManifestNamer, referenced: set[str])
     does not list: leftovers of a crash between staging and the state write, or between
     the state cleanup and the manifest deletion. The token is unique to this state's
     lineage, so no other instance's manifests match. Returns the paths deleted."""
-    pattern = re.compile(
-        rf"^.+-{re.escape(namer.operator_id)}-\d+-\d+-{re.escape(namer.token)}-\d{{5}}\.avro$"
-    )
+    pattern = namer.sweep_pattern()
     base = staging_location(table)
     stale = [
         loc

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_sink.exceptions import CorruptMetadataError
+from stream_sink.exceptions import DECODE_ERRORS, CorruptMetadataError
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def parse_action(doc: Mapping[str, Any], *, where: str) -> Action | None:
                 continue
             parser = _PARSERS.get(name)
             return parser(body) if parser is not None else None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except DECODE_ERRORS as e:
         raise CorruptMetadataError(f"{where}: malformed action {doc!r:.200} ({e!r})") from e
     return None
 
@@ -263,6 +263,19 @@ def _kv(value: Any) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     return {k: v for k, v in value}
+
+
+def _partition_values(value: Any) -> dict[str, str | None]:
+    """``partitionValues``: strings (or null) by column name, as the protocol stores them."""
+    values = _kv(value)
+    bad = {
+        k: v
+        for k, v in values.items()
+        if not isinstance(k, str) or not isinstance(v, (str, type(None)))
+    }
+    if bad:
+        raise TypeError(f"partition values must be strings or null, found {bad!r:.100}")
+    return values
 
 
 def _features(value: Any) -> tuple[str, ...] | None:
@@ -293,7 +306,7 @@ def _parse_metadata(b: Mapping[str, Any]) -> Metadata:
 def _parse_add(b: Mapping[str, Any]) -> AddFile:
     return AddFile(
         path=str(b["path"]),
-        partition_values=_kv(b.get("partitionValues")),
+        partition_values=_partition_values(b.get("partitionValues")),
         size=int(b["size"]),
         modification_time=int(b.get("modificationTime") or 0),
         data_change=bool(b.get("dataChange", True)),
@@ -318,7 +331,7 @@ def _parse_remove(b: Mapping[str, Any]) -> RemoveFile:
         deletion_timestamp=b.get("deletionTimestamp"),
         data_change=bool(b.get("dataChange", True)),
         extended_file_metadata=bool(b.get("extendedFileMetadata") or False),
-        partition_values=None if pv is None else _kv(pv),
+        partition_values=None if pv is None else _partition_values(pv),
         size=b.get("size"),
         deletion_vector=_dv(b.get("deletionVector")),
     )
@@ -327,7 +340,7 @@ def _parse_remove(b: Mapping[str, Any]) -> RemoveFile:
 def _parse_cdc(b: Mapping[str, Any]) -> AddCDCFile:
     return AddCDCFile(
         str(b["path"]),
-        _kv(b.get("partitionValues")),
+        _partition_values(b.get("partitionValues")),
         int(b["size"]),
         bool(b.get("dataChange", False)),
     )

@@ -209,7 +209,7 @@ def _read_one(log: DeltaLog, location: str, version: int, name: str) -> list[Act
                 continue
             try:
                 doc = json.loads(line)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise CorruptMetadataError(f"{where}: line {n} is not JSON ({e})") from None
             action = parse_action(doc, where=f"{where}, line {n}")
             if action is not None:

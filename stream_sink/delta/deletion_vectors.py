@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from stream_sink.exceptions import CorruptionError, UnsupportedError
+from stream_sink.exceptions import DECODE_ERRORS, CorruptionError, UnsupportedError
 from stream_sink.io.fileio import FileIO
 
 from . import roaring
@@ -96,11 +96,10 @@ def dv_location(table_location: str, dv: Mapping[str, Any]) -> str:
         return absolute_location(table_location, raw)
     if kind == "u":
         prefix, encoded = raw[:-20], raw[-20:]
+        where = f"Delta table {table_location}: deletion vector path {raw!r}"
         if len(encoded) != 20:
-            raise CorruptionError(
-                f"deletion vector path {raw!r}: shorter than the 20 characters of a file id"
-            )
-        file_id = uuid.UUID(bytes=z85_decode(encoded, f"deletion vector path {raw!r}"))
+            raise CorruptionError(f"{where}: shorter than the 20 characters of a file id")
+        file_id = uuid.UUID(bytes=z85_decode(encoded, where))
         name = f"deletion_vector_{file_id}.bin"
         rel = f"{prefix}/{name}" if prefix else name
         return f"{table_location.rstrip('/')}/{rel}"
@@ -108,22 +107,39 @@ def dv_location(table_location: str, dv: Mapping[str, Any]) -> str:
 
 
 def deleted_rows(table_location: str, io: FileIO, dv: Mapping[str, Any], where: str) -> np.ndarray:
-    """The positions (sorted uint64) of the rows ``dv`` deletes."""
-    size = int(dv["sizeInBytes"])
+    """The positions (sorted uint64) of the rows ``dv`` deletes; a vector holding more
+    rows than the descriptor's cardinality stops before they are expanded."""
+    size, offset, expected = _numbers(dv, where)
     if dv.get("storageType") == "i":
         location = f"{where} (inline deletion vector)"
         data = z85_decode(str(dv["pathOrInlineDv"]), location)[:size]
     else:
         location = dv_location(table_location, dv)
-        data = _read_stored(io, location, int(dv.get("offset") or 0), size)
-    rows = roaring.decode(data, where=location)
-    expected = dv.get("cardinality")
-    if expected is not None and int(expected) != len(rows):
+        data = _read_stored(io, location, offset, size)
+    rows = roaring.decode(data, where=location, limit=expected)
+    if expected is not None and expected != len(rows):
         raise CorruptionError(
             f"{location}: the deletion vector holds {len(rows)} rows, its descriptor in the "
             f"log says {expected}"
         )
     return rows
+
+
+def _numbers(dv: Mapping[str, Any], where: str) -> tuple[int, int, int | None]:
+    """A descriptor's ``sizeInBytes``, ``offset`` (0 when absent) and ``cardinality``
+    (None when absent), each a non-negative integer."""
+    try:
+        size, offset = int(dv["sizeInBytes"]), int(dv.get("offset") or 0)
+        expected = None if dv.get("cardinality") is None else int(dv["cardinality"])
+    except DECODE_ERRORS as e:
+        raise CorruptionError(
+            f"{where}: malformed deletion vector descriptor {dict(dv)!r:.200} ({e!r})"
+        ) from None
+    if min(size, offset, expected or 0) < 0:
+        raise CorruptionError(
+            f"{where}: deletion vector descriptor {dict(dv)!r:.200} has a negative number"
+        )
+    return size, offset, expected
 
 
 def _read_stored(io: FileIO, location: str, offset: int, size: int) -> bytes:

@@ -142,7 +142,7 @@ class DeltaLog:
                 continue
             try:
                 doc = json.loads(line)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise CorruptMetadataError(
                     f"{where}: line {n} is not JSON ({e}); the file is torn or garbage. "
                     "Restore it from a backup or remove the versions from this one on"
@@ -176,7 +176,7 @@ class DeltaLog:
             raw = self.io.read_bytes(f"{self.log_dir}/{LAST_CHECKPOINT}")
             doc = json.loads(raw)
             return doc if isinstance(doc, dict) and isinstance(doc.get("version"), int) else None
-        except (MissingFileError, ValueError):
+        except (MissingFileError, ValueError, RecursionError):
             return None
 
     def write_last_checkpoint(self, version: int, size: int, num_add_files: int) -> None:

@@ -21,23 +21,27 @@ NATIVE_MAGIC = 1681511376
 32-bit bitmaps and each one's size, big endian, the bitmap's index being its high key."""
 
 
-def decode(data: bytes, where: str = "deletion vector") -> np.ndarray:
-    """The row positions (sorted uint64) of a serialized ``RoaringBitmapArray``."""
+def decode(data: bytes, where: str = "deletion vector", limit: int | None = None) -> np.ndarray:
+    """The row positions (sorted uint64) of a serialized ``RoaringBitmapArray``; more
+    than ``limit`` (the descriptor's cardinality, when given) raise CorruptionError
+    before they are expanded."""
     r = Reader(data, where)
     if data[:4] == struct.pack(">i", NATIVE_MAGIC):
-        return _decode_native(r)
+        return _decode_native(r, limit)
     magic = r.unpack("<i")
     if magic != MAGIC:
         raise CorruptionError(f"{where}: magic number {magic} is not {MAGIC}")
-    return decode64(r)
+    return decode64(r, limit)
 
 
-def _decode_native(r: Reader) -> np.ndarray:
+def _decode_native(r: Reader, limit: int | None) -> np.ndarray:
     r.take(4)
     parts = []
-    for high in range(r.unpack(">i")):
+    for high in range(r.count(r.unpack(">i"), 4, "32-bit bitmaps")):
         size = r.unpack(">i")
-        low = decode32(Reader(r.take(size), r.where))
+        low = decode32(Reader(r.take(size), r.where), limit)
+        if limit is not None:
+            limit -= len(low)
         parts.append((np.uint64(high) << np.uint64(32)) | low.astype(np.uint64))
     return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 

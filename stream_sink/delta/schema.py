@@ -3,17 +3,27 @@
 Invariants: ``to_arrow(from_arrow(s))`` keeps names, nullability and types for every type
 listed here; a timestamp with a time zone is Delta ``timestamp`` (UTC, microseconds), a
 timestamp without one is ``timestamp_ntz`` (which needs the ``timestampNtz`` feature).
+A schema string that passes :func:`check_schema_string` has the shape every reader of
+it here assumes (objects where objects belong, names that are strings, nesting at most
+:data:`MAX_NESTING` deep), so none of them meets a raw ``KeyError`` or
+``RecursionError`` on a crafted log.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 
-from stream_sink.exceptions import CorruptMetadataError, SchemaMismatchError, UnsupportedTypeError
+from stream_sink.exceptions import (
+    DECODE_ERRORS,
+    CorruptMetadataError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -35,11 +45,67 @@ ID = "delta.columnMapping.id"
 FIELD_ID = "PARQUET:field_id"
 
 
+MAX_NESTING = 64
+"""Structs, arrays and maps nested deeper than this are refused as damage."""
+TYPE_CHANGES = "delta.typeChanges"
+
+
+@lru_cache(maxsize=16)
+def check_schema_string(schema_string: str) -> None:
+    """Raise CorruptMetadataError unless ``schema_string`` is a struct whose fields, at
+    every depth, are objects with a string ``name``, a ``type``, and ``metadata`` (when
+    present) an object whose ``delta.typeChanges`` is a list of objects."""
+    try:
+        doc = json.loads(schema_string)
+        if not isinstance(doc, dict):
+            raise TypeError("not an object")
+        _check_struct(doc, 0)
+    except DECODE_ERRORS as e:
+        raise CorruptMetadataError(
+            f"malformed Delta schema string ({e!r}): {schema_string[:200]}"
+        ) from None
+
+
+def _check_struct(struct: dict[str, Any], depth: int) -> None:
+    if not isinstance(struct.get("fields"), list):
+        raise TypeError("a struct without a list of fields")
+    for f in struct["fields"]:
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            raise TypeError(f"a struct field {f!r:.100} without a string name")
+        meta = f.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(f"field {f['name']!r}: metadata {meta!r:.100} is not an object")
+        changes = (meta or {}).get(TYPE_CHANGES)
+        if changes is not None and not (
+            isinstance(changes, list) and all(isinstance(c, dict) for c in changes)
+        ):
+            raise TypeError(f"field {f['name']!r}: {TYPE_CHANGES} is not a list of objects")
+        _check_type(f.get("type"), depth)
+
+
+def _check_type(t: Any, depth: int) -> None:
+    if isinstance(t, str):
+        return
+    if not isinstance(t, dict):
+        raise TypeError(f"type {t!r:.100} is neither a name nor an object")
+    if depth >= MAX_NESTING:
+        raise ValueError(f"types nested more than {MAX_NESTING} deep")
+    kind = t.get("type")
+    if kind == "struct":
+        _check_struct(t, depth + 1)
+    elif kind == "array":
+        _check_type(t.get("elementType"), depth + 1)
+    elif kind == "map":
+        _check_type(t.get("keyType"), depth + 1)
+        _check_type(t.get("valueType"), depth + 1)
+
+
 def schema_to_arrow(schema_string: str) -> pa.Schema:
+    check_schema_string(schema_string)
     try:
         doc = json.loads(schema_string)
         return pa.schema([_field_to_arrow(f) for f in doc["fields"]])
-    except (ValueError, KeyError, TypeError) as e:
+    except DECODE_ERRORS as e:
         raise CorruptMetadataError(
             f"malformed Delta schema string ({e!r}): {schema_string[:200]}"
         ) from e
@@ -87,9 +153,10 @@ def _type_to_arrow(t: Any, physical: bool = False) -> pa.DataType:
 
 def schema_fields(schema_string: str) -> list[dict[str, Any]]:
     """The top-level struct fields of a schema string, as JSON (with their metadata)."""
+    check_schema_string(schema_string)
     try:
         return list(json.loads(schema_string)["fields"])
-    except (ValueError, KeyError, TypeError) as e:
+    except DECODE_ERRORS as e:
         raise CorruptMetadataError(
             f"malformed Delta schema string ({e!r}): {schema_string[:200]}"
         ) from e
@@ -99,7 +166,7 @@ def physical_schema(schema_string: str) -> pa.Schema:
     """The Arrow schema data files are written in under column mapping."""
     try:
         return pa.schema([_field_to_arrow(f, True) for f in schema_fields(schema_string)])
-    except (KeyError, TypeError) as e:
+    except DECODE_ERRORS as e:
         raise CorruptMetadataError(f"malformed Delta schema string ({e!r})") from e
 
 

@@ -22,7 +22,7 @@ from stream_sink.exceptions import CorruptMetadataError
 
 from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, file_key
 from .column_mapping import ColumnMapping, mapping_mode
-from .schema import schema_to_arrow
+from .schema import check_schema_string, schema_to_arrow
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 DEFAULT_CHECKPOINT_INTERVAL = 10
@@ -137,6 +137,10 @@ class SnapshotBuilder:
                 f"{where}: the newest metaData action has no schemaString (a placeholder "
                 "no later metaData replaced); the table is not readable at this version"
             )
+        try:
+            check_schema_string(self.metadata.schema_string)
+        except CorruptMetadataError as e:
+            raise CorruptMetadataError(f"{where}: {e}") from None
         return DeltaSnapshot(
             self.location,
             self.version,

@@ -10,9 +10,8 @@ from typing import Any
 
 from stream_sink.exceptions import UnsupportedError
 
-from .schema import schema_fields
+from .schema import TYPE_CHANGES, schema_fields
 
-TYPE_CHANGES = "delta.typeChanges"
 _INTEGERS = ("byte", "short", "integer", "long")
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 

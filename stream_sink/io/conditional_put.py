@@ -36,6 +36,7 @@ from enum import Enum
 from typing import Any
 
 from stream_sink.exceptions import SinkIOError, UnsupportedError
+from stream_sink.io.endpoint import endpoint_url
 
 CONFLICT_ATTEMPTS = 10
 """How often a 409 (a concurrent conditional write in flight) is retried."""
@@ -209,7 +210,7 @@ def _make_store(properties: Mapping[str, str]) -> _S3:
             "If-None-Match: *, sent with boto3, which is not installed: "
             "pip install 'stream_sink[s3]'"
         ) from None
-    endpoint = properties.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = endpoint_url(properties)
     settings: dict[str, Any] = {"retries": {"mode": "standard", "max_attempts": 5}}
     if endpoint:  # MinIO and other S3-compatible stores want path-style addressing
         settings["s3"] = {"addressing_style": "path"}

@@ -42,7 +42,9 @@ from stream_sink.exceptions import (
 )
 from stream_sink.io import conditional_put
 from stream_sink.io.credentials import RefreshingCredentials, expires_at_ms
+from stream_sink.io.endpoint import endpoint_parts, endpoint_url
 from stream_sink.io.errors import object_store_errors
+from stream_sink.io.private import PRIVATE_FILE, private_dirs
 from stream_sink.io.renewal import Renewal
 
 S3_PROPERTIES = (
@@ -212,18 +214,26 @@ class FileIO:
         with self.open_output(location) as out:
             out.write(data)
 
-    def write_atomic(self, location: str, data: bytes, *, fsync: bool = True) -> None:
+    def write_atomic(
+        self, location: str, data: bytes, *, fsync: bool = True, private: bool = False
+    ) -> None:
         """Write so that readers see the old file or the whole new one, never a part.
 
-        Local: temp file, fsync, rename over. Object stores: a PUT is already atomic.
+        Local: temp file, fsync, rename over; ``private``: the file ``0600`` and the
+        directories made for it ``0700`` (:mod:`stream_sink.io.private`). Object
+        stores: a PUT is already atomic.
         """
         if self.scheme != "file":
             self.write_bytes(location, data, overwrite=True)
             return
         path = self.path_of(location)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if private:
+            private_dirs(os.path.dirname(path))
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = temporary_name(path)
-        with open(tmp, "wb") as f:
+        mode = PRIVATE_FILE if private else 0o666
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as f:
             f.write(data)
             if fsync:
                 f.flush()
@@ -491,7 +501,7 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
     if scheme == "file":
         return pafs.LocalFileSystem()
     if scheme == "s3":
-        endpoint = props.get("s3.endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = endpoint_url(props)
         kwargs: dict[str, object] = {
             "access_key": props.get("s3.access-key-id") or os.environ.get("AWS_ACCESS_KEY_ID"),
             "secret_key": props.get("s3.secret-access-key")
@@ -500,9 +510,7 @@ def _make_filesystem(scheme: str, props: dict[str, str]) -> pafs.FileSystem:
             "region": props.get("s3.region") or os.environ.get("AWS_REGION", "us-east-1"),
         }
         if endpoint:
-            parsed = urlparse(endpoint)
-            kwargs["endpoint_override"] = parsed.netloc or endpoint
-            kwargs["scheme"] = parsed.scheme or "http"
+            kwargs["scheme"], kwargs["endpoint_override"] = endpoint_parts(endpoint)
         return pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
     if scheme == "hdfs":
         return pafs.HadoopFileSystem("default")

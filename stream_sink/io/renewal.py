@@ -13,6 +13,10 @@ Invariants:
   its client credentials; the client secret, a static user token and SigV4 keys never
   travel (no Renewal is built for a catalog that needs them).
 - The token never appears in a repr, a log line or an error message.
+- Secret headers (``Authorization`` and every other header
+  :func:`stream_sink.secrets.is_secret` names) go only to the catalog's own origin
+  (``origin``: scheme, host and port): a URL of another origin gets the public headers
+  only, and a redirect is followed without any secret header.
 - A failed renewal is a :class:`~stream_sink.exceptions.RemoteStorageError` naming the
   table, the URL (without its query) and the server's status and message.
 - The answer is read as the driver reads it: a ``LoadCredentialsResponse``'s
@@ -34,6 +38,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.exceptions import RemoteStorageError
+from stream_sink.secrets import is_secret, scrub
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,8 @@ class Renewal:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """Sent with the request; may hold ``Authorization: Bearer <short-lived token>``."""
     timeout_s: float = 60.0
+    origin: str = ""
+    """The catalog's URL: secret headers go only to its origin ("": ``url``'s own)."""
 
     def __repr__(self) -> str:
         return f"Renewal({self.what!r}, {_without_query(self.url)!r}, answer={self.answer!r})"
@@ -74,10 +81,14 @@ class Renewal:
         return {**base, **fresh}
 
     def _get(self) -> Any:
-        request = urllib.request.Request(self.url, headers=dict(self.headers), method="GET")
+        headers = dict(self.headers)
+        if not same_origin(self.url, self.origin or self.url):
+            headers = {k: v for k, v in headers.items() if not is_secret(f"header.{k}")}
+        request = urllib.request.Request(self.url, headers=headers, method="GET")
+        opener = urllib.request.build_opener(_RedirectWithoutSecrets)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
+                with opener.open(request, timeout=self.timeout_s) as resp:
                     return json.loads(resp.read() or b"null")
             except urllib.error.HTTPError as e:
                 said = self._said(e)
@@ -125,11 +136,39 @@ class Renewal:
         )
 
     def _scrub(self, text: str) -> str:
-        for _, value in self.headers:
-            for secret in (value, value.partition(" ")[2]):
-                if len(secret) >= 8:
-                    text = text.replace(secret, "****")
-        return text
+        return scrub(text, {f"header.{k}": v for k, v in self.headers})
+
+
+class _RedirectWithoutSecrets(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect without the request's secret headers (urllib's own handler
+    copies every header but the body's to the new URL, whatever its origin)."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            for name in [n for n in new.headers if is_secret(f"header.{n}")]:
+                del new.headers[name]
+        return new
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two URLs share scheme, host and port (default ports filled in)."""
+    return _origin(url) == _origin(other)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def storage_credentials(body: Any, location: str) -> dict[str, str]:

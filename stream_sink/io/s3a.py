@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlparse
 
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.io.endpoint import ENDPOINT, endpoint_parts, endpoint_url
 
 JARS_SCRIPT = "scripts/s3a-jars.sh"
 
@@ -60,14 +60,15 @@ def s3a_jars(hadoop_version: str) -> list[str]:
 
 def s3a_settings(props: Mapping[str, str]) -> dict[str, str]:
     """Spark conf entries (``spark.hadoop.fs.s3a.*``) for the store that ``s3.*``
-    ``props`` name: endpoint (path-style, TLS as its scheme says), region and keys."""
+    ``props`` name: endpoint (path-style, TLS as its scheme says, and on when it names
+    none: :mod:`stream_sink.io.endpoint`), region and keys."""
     conf: dict[str, str] = {}
-    endpoint = props.get("s3.endpoint")
+    endpoint = endpoint_url({ENDPOINT: props[ENDPOINT]}) if props.get(ENDPOINT) else None
     if endpoint:
-        parsed = urlparse(endpoint)
         conf["fs.s3a.endpoint"] = endpoint
         conf["fs.s3a.path.style.access"] = "true"  # S3-compatible stores: no bucket DNS
-        conf["fs.s3a.connection.ssl.enabled"] = str(parsed.scheme == "https").lower()
+        tls = endpoint_parts(endpoint)[0] == "https"
+        conf["fs.s3a.connection.ssl.enabled"] = str(tls).lower()
     if props.get("s3.region"):
         conf["fs.s3a.endpoint.region"] = props["s3.region"]
     if props.get("s3.access-key-id") and props.get("s3.secret-access-key"):

@@ -11,12 +11,22 @@ Kept whatever their reachability (counted as ``protected``):
   pending and staged files);
 - the catalog's own files (``version-hint.text``) and the maintenance lock.
 
-Directories of the data location that hold no file and were last modified before the
-same age limit are removed too (every batch of the Spark write route writes into a
-directory of its own, emptied once compaction and expiry removed its files); a
-directory is only ever removed while empty.
+What is listed, and so what may be deleted, is the table's own location only: the
+table property ``stream-sink.manifests.location`` (anyone who may set a property may
+set it) is read for staging manifests, to keep the files they list, and nothing there
+is ever deleted. Locations are compared as Iceberg Java's ``DeleteOrphanFiles``
+compares them (:mod:`stream_sink.io.locations`: ``s3a://``/``s3n://`` are ``s3://``, ``file:/x`` is
+``file:///x`` is ``/x``); a listed file whose path the metadata names in another scheme
+or authority stops the run before anything is deleted (ValidationError naming both):
+it is refused, not guessed.
 
-Invariant: nothing reachable from any metadata file of the metadata log is deleted.
+Directories of the data location (when it lies in the table's location) that hold no
+file and were last modified before the same age limit are removed too (every batch of
+the Spark write route writes into a directory of its own, emptied once compaction and
+expiry removed its files); a directory is only ever removed while empty.
+
+Invariant: nothing reachable from any metadata file of the metadata log is deleted,
+and nothing outside the table's location.
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stream_sink.exceptions import CorruptMetadataError, MissingFileError
+from stream_sink.exceptions import CorruptMetadataError, MissingFileError, ValidationError
+from stream_sink.io.locations import KnownFiles, is_under
 from stream_sink.maintenance.reachable import reachable_files
 from stream_sink.maintenance.results import RemoveOrphanFilesResult
 from stream_sink.table.table import Table
@@ -38,6 +49,9 @@ DEFAULT_ORPHAN_AGE_MS = 3 * 24 * 3600 * 1000
 STAGING_MANIFEST = re.compile(r"^.+-\d+-\d+-[0-9a-f]{8}-\d{5}\.avro$")
 KEPT_NAMES = ("version-hint.text",)
 KEPT_SUFFIXES = (".lock",)
+MANIFESTS_LOCATION = "stream-sink.manifests.location"
+"""The table property naming where the sink stages its manifests (the sink's own
+``commit.watermark.MANIFESTS_LOCATION``, which this layer cannot import)."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +67,13 @@ def list_files(table: Table, root: str) -> list[ListedFile]:
     return [ListedFile(f"{base}/{f.relative}", f.size, f.mtime_ms) for f in table.io.walk(root)]
 
 
-def _normalize(location: str) -> str:
-    return location[len("file:") :] if location.startswith("file:") else location
+def staging_root(table: Table) -> str | None:
+    """``stream-sink.manifests.location`` when it lies outside the table's location
+    (listed only for staging manifests, never deleted from); None otherwise."""
+    root = table.properties.get(MANIFESTS_LOCATION, "").strip()
+    if not root or is_under(root, table.location):
+        return None
+    return root
 
 
 def staging_manifest_files(table: Table, listed: Iterable[ListedFile]) -> set[str]:
@@ -63,7 +82,7 @@ def staging_manifest_files(table: Table, listed: Iterable[ListedFile]) -> set[st
 
     out: set[str] = set()
     for f in listed:
-        if not STAGING_MANIFEST.match(f.location.rsplit("/", 1)[-1]):
+        if not _is_staging(f):
             continue
         out.add(f.location)
         try:
@@ -87,39 +106,39 @@ def remove_orphan_files(
 ) -> RemoveOrphanFilesResult:
     started = time.perf_counter()
     cutoff = older_than_ms if older_than_ms is not None else _now_ms() - DEFAULT_ORPHAN_AGE_MS
-    reachable = {_normalize(p) for p in reachable_files(table)}
-    roots = {table.location}
-    staging_root = table.properties.get("stream-sink.manifests.location", "").strip()
-    if staging_root and not staging_root.startswith(table.location):
-        roots.add(staging_root)
-    listed = [f for root in sorted(roots) for f in list_files(table, root)]
-    keep = reachable | {_normalize(p) for p in protected}
-    keep |= {_normalize(p) for p in staging_manifest_files(table, listed)}
+    reachable = KnownFiles(reachable_files(table))
+    listed = list_files(table, table.location)
+    outside = staging_root(table)
+    staged = [f for f in list_files(table, outside) if _is_staging(f)] if outside else []
+    keep = KnownFiles([*protected, *staging_manifest_files(table, [*listed, *staged])])
     orphans: list[ListedFile] = []
+    conflicts: list[str] = []
     protected_count = 0
     for f in listed:
-        where = _normalize(f.location)
-        if where in reachable:
+        found = reachable.match(f.location)
+        if found:
             continue
-        name = where.rsplit("/", 1)[-1]
+        name = f.location.rsplit("/", 1)[-1]
         if (
-            where in keep
+            keep.has_path(f.location)
             or f.mtime_ms >= cutoff
             or name in KEPT_NAMES
             or name.endswith(KEPT_SUFFIXES)
         ):
             protected_count += 1
-            continue
-        orphans.append(f)
-    deleted = 0
-    if not dry_run:
-        for f in orphans:
-            try:
-                table.io.delete(f.location)
-                deleted += 1
-            except OSError as e:
-                log.warning("table %s: could not delete orphan %s: %s", table.name, f.location, e)
-    empty_dirs = table.io.remove_empty_dirs(table.data_location, cutoff, dry_run)
+        elif found is None:
+            conflicts.append(
+                f"{f.location} (the metadata: {', '.join(reachable.spellings(f.location))})"
+            )
+        else:
+            orphans.append(f)
+    if conflicts:
+        raise _conflict(table, conflicts)
+    deleted = 0 if dry_run else _delete(table, orphans)
+    data = table.data_location
+    empty_dirs = (
+        table.io.remove_empty_dirs(data, cutoff, dry_run) if is_under(data, table.location) else []
+    )
     return RemoveOrphanFilesResult(
         orphans=tuple(f.location for f in orphans),
         orphan_bytes=sum(f.size for f in orphans),
@@ -129,6 +148,33 @@ def remove_orphan_files(
         dry_run=dry_run,
         duration_ms=(time.perf_counter() - started) * 1000,
         empty_dirs=tuple(empty_dirs),
+    )
+
+
+def _is_staging(f: ListedFile) -> bool:
+    return bool(STAGING_MANIFEST.match(f.location.rsplit("/", 1)[-1]))
+
+
+def _delete(table: Table, orphans: list[ListedFile]) -> int:
+    deleted = 0
+    for f in orphans:
+        try:
+            table.io.delete(f.location)
+            deleted += 1
+        except OSError as e:
+            log.warning("table %s: could not delete orphan %s: %s", table.name, f.location, e)
+    return deleted
+
+
+def _conflict(table: Table, conflicts: list[str]) -> ValidationError:
+    shown = "; ".join(conflicts[:5]) + (
+        f"; and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+    )
+    return ValidationError(
+        f"table {table.name}: orphan removal stopped, nothing deleted: {len(conflicts)} "
+        f"listed files have the path of a file the metadata names, in another scheme or "
+        f"authority, so whether they are orphans cannot be told: {shown}. Check that the "
+        f"table location ({table.location}) names the store the metadata's files are on"
     )
 
 

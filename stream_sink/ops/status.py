@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
@@ -53,6 +52,7 @@ from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
 from stream_sink.ops.delta_status import DeltaTableState, LastCommit, delta_watermark
+from stream_sink.secrets import masked, scrub, without_passwords
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
 from stream_sink.table.catalog import Catalog
@@ -156,7 +156,7 @@ def sink_status(
         last = found.last_commit
     else:
         if catalog is None and recorded is not None:
-            catalog, open_error = _open_or_error(recorded)
+            catalog, open_error = _open_or_error(recorded, storage_options)
         table_name = table or (recorded.table if recorded is not None else sink)
         watermark, error, last, warnings = _table_watermark(
             catalog, table_name, recorded, query_id, sink, branch
@@ -255,10 +255,14 @@ def recorded_table(checkpoint_location: str, sink_id: str | None = None) -> Tabl
     return _recorded(storage, storage.list_completed())
 
 
-def open_recorded_catalog(identity: TableIdentity) -> Catalog:
-    """The catalog ``identity`` recorded, opened read-only: NotFoundError when its
-    settings were not recorded or its warehouse is gone (nothing is created)."""
-    settings: dict[str, Any] = dict(identity.catalog_settings or {})
+def open_recorded_catalog(
+    identity: TableIdentity, properties: Mapping[str, str] | None = None
+) -> Catalog:
+    """The catalog ``identity`` recorded, opened read-only, with ``properties`` (the
+    credentials the record leaves out: ``--catalog-property``) over the recorded
+    settings: NotFoundError when its settings were not recorded or its warehouse is
+    gone (nothing is created)."""
+    settings: dict[str, Any] = {**(identity.catalog_settings or {}), **(properties or {})}
     kind = settings.pop("type", None)
     if kind is None:
         raise NotFoundError(
@@ -279,7 +283,7 @@ def describe_catalog(catalog: Catalog) -> str:
     """``name (where)``: the warehouse or database URI, a password never shown."""
     props = catalog.properties
     where = props.get("uri") or props.get("warehouse") or "?"
-    return f"{catalog.name} ({_without_password(where)})"
+    return f"{catalog.name} ({without_passwords(where)})"
 
 
 def _recorded(
@@ -296,24 +300,30 @@ def _recorded(
     return with_settings[0] if with_settings else found[0]
 
 
-def _open_or_error(identity: TableIdentity) -> tuple[Catalog | None, str | None]:
+def _open_or_error(
+    identity: TableIdentity, properties: Mapping[str, str] | None
+) -> tuple[Catalog | None, str | None]:
     """The recorded catalog, or why it cannot be opened (a database that is down or
-    wants the password the record leaves out fails here too: reported, with the fix)."""
+    wants the password the record leaves out fails here too: reported, with the fix).
+    No secret is in the reason: the settings are shown masked."""
     try:
-        return open_recorded_catalog(identity), None
+        return open_recorded_catalog(identity, properties), None
     except StreamSinkError as e:
-        return None, str(e)
+        return None, scrub(str(e), properties or {})
     except Exception as e:  # the SQL catalog's driver: connection refused, bad password
         where = describe_settings(identity.catalog_settings or {})
+        said = scrub(str(e).splitlines()[0] if str(e) else "", properties or {})
         return None, (
             f"cannot open catalog {identity.catalog!r} as the sink recorded it ({where}): "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; pass "
-            "--catalog-uri (with the password it needs) or --warehouse"
+            f"{type(e).__name__}: {said}; pass --catalog-uri (with the password it needs) or "
+            "--warehouse, or the credentials it needs (--catalog-property, "
+            "--catalog-properties-file, --catalog-property-env)"
         )
 
 
 def describe_settings(settings: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+    """``k=v, ...`` as they may be shown (secrets masked, passwords removed)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(masked(settings).items()))
 
 
 def _uncommitted(
@@ -411,11 +421,3 @@ def _table_watermark(
             last = LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
             return mark, None, last, warnings
     return mark, None, None, warnings
-
-
-def _without_password(uri: str) -> str:
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    user, host = parts.username or "", parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ class TableShape:
     location: str
     schema_string: str
     partition_columns: tuple[str, ...]
-    storage_options: tuple[tuple[str, str], ...] = ()
+    storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """FileIO properties of the table's store (``s3.*``), for the executors."""
     mapping_mode: str = "none"
     """The column mapping mode files are written and read by."""

@@ -39,6 +39,7 @@ PY4J_ERROR = "py4j.protocol.Py4JJavaError"
 
 _MARKED = re.compile(r"stream_sink(?:\.exceptions)?\.([A-Za-z]+Error): (.+)")
 _TRAILER = re.compile(r"\s*(SQLSTATE: \w+)?\s*$")
+_IN_A_PLAN = "concat("
 
 
 def spark_error_message(error: str, text: str) -> str:
@@ -49,6 +50,8 @@ def spark_error_message(error: str, text: str) -> str:
 def find_stream_sink_error(text: str) -> exceptions.StreamSinkError | None:
     """The first stream_sink error named in ``text`` (a Spark error message), or None."""
     for match in _MARKED.finditer(text):
+        if text[: match.start()].endswith(_IN_A_PLAN):
+            continue  # a raise_error's literal in a printed plan (an analysis error's)
         cls = getattr(exceptions, match.group(1), None)
         if isinstance(cls, type) and issubclass(cls, exceptions.StreamSinkError):
             message = _TRAILER.sub("", match.group(2).strip())

@@ -6,7 +6,12 @@ restarts; it is the sink's job id. ``<checkpointLocation>/commits/<batch id>`` e
 for each batch whose ``foreachBatch`` returned: Spark will not run those batches again,
 so the sink must already hold them durably.
 
-Invariants: both are read through FileIO, so ``s3a://``/``s3://`` and local locations
+``<checkpointLocation>/offsets/<batch id>`` holds a batch's end offsets, one line per
+source after a version line and a metadata line (watermark, timestamp, conf): a batch
+whose offsets equal its predecessor's read no input (a no-data batch Spark runs to move
+an event-time watermark).
+
+Invariants: all are read through FileIO, so ``s3a://``/``s3://`` and local locations
 behave alike; files that are not batch ids (``.0.crc``, temp files) are ignored.
 """
 
@@ -80,3 +85,26 @@ def _batch_files(spark_checkpoint_location: str, log_dir: str, io: FileIO | None
     directory = f"{spark_checkpoint_location.rstrip('/')}/{log_dir}"
     names = (loc.rstrip("/").rsplit("/", 1)[-1] for loc in io.list_dir(directory))
     return sorted(int(n) for n in names if _BATCH_FILE.match(n))
+
+
+def batch_read_input(
+    spark_checkpoint_location: str, batch_id: int, io: FileIO | None = None
+) -> bool:
+    """Whether batch ``batch_id`` read input: False only when its logged source offsets
+    equal the previous batch's (True when either log file is missing or unreadable,
+    the loss checks' safe side)."""
+    io = io or io_for(spark_checkpoint_location)
+    if batch_id <= 0:
+        return True
+    try:
+        ends = [_source_offsets(spark_checkpoint_location, b, io) for b in (batch_id - 1, batch_id)]
+    except (MissingFileError, UnicodeDecodeError):
+        return True
+    return ends[0] != ends[1] or not ends[1]
+
+
+def _source_offsets(spark_checkpoint_location: str, batch_id: int, io: FileIO) -> list[str]:
+    """The source offset lines of ``offsets/<batch_id>`` (after version and metadata)."""
+    where = f"{spark_checkpoint_location.rstrip('/')}/{OFFSETS_DIR}/{batch_id}"
+    lines = io.read_bytes(where).decode("utf-8").splitlines()
+    return [line.strip() for line in lines[2:]]

@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.delta_target import DeltaTarget
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
+from stream_sink.commit.loss_check import HadInput
 from stream_sink.commit.schedule import ScheduleName, schedule_for
 from stream_sink.commit.target import BatchFiles
 from stream_sink.delta import DeltaTable
@@ -111,6 +112,12 @@ def committed_table(driver: CommitDriver, name: str) -> Table | DeltaTable:
     return target.table
 
 
+def input_reader(spark_checkpoint_location: str, io: FileIO) -> HadInput:
+    """Whether a batch of the query read input, from Spark's offset log (the loss
+    checks let a batch that read nothing pass, see ``commit.loss_check``)."""
+    return lambda batch_id: query.batch_read_input(spark_checkpoint_location, batch_id, io)
+
+
 def left_state(state_dir: str, spark_checkpoint_location: str, io: FileIO) -> bool:
     """True when a run of the query left operator state here (``state_dir`` exists and
     Spark's checkpoint names the query): a sink closed before any micro-batch of this
@@ -177,7 +184,9 @@ def open_iceberg(
     committer = iceberg_committer(
         catalog, table, options, operator_id=options.sink_id, job_id=job_id
     )
-    driver.open(table.name, committer, acknowledged)
+    driver.open(
+        table.name, committer, acknowledged, input_reader(location, catalog.io_for(location))
+    )
     return SinkRuntime(job_id, table.name, driver)
 
 
@@ -194,7 +203,7 @@ class DeltaPlaces:
     spark_checkpoint_location: str
     state_dir: str
     """``<state_dir>/<sink id>``: the sink's operator state."""
-    storage_options: dict[str, str]
+    storage_options: dict[str, str] = field(repr=False)
 
     @staticmethod
     def resolve(
@@ -255,5 +264,6 @@ def open_delta(
     location = places.spark_checkpoint_location
     io = query.io_for(location, places.storage_options)
     driver = CommitDriver(schedule=schedule_for(commit_mode), after_checkpoint=after_checkpoint)
-    driver.open(places.sink_id, committer, query.acknowledged_batch_ids(location, io))
+    acknowledged = query.acknowledged_batch_ids(location, io)
+    driver.open(places.sink_id, committer, acknowledged, input_reader(location, io))
     return SinkRuntime(job_id, places.sink_id, driver)

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from stream_sink.secrets import SPARK_OPTIONS_REDACTION_REGEX, SPARK_REDACTION_REGEX
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-SECRET_KEYS = "(?i)secret|password|token|access[.]key|credential"
-"""Option and property names whose values Spark redacts wherever it shows them."""
 
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "2",
@@ -32,10 +31,11 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
-    # Spark's defaults plus ``credential`` (a REST catalog's OAuth2 client secret, passed
-    # as the ``catalog.credential`` option): masked in the UI, plans and event logs
-    "spark.redaction.regex": SECRET_KEYS,
-    "spark.sql.redaction.options.regex": f"(?i)url|{SECRET_KEYS.removeprefix('(?i)')}",
+    # Spark's defaults extended by the project's secret rule (stream_sink.secrets:
+    # credential, header.*, API and account keys, SAS tokens, ...): masked in the UI,
+    # plans and event logs
+    "spark.redaction.regex": SPARK_REDACTION_REGEX,
+    "spark.sql.redaction.options.regex": SPARK_OPTIONS_REDACTION_REGEX,
 }
 """Applied by :func:`local_session` unless the caller's ``conf`` sets the key."""
 

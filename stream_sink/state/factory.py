@@ -8,6 +8,7 @@ import uuid
 from typing import Literal
 
 from stream_sink.exceptions import AlreadyExistsError, CorruptStateError, InvalidOptionError
+from stream_sink.io.private import make_private_tree, private_dirs
 from stream_sink.state.backend import BackendKind, OperatorStateBackend
 from stream_sink.state.layout import fsync_dir, fsync_tree, inspect_state_dir
 from stream_sink.state.memory_backend import InMemoryStateBackend
@@ -62,11 +63,12 @@ def restore_from_snapshot(snapshot_dir: str, target_path: str) -> BackendKind:
         raise AlreadyExistsError(f"refusing to replace existing state at {target_path}")
     target = os.path.abspath(target_path)
     parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
+    private_dirs(parent)
     staging = f"{target}.restore-{uuid.uuid4().hex[:8]}"
     try:
         shutil.copytree(snapshot_dir, staging)
         open_state_backend(kind, staging).close()  # refuses a foreign or corrupt snapshot
+        make_private_tree(staging)
         fsync_tree(staging)
         if os.path.isdir(target):
             os.rmdir(target)  # empty, checked above

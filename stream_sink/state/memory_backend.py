@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 from stream_sink.exceptions import CorruptStateError, StateLockedError
+from stream_sink.io.private import PRIVATE_DIR, PRIVATE_FILE, private_dirs
 from stream_sink.state.backend import BackendKind, OperatorStateBackend, RawOp
 from stream_sink.state.layout import MEMORY_LOG_FILE, fsync_dir, inspect_state_dir
 from stream_sink.state.statelog import LOG_HEADER, encode_record, read_log
@@ -56,8 +57,8 @@ class InMemoryStateBackend(OperatorStateBackend):
                 f"state directory {path} holds a RocksDB database, not an in-memory backend's log"
             )
         log_path = os.path.join(path, MEMORY_LOG_FILE)
-        os.makedirs(path, exist_ok=True)
-        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dirs(path)
+        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
             _lock(fd, path)
             good_end = self._replay(fd, log_path)
@@ -133,10 +134,11 @@ class InMemoryStateBackend(OperatorStateBackend):
                 self._data[key] = value
 
     def _raw_snapshot(self, directory: str) -> None:
-        os.makedirs(directory)  # must not exist, as for a RocksDB checkpoint
+        private_dirs(os.path.dirname(os.path.abspath(directory)))
+        os.mkdir(directory, PRIVATE_DIR)  # must not exist, as for a RocksDB checkpoint
         items = [(key, self._data[key]) for key in self._keys]
         log_path = os.path.join(directory, MEMORY_LOG_FILE)
-        with open(log_path, "wb") as f:
+        with open(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE), "wb") as f:
             f.write(LOG_HEADER)
             f.write(encode_record(items))
             f.flush()

@@ -21,6 +21,7 @@ from stream_sink.exceptions import (
     InvalidOptionError,
     StateLockedError,
 )
+from stream_sink.io.private import make_private_tree, private_dirs
 from stream_sink.state.backend import BackendKind, OperatorStateBackend, RawOp
 from stream_sink.state.layout import fsync_dir, inspect_state_dir
 
@@ -117,7 +118,9 @@ class RocksDBStateBackend(OperatorStateBackend):
                 f"state directory {options.path} holds an in-memory backend's log, "
                 "not a RocksDB database"
             )
+        private_dirs(options.path)
         self._db = _open(options)
+        make_private_tree(options.path)
         try:
             self._db.set_write_options(options.write_options())
             self._initialise(sink_id)
@@ -153,7 +156,7 @@ class RocksDBStateBackend(OperatorStateBackend):
 
     def _raw_snapshot(self, directory: str) -> None:
         parent = os.path.dirname(os.path.abspath(directory))
-        os.makedirs(parent, exist_ok=True)
+        private_dirs(parent)
         rocksdict.Checkpoint(self._db).create_checkpoint(directory)
         fsync_dir(parent)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import io
 import json
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -32,6 +31,7 @@ import fastavro
 
 from stream_sink.exceptions import CorruptMetadataError, ValidationError
 from stream_sink.io.fileio import FileIO
+from stream_sink.table import avro_blocks as blocks
 from stream_sink.table.conversions import decimal_required_bytes
 from stream_sink.table.types import (
     BinaryType,
@@ -441,18 +441,21 @@ class AvroContents:
         """The writer schema as the header holds it (a cache key for decoders)."""
 
 
-def read_avro_file(fileio: FileIO, location: str) -> AvroContents:
+def read_avro_file(fileio: FileIO, location: str, max_records: int | None = None) -> AvroContents:
     """Read a whole Avro file; damage raises CorruptMetadataError naming ``location``.
 
     Records use the writer's field names; logical types are not decoded (the records
-    are read with the writer schema stripped of them). Blocks compressed with ``null``
-    or ``deflate`` (what Iceberg writes) are decoded here with the schema parsed once
-    per distinct schema text; other codecs go through fastavro's container reader.
+    are read with the writer schema stripped of them). Blocks compressed with ``null``,
+    ``deflate``, ``bzip2``, ``xz`` or ``zstandard`` are decoded here with the schema
+    parsed once per distinct schema text; other codecs go through fastavro's block
+    reader. Either way no count is trusted (:mod:`stream_sink.table.avro_blocks`): a
+    file claiming more records than its bytes hold, or than ``max_records`` (the
+    cardinality the caller expects), stops before they are decoded.
     """
-    return decode_avro(fileio.read_bytes(location), location)
+    return decode_avro(fileio.read_bytes(location), location, max_records)
 
 
-def decode_avro(data: bytes, location: str) -> AvroContents:
+def decode_avro(data: bytes, location: str, max_records: int | None = None) -> AvroContents:
     """The Avro container file ``data`` (read from ``location``), as
     :func:`read_avro_file` reads it."""
     try:
@@ -462,16 +465,18 @@ def decode_avro(data: bytes, location: str) -> AvroContents:
             raise ValueError("not an Avro container file (bad magic)")
         meta = dict(header["meta"])
         schema_text = _text(meta["avro.schema"])
-        schema, meta["avro.schema"], parsed = _parsed_schema(schema_text)
+        schema, meta["avro.schema"], parsed, min_bytes = _parsed_schema(schema_text)
         codec = _text(meta.get("avro.codec", b"null"))
-        if codec in _BLOCK_CODECS:
-            records = _read_blocks(stream, data, header["sync"], codec, parsed)
+        if codec in blocks.CODECS:
+            records = blocks.read_blocks(
+                stream, len(data), header["sync"], codec, parsed, min_bytes, max_records
+            )
         else:
             plain = io.BytesIO()
             fastavro.schemaless_writer(plain, _HEADER_SCHEMA, dict(header, meta=meta))
             plain.write(data[stream.tell() :])
             plain.seek(0)
-            records = list(fastavro.reader(plain))
+            records = blocks.read_with_fastavro(plain, min_bytes, max_records)
         metadata = {k: _text(v) for k, v in header["meta"].items()}
     except Exception as e:  # fastavro raises many unrelated types on damaged input
         raise CorruptMetadataError(f"cannot read Avro file {location}: {e!r}") from e
@@ -481,50 +486,14 @@ def decode_avro(data: bytes, location: str) -> AvroContents:
 
 
 @lru_cache(maxsize=64)
-def _parsed_schema(text: str) -> tuple[Any, bytes, Any]:
+def _parsed_schema(text: str) -> tuple[Any, bytes, Any, int]:
     """The writer schema as JSON, its text without logical types (see
-    :func:`read_avro_file`) and that schema parsed for fastavro; once per schema."""
+    :func:`read_avro_file`), that schema parsed for fastavro and the fewest bytes one
+    of its records takes; once per schema."""
     schema = json.loads(text)
     plain = strip_logical_types(schema)
-    return schema, json.dumps(plain).encode("utf-8"), fastavro.parse_schema(plain)
-
-
-_BLOCK_CODECS = ("null", "deflate")
-
-
-def _read_blocks(
-    stream: io.BytesIO, data: bytes, sync: bytes, codec: str, schema: Any
-) -> list[Any]:
-    """The records of the data blocks after the header (Avro spec: each block is a
-    record count and a byte size as zig-zag longs, the bytes, then the sync marker)."""
-    records: list[Any] = []
-    end = len(data)
-    while stream.tell() < end:
-        count, size = _read_long(stream), _read_long(stream)
-        if count < 0 or size < 0:
-            raise ValueError(f"bad block header at byte {stream.tell()}")
-        block = stream.read(size)
-        if len(block) != size or stream.read(16) != sync:
-            raise ValueError(f"truncated block or wrong sync marker before byte {stream.tell()}")
-        if codec == "deflate":
-            block = zlib.decompress(block, -15)
-        body = io.BytesIO(block)
-        records.extend(fastavro.schemaless_reader(body, schema, None) for _ in range(count))
-    return records
-
-
-def _read_long(stream: io.BytesIO) -> int:
-    """One zig-zag varint long."""
-    shift = result = 0
-    while True:
-        byte = stream.read(1)
-        if not byte:
-            raise ValueError("unexpected end of file in a block header")
-        b = byte[0]
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1)
-        shift += 7
+    parsed = fastavro.parse_schema(plain)
+    return schema, json.dumps(plain).encode("utf-8"), parsed, blocks.min_record_bytes(parsed)
 
 
 # The container file header (Avro spec, "Object Container Files").

@@ -11,7 +11,8 @@ cardinality, with ``referenced_data_file``, ``content_offset`` and
 Invariants:
 - Reading checks the length, magic, CRC and that the cardinality equals the entry's
   ``record_count``; any mismatch raises CorruptDeleteFileError naming the Puffin file
-  and the data file, and nothing of the vector is applied.
+  and the data file, and nothing of the vector is applied. A vector whose containers
+  declare more positions than ``record_count`` stops before any is expanded.
 - One Puffin file may hold vectors of many data files; each gets its own entry.
 """
 
@@ -43,8 +44,9 @@ def serialize(positions: np.ndarray) -> bytes:
     return struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body))
 
 
-def deserialize(blob: bytes, where: str) -> np.ndarray:
-    """The positions (sorted uint64) of a ``deletion-vector-v1`` blob."""
+def deserialize(blob: bytes, where: str, cardinality: int | None = None) -> np.ndarray:
+    """The positions (sorted uint64) of a ``deletion-vector-v1`` blob; a vector declaring
+    more than ``cardinality`` positions is refused before any is expanded."""
     if len(blob) < 12:
         raise CorruptDeleteFileError(f"{where}: the deletion vector is only {len(blob)} bytes")
     (length,) = struct.unpack(">I", blob[:4])
@@ -67,7 +69,7 @@ def deserialize(blob: bytes, where: str) -> np.ndarray:
     reader = Reader(body, where)
     reader.take(4)
     try:
-        positions = decode64(reader)
+        positions = decode64(reader, cardinality)
     except CorruptionError as e:
         raise CorruptDeleteFileError(str(e)) from e
     if reader.pos != len(body):
@@ -90,7 +92,7 @@ def read_deletion_vector(io: FileIO, dv: DataFile) -> np.ndarray:
             f"{where}: the file ends before the blob's {dv.content_size_in_bytes} bytes "
             f"at offset {dv.content_offset}"
         )
-    positions = deserialize(blob, where)
+    positions = deserialize(blob, where, dv.record_count)
     if len(positions) != dv.record_count:
         raise CorruptDeleteFileError(
             f"{where}: the vector holds {len(positions)} positions, its manifest entry "

@@ -354,9 +354,10 @@ def read_manifest(
 
     ``partition_type`` orders partition values by partition field id (absent fields
     read as None); without it, values come in the file's order. A missing file raises
-    MissingFileError, a damaged one CorruptMetadataError naming it.
+    MissingFileError, a damaged one CorruptMetadataError naming it, and so does one
+    holding more entries than the manifest list counts for it (read no further).
     """
-    contents = avro.read_avro_file(io, manifest.manifest_path)
+    contents = avro.read_avro_file(io, manifest.manifest_path, _listed_entries(manifest))
     try:
         codec = _entry_reader(contents.schema_text, contents.schema, partition_type)
         entries = [codec.decode(r, manifest) for r in contents.records]
@@ -368,6 +369,17 @@ def read_manifest(
     if manifest.content == ManifestContent.DATA:
         entries = _inherit_row_ids(entries, manifest.first_row_id)
     return entries
+
+
+def _listed_entries(manifest: ManifestFile) -> int | None:
+    """How many entries the manifest list says ``manifest`` holds (None: unknown)."""
+    listed = (
+        manifest.added_files_count,
+        manifest.existing_files_count,
+        manifest.deleted_files_count,
+    )
+    counts = [c for c in listed if isinstance(c, int) and c >= 0]
+    return sum(counts) if len(counts) == len(listed) else None
 
 
 def _inherit_row_ids(entries: list[ManifestEntry], first_row_id: int | None) -> list[ManifestEntry]:

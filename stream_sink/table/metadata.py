@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping
 
 from stream_sink.exceptions import (
+    DECODE_ERRORS,
     CorruptMetadataError,
     NoSuchRefError,
     NoSuchSnapshotError,
@@ -366,7 +367,7 @@ def parse_metadata(text: str | bytes, where: str = "<metadata>") -> TableMetadat
     """Parse a metadata JSON file; malformed input raises CorruptMetadataError naming ``where``."""
     try:
         obj = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # numbers of 4,300 digits too, nesting
         raise CorruptMetadataError(f"metadata file {where} is not valid JSON: {e}") from e
     if not isinstance(obj, dict):
         raise CorruptMetadataError(f"metadata file {where} is not a JSON object")
@@ -376,7 +377,7 @@ def parse_metadata(text: str | bytes, where: str = "<metadata>") -> TableMetadat
         raise CorruptMetadataError(f"metadata file {where}: {e}") from e
     except UnsupportedError as e:
         raise UnsupportedError(f"metadata file {where}: {e}") from e
-    except (KeyError, TypeError, ValueError) as e:
+    except DECODE_ERRORS as e:
         raise CorruptMetadataError(f"metadata file {where} is malformed: missing or bad {e}") from e
 
 

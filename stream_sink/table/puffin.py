@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_sink.exceptions import CorruptDeleteFileError, UnsupportedError
+from stream_sink.exceptions import DECODE_ERRORS, CorruptDeleteFileError, UnsupportedError
 from stream_sink.io.fileio import FileIO
 
 MAGIC = b"PFA1"
@@ -140,8 +140,8 @@ def parse_footer(data: bytes, location: str, file_size: int | None = None) -> li
     try:
         payload = json.loads(data[start : start + payload_size].decode("utf-8"))
         blobs = [BlobMetadata.from_json(b) for b in payload["blobs"]]
-    except (ValueError, KeyError, TypeError) as e:
-        raise CorruptDeleteFileError(f"Puffin file {location}: malformed footer: {e}") from e
+    except DECODE_ERRORS as e:
+        raise CorruptDeleteFileError(f"Puffin file {location}: malformed footer: {e!r}") from e
     for b in blobs:
         if b.offset < 4 or b.length < 0 or b.offset + b.length > start - 4:
             raise CorruptDeleteFileError(

@@ -17,8 +17,9 @@ Invariants:
   (and after any failure) the writer has already deleted every file it wrote.
 - On a v3 table the position deletes become deletion vectors (one Puffin file per
   partition, one vector per data file of this writer; they only ever reference files
-  this writer wrote, so no earlier vector needs merging); equality deletes stay for
-  keys of earlier batches, as in Flink.
+  this writer wrote, so no earlier vector needs merging); every other key's delete is
+  an equality delete, as in Flink, whether the table holds the key or not (the writer
+  reads no table: the first batch into an empty table writes them too).
 - Partitioned writers route a row by its own values; in upsert mode every partition
   source column must be an equality field, so a key's deletes land in the partition
   of its rows. Partitions stay open until ``complete`` (as in Flink); their unwritten

@@ -6,7 +6,8 @@ inside functions and under ``TYPE_CHECKING``) and must point to the same floor o
 lower. Floors, top to bottom:
 
     cli → ops → demo → spark → commit → tables/catalogs → maintenance
-        → write, read → table, delta → io, parquet, state, checkpoints, metrics, exceptions, …
+        → write, read → table, delta → io, parquet, state, checkpoints, metrics, exceptions,
+        secrets, …
 
 (maintenance sits under the user-facing table, whose ``table.maintenance`` returns
 it, as pyiceberg's table offers its maintenance; it needs neither commit/ nor
@@ -62,6 +63,7 @@ FLOORS: dict[str, int] = {
     "exceptions": 1,
     "envelope": 1,
     "failpoints": 1,
+    "secrets": 1,
 }
 """Top-level packages and modules of ``stream_sink`` and their floor; the package's own
 ``__init__`` (lazy re-exports for users) is not a floor."""

@@ -51,16 +51,13 @@ def kafka_stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
 
 
 def debezium_batches(sink: Any, row_schema: Any = None) -> Any:
-    """A ``foreachBatch`` function: the batch's Debezium events as changes into ``sink``."""
-    last: list[Any] = [row_schema]
+    """A ``foreachBatch`` function: the batch's Debezium events as changes into ``sink``,
+    every batch (one of tombstones only takes its keys' row schema), as docs/debezium.md
+    writes it."""
 
     def apply(batch: Any, batch_id: int) -> None:
-        rows = row_schema or debezium_row_schema(batch) or last[0]
-        if rows is None:  # nothing but tombstones before any event: nothing to apply
-            return
-        last[0] = rows
-        changes = from_debezium(batch, row_schema=rows, order_by=ORDER_BY)
-        sink.foreach_batch(changes, batch_id)
+        rows = row_schema or debezium_row_schema(batch)
+        sink.foreach_batch(from_debezium(batch, row_schema=rows, order_by=ORDER_BY), batch_id)
 
     return apply
 

@@ -187,6 +187,23 @@ def test_corrupt_metadata_names_the_file(base: str, backend: OperatorStateBacken
         storage.read(1)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"format-version": ' + "9" * 5000 + "}"],
+    ids=["nested past the recursion limit", "a 5000-digit version"],
+)
+def test_crafted_metadata_names_the_file(
+    base: str, backend: OperatorStateBackend, text: str
+) -> None:
+    storage = CheckpointStorage(base, SINK)
+    _complete(storage, backend, 1)
+    path = os.path.join(base, SINK, "chk-1", "_metadata")
+    with open(path, "w") as f:
+        f.write(text)
+    with pytest.raises(CorruptStateError, match=re.escape(path) + ".*not valid JSON"):
+        storage.latest()
+
+
 def test_metadata_from_a_newer_format_is_refused(base: str, backend: OperatorStateBackend) -> None:
     storage = CheckpointStorage(base, SINK)
     _complete(storage, backend, 1)
@@ -225,3 +242,39 @@ def test_metadata_json_round_trip_and_invariants() -> None:
 def test_sink_id_must_be_a_plain_name(base: str, bad: str) -> None:
     with pytest.raises(ValidationError, match="sink id"):
         CheckpointStorage(base, bad)
+
+
+def _modes(root: str) -> dict[str, int]:
+    """Every directory and file under ``root`` (itself included) and its permissions."""
+    out = {root: os.stat(root).st_mode & 0o777}
+    for d, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            out[os.path.join(d, name)] = os.stat(os.path.join(d, name)).st_mode & 0o777
+    return out
+
+
+def test_checkpoints_and_restored_state_are_the_owners_only(
+    base: str, backend: OperatorStateBackend, tmp_path: os.PathLike[str]
+) -> None:
+    """They record the table and its catalog's settings: directories 0700, files 0600,
+    the live state's directory 0700, whatever the umask lets others read."""
+    from stream_sink.checkpoints import TableIdentity
+
+    old = os.umask(0o022)
+    try:
+        storage = CheckpointStorage(base, SINK, retain=3)
+        storage.record_table(TableIdentity("c", SINK, "uuid-1", {"type": "hadoop"}))
+        _complete(storage, backend, 1)
+        restored = os.path.join(str(tmp_path), "restored", SINK)
+        storage.restore_state(storage.read(1), restored).close()
+    finally:
+        os.umask(old)
+    sink_dir = os.path.join(base, SINK)
+    wrong = {
+        path: oct(mode)
+        for path, mode in {**_modes(sink_dir), **_modes(restored)}.items()
+        if mode != (0o700 if os.path.isdir(path) else 0o600)
+    }
+    assert wrong == {}
+    live = os.path.join(str(tmp_path), "state", SINK)
+    assert os.stat(live).st_mode & 0o777 == 0o700

@@ -194,3 +194,23 @@ def test_read_and_show_take_a_metadata_file_and_a_directory_of_such_files(
     assert info["current_snapshot_id"] == t.refresh().snapshots()[0].snapshot_id
     code, out, _ = run(capsys, "table", "snapshots", t.location, "--format", "jsonl")
     assert code == 0 and len(out.splitlines()) == 2
+
+
+def test_show_masks_secret_properties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A table property holding a credential (an engine's storage key, a SAS token)
+    is shown as ``****``, in both formats; the others as they are."""
+    wh = str(tmp_path / "wh")
+    catalog = ss.load_catalog("local", type="hadoop", warehouse=wh)
+    catalog.create_namespace("db")
+    props = {
+        "adls.sas-token.acct": "sv=2024&sig=c2FzLXNpZw",
+        "s3.secret-access-key": "s3-secret-1",
+        "write.format.default": "parquet",
+    }
+    catalog.create_table("db.t", pa.schema([("id", pa.int64())]), properties=props)
+    code, out, _ = run(capsys, "table", "show", "db.t", "--warehouse", wh, "--format", "jsonl")
+    shown = json.loads(out)["properties"]
+    assert code == 0 and shown["adls.sas-token.acct"] == shown["s3.secret-access-key"] == "****"
+    assert shown["write.format.default"] == "parquet"
+    code, out, _ = run(capsys, "table", "show", "db.t", "--warehouse", wh)
+    assert "c2FzLXNpZw" not in out and "s3-secret-1" not in out and "parquet" in out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -197,7 +197,10 @@ class Harness:
         self.committer: FilesCommitter | None = None
 
     def open(
-        self, job_id: str | None = None, acknowledged: Iterable[int] | None = None
+        self,
+        job_id: str | None = None,
+        acknowledged: Iterable[int] | None = None,
+        had_input: Callable[[int], bool] | None = None,
     ) -> FilesCommitter:
         if job_id is not None:
             self.job_id = job_id
@@ -216,7 +219,7 @@ class Harness:
             operator_id=self.operator_id,
             **options,
         )
-        self.committer.restore(acknowledged)
+        self.committer.restore(acknowledged, had_input)
         return self.committer
 
     @property

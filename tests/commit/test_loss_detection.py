@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from harness import Harness, table_rows, write_rows
 
-from stream_sink.exceptions import DataLossError
+from stream_sink.exceptions import DataLossError, SkippedBatchError
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
@@ -178,3 +178,49 @@ def test_empty_batches_checkpointed_together_are_not_reported_lost(
     h.open(acknowledged=[0, 1, 2])
     h.step(3, write_rows(table, [(3, "b")]))
     assert table_rows(table) == [(0, "a"), (3, "b")]
+
+
+def test_a_batch_the_front_door_saw_skipped_is_named_as_skipped_with_how_to_rerun_it(
+    table: Table, harness: MakeHarness
+) -> None:
+    """Upstream acknowledged batch 1 without handing it to the sink (a foreachBatch
+    function that returned early): the restore names it as skipped, not as a stale
+    state, and says how to run it again; other unaccounted batches stay a stale state."""
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.c.record_skipped([1], "chk/spark")
+    h.crash()
+    for _ in range(2):  # refused, and refused again: nothing was changed
+        with pytest.raises(SkippedBatchError, match=r"batch\(es\) \[1\]") as e:
+            h.open(acknowledged=[0, 1])
+        text = str(e.value)
+        assert "returned without calling the sink" in text and "stale" not in text
+        assert "stream-sink rewind --spark-checkpoint-location chk/spark --batch 1" in text
+    with pytest.raises(DataLossError, match=r"acknowledged batches \[1, 2\]") as stale:
+        h.open(acknowledged=[0, 1, 2])
+    assert not isinstance(stale.value, SkippedBatchError)
+    assert "returned without calling the sink" in str(stale.value)  # one cause it names
+    h.open(acknowledged=[0])  # once Spark forgets batch 1 (a rewind), the sink starts
+    h.step(1, write_rows(table, [(1, "b")]))
+    assert table_rows(table) == [(0, "a"), (1, "b")]
+
+
+def test_acknowledged_batches_that_read_no_input_are_accounted_for(
+    table: Table, harness: MakeHarness
+) -> None:
+    """Spark's no-data batches (an event-time watermark moving) never reached the sink
+    when the foreachBatch function skipped empty batches: nothing is lost, so the sink
+    starts; a batch that read input is still refused, with the state lost or intact."""
+    h = harness()
+    h.step(0, write_rows(table, [(0, "a")]))
+    h.crash()
+    no_input = {1, 2}
+    h.open(acknowledged=[0, 1, 2], had_input=lambda b: b not in no_input)
+    h.step(3, write_rows(table, [(3, "d")]))
+    h.crash()
+    with pytest.raises(DataLossError, match=r"acknowledged batches \[4\]"):
+        h.open(acknowledged=[0, 1, 2, 3, 4, 5], had_input=lambda b: b != 5)
+    shutil.rmtree(h.state_dir)
+    with pytest.raises(DataLossError, match=r"batches \[4\]"):
+        h.open(acknowledged=[0, 1, 2, 3, 4, 5], had_input=lambda b: b != 5)
+    assert table_rows(table) == [(0, "a"), (3, "d")]

@@ -4,14 +4,17 @@ the protocol's own examples, Z85, and the descriptor's derived path."""
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import numpy as np
 import pyroaring
 import pytest
+from crafted import full_containers
 
 from stream_sink.delta import roaring
-from stream_sink.delta.deletion_vectors import dv_location, z85_decode, z85_encode
+from stream_sink.delta.deletion_vectors import deleted_rows, dv_location, z85_decode, z85_encode
 from stream_sink.exceptions import CorruptionError
+from stream_sink.io import FileIO
 
 CASES = {
     "few": [3, 4, 7, 11, 18, 29],
@@ -80,3 +83,39 @@ def test_garbage_is_refused():
         roaring.decode(b"\x00" * 16)
     with pytest.raises(CorruptionError, match="ends early"):
         roaring.decode(roaring.encode(np.array([1, 2, 3], np.uint64))[:-2])
+
+
+def test_an_inline_vector_holding_more_rows_than_its_descriptor_stops_before_expanding(
+    tmp_path,
+):
+    """Eighty full run containers (5.2 million rows) inline, the descriptor saying 3."""
+    data = struct.pack("<i", roaring.MAGIC) + full_containers(80)
+    dv = {"storageType": "i", "pathOrInlineDv": z85_encode(data), "sizeInBytes": len(data)}
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptionError, match="at most 3 remain"):
+            deleted_rows(str(tmp_path), FileIO(), {**dv, "cardinality": 3}, "version 4")
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    finally:
+        tracemalloc.stop()
+    rows = deleted_rows(str(tmp_path), FileIO(), {**dv, "cardinality": 80 * 65536}, "v4")
+    assert len(rows) == 80 * 65536
+
+
+@pytest.mark.parametrize(
+    "dv",
+    [
+        {"storageType": "i", "pathOrInlineDv": "~~~~~", "sizeInBytes": 4, "cardinality": 1},
+        {"storageType": "i", "pathOrInlineDv": "00000", "sizeInBytes": 1e400},
+        {"storageType": "i", "pathOrInlineDv": "00000", "sizeInBytes": [4]},
+        {"storageType": "u", "pathOrInlineDv": "ab" + "~" * 20, "sizeInBytes": 4},
+        {"storageType": "p", "pathOrInlineDv": "x.bin", "sizeInBytes": 4, "offset": "one"},
+        {"storageType": "p", "pathOrInlineDv": "x.bin", "sizeInBytes": -4},
+    ],
+    ids=["not Z85", "size too large", "size a list", "uuid not Z85", "offset a word",
+         "negative size"],
+)  # fmt: skip
+def test_a_malformed_descriptor_is_refused_naming_where(tmp_path, dv):
+    with pytest.raises(CorruptionError) as e:
+        deleted_rows(str(tmp_path), FileIO(), dv, "Delta table t, version 4")
+    assert "version 4" in str(e.value) or str(tmp_path) in str(e.value)

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -174,6 +175,63 @@ def test_torn_or_garbage_version_file_is_an_error_naming_the_version(tmp_path, g
         DeltaTable.load(loc)
     with pytest.raises(CorruptMetadataError, match="version 2"):
         table.refresh()
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        DEEP,
+        '{"add": {"path": "a.parquet", "partitionValues": {}, "size": 1e400, '
+        '"modificationTime": 0, "dataChange": true}}',
+        '{"add": {"path": "a.parquet", "partitionValues": {"p": [1]}, "size": 1, '
+        '"modificationTime": 0, "dataChange": true}}',
+        '{"protocol": {"minReaderVersion": 1e400, "minWriterVersion": 2}}',
+        '{"add": {"path": "a.parquet", "partitionValues": {}, "size": ' + "9" * 5000 + "}}",
+    ],
+    ids=["nested past the recursion limit", "size 1e400", "partition value a list",
+         "reader version 1e400", "a 5000-digit size"],
+)  # fmt: skip
+def test_a_crafted_version_file_is_an_error_naming_the_version(tmp_path, line):
+    loc = str(tmp_path / "t")
+    DeltaTable.create(loc, SCHEMA).append(rows(0, 2))
+    with open(f"{loc}/_delta_log/{2:020d}.json", "w") as f:
+        f.write(line + "\n")
+    with pytest.raises(CorruptMetadataError, match=r"version 2 \(0+2\.json\)"):
+        DeltaTable.load(loc)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "struct", "fields": [{"name": "id", "type": "long", "metadata": []}]},
+        {"type": "struct", "fields": [{"type": "long"}]},
+        {"type": "struct", "fields": [7]},
+        {"type": "struct", "fields": [{"name": "id", "type": "long",
+                                       "metadata": {"delta.typeChanges": "int"}}]},
+        "nested",
+    ],
+    ids=["metadata a list", "field without a name", "field a number",
+         "type changes a string", "nested 200 deep"],
+)  # fmt: skip
+def test_a_crafted_schema_string_is_an_error_naming_the_table(tmp_path, schema):
+    if schema == "nested":
+        inner = '"long"'
+        for _ in range(200):
+            inner = '{"type": "array", "elementType": ' + inner + ', "containsNull": true}'
+        text = '{"type": "struct", "fields": [{"name": "a", "type": ' + inner + "}]}"
+    else:
+        text = json.dumps(schema)
+    loc = str(tmp_path / "t")
+    table = DeltaTable.create(loc, SCHEMA)
+    table.append(rows(0, 2))
+    metadata = replace(table.snapshot.metadata, schema_string=text)
+    with open(f"{loc}/_delta_log/{2:020d}.json", "w") as f:
+        f.write(json.dumps(action_to_json(metadata)) + "\n")
+    with pytest.raises(CorruptMetadataError, match=r"t at version 2: malformed Delta schema"):
+        DeltaTable.load(loc)
 
 
 def test_garbage_checkpoint_is_an_error_naming_its_version(tmp_path):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import debezium_page
 import pytest
 from code_blocks import REPO, Block, pages, runnable
 from kill_harness import SHORT_DRIVER_SUBMIT_ARGS
@@ -78,6 +79,10 @@ def test_page_code_blocks_run(page: Path, tmp_path: Path, request: pytest.Fixtur
         env["ICEBERG_REST_URI"] = seaweed.catalog_uri
     elif any("s3://" in b.code for b in blocks):  # such blocks talk to the test S3 server
         env.update(s3_env(request.getfixturevalue("s3_props")))
+    stack = None
+    if any("KAFKA_BOOTSTRAP_SERVERS" in b.code for b in blocks):  # Debezium into Kafka
+        stack = request.getfixturevalue("cdc_stack")
+        env.update(debezium_page.prepare(stack, tmp_path / "connect"))
     spec = tmp_path / "blocks.json"
     spec.write_text(
         json.dumps([{"where": b.where, "lang": b.lang, "code": b.code} for b in blocks])
@@ -96,6 +101,8 @@ def test_page_code_blocks_run(page: Path, tmp_path: Path, request: pytest.Fixtur
         f"{page.name}: a code block failed\n--- stdout\n{proc.stdout[-6000:]}\n"
         f"--- stderr\n{proc.stderr[-6000:]}"
     )
+    if stack is not None:
+        debezium_page.check(stack, sandbox)
 
 
 @pytest.mark.parametrize("block", _skipped_params())

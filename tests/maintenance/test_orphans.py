@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
 from maint_support import make_cdc_table, ours, to_arrow
 
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+from stream_sink.exceptions import ValidationError
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -126,3 +132,107 @@ def test_empty_directories_of_the_data_location_go_once_old(
     assert os.path.isdir(young) and os.path.exists(f"{holding}/part-00000.parquet")
     assert os.path.isdir(data)
     assert ours(table) == cdc.expected()
+
+
+def _respelled_copy(table: Table, spell: Callable[[str], str]) -> tuple[str, str]:
+    """A copy of a live data file committed under ``spell``'s spelling of its location:
+    (the location as listed, the location the metadata names)."""
+    live = next(e.data_file for e in live_entries(table) if "/copy-" not in e.path)
+    copy = f"{live.file_path.rsplit('/', 1)[0]}/copy-{uuid.uuid4().hex[:8]}.parquet"
+    table.io.write_bytes(copy, table.io.read_bytes(live.file_path))
+    table.new_append().append_file(replace(live, file_path=spell(copy))).commit()
+    return copy, spell(copy)
+
+
+def live_entries(table: Table) -> list[Any]:
+    from stream_sink.maintenance.inventory import inventory
+
+    return list(inventory(table.refresh(), table.current_snapshot()).data)
+
+
+def test_a_file_the_metadata_spells_file_uri_is_live(catalog: Catalog) -> None:
+    """``/x``, ``file:/x`` and ``file:///x`` are one file (Java's writers give
+    ``file:/``): neither the data file nor the metadata is an orphan."""
+    cdc = make_cdc_table(catalog, "db.t", batches=2, rows=10, seed=5)
+    table = cdc.table
+    spelled = [
+        _respelled_copy(table, lambda p: f"file:{p}"),
+        _respelled_copy(table, lambda p: f"file://{p}"),
+    ]
+    _age_everything(table.location, days=10)
+    result = table.maintenance.remove_orphan_files()
+    assert result.orphans == () and result.deleted == 0
+    assert all(os.path.exists(listed) for listed, _ in spelled)
+    assert ours(table.refresh())  # every file the metadata names is still there
+
+
+def test_another_authority_for_a_listed_path_stops_the_run(catalog: Catalog) -> None:
+    """The metadata names a listed file's path on another host: whether the listed
+    file is an orphan cannot be told, so nothing is deleted, not even true orphans."""
+    cdc = make_cdc_table(catalog, "db.t", batches=2, rows=10, seed=6)
+    table = cdc.table
+    listed, _ = _respelled_copy(table, lambda p: f"file://otherhost{p}")
+    junk = f"{table.data_location}/junk.parquet"
+    Path(junk).write_bytes(b"x")
+    _age_everything(table.location, days=10)
+    with pytest.raises(ValidationError, match="nothing deleted") as info:
+        table.maintenance.remove_orphan_files()
+    assert listed in str(info.value) and "file://otherhost" in str(info.value)
+    assert os.path.exists(listed) and os.path.exists(junk)
+
+
+def test_a_staging_root_outside_the_table_is_never_deleted_from(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """``stream-sink.manifests.location`` aimed at another team's data: none of it is
+    listed or deleted; a staging manifest there still keeps the files it lists."""
+    cdc = make_cdc_table(catalog, "db.t", batches=2, rows=10, seed=8)
+    table = cdc.table
+    other = tmp_path / "other_team" / "warehouse" / "finance" / "ledger"
+    (other / "data").mkdir(parents=True)
+    ledger = other / "data" / "part-00000.parquet"
+    ledger.write_bytes(b"the ledger")
+    named_like_ours = other / "job-sink-1-1-0a1b2c3d-00001.avro"
+    named_like_ours.write_bytes(b"not a manifest")
+    table.catalog.commit(
+        table.identifier,
+        table.metadata_location,
+        table.metadata.with_properties({"stream-sink.manifests.location": str(other)}),
+    )
+    committer, staged, pending = _sink_with_uncommitted(tmp_path, catalog.load_table("db.t"))
+    _age_everything(str(tmp_path), days=10)
+
+    result = table.refresh().maintenance.remove_orphan_files()
+    assert ledger.exists() and named_like_ours.exists()
+    assert not [o for o in result.orphans if o.startswith(str(other))]
+    assert sorted(result.orphans) == sorted(pending)  # staged files kept by their manifest
+    assert all(os.path.exists(p) for p in staged)
+    committer.close()
+
+
+@pytest.mark.slow
+def test_s3a_in_the_metadata_is_the_s3_file_listed(
+    s3_props: dict[str, str], tmp_path: Path
+) -> None:
+    """Spark's and Hadoop's writers name ``s3a://`` files of an ``s3://`` table (on a
+    real S3 server): they are live, not orphans."""
+    from stream_sink.catalogs import load_catalog
+
+    catalog = load_catalog(
+        "s3",
+        type="sql",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        warehouse=f"s3://lake/orphans-{uuid.uuid4().hex[:8]}",
+        **s3_props,
+    )
+    catalog.create_namespace("db")
+    cdc = make_cdc_table(catalog, "db.t", batches=2, rows=10, seed=9)
+    table = cdc.table
+    listed, named = _respelled_copy(table, lambda p: "s3a://" + p.removeprefix("s3://"))
+    assert named.startswith("s3a://") and listed.startswith("s3://")
+    junk = f"{table.data_location}/junk.parquet"
+    table.io.write_bytes(junk, b"x")
+    result = table.maintenance.remove_orphan_files(older_than_ms=int(time.time() * 1000) + 60_000)
+    assert result.orphans == (junk,)
+    assert table.io.exists(listed) and not table.io.exists(junk)
+    assert ours(table.refresh())  # every file the metadata names is still there

@@ -19,21 +19,32 @@ from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.writer import write_data_files
 from stream_sink.exceptions import NotFoundError
-from stream_sink.ops.status import open_recorded_catalog
+from stream_sink.ops.status import describe_catalog, open_recorded_catalog
 from stream_sink.spark.runtime import DeltaPlaces, open_delta
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("spelling", ["user info", "query string", "jdbc"])
 def test_a_sql_catalog_is_recorded_without_its_password_and_opens_again(
-    postgres_url: str, tmp_path: Path
+    postgres_url: str, tmp_path: Path, spelling: str
 ) -> None:
-    with_password = postgres_url.replace("://postgres@", "://postgres:hunter2@")
-    assert "hunter2" in with_password  # the server trusts local connections: any password
+    """``postgresql://u:pw@db``, ``postgresql://u@db?password=pw`` and
+    ``jdbc:postgresql://db?user=u&password=pw``: the password is in no record, repr
+    or description, and the record opens the catalog again."""
+    host = postgres_url.split("://postgres@", 1)[1]
+    uri, recorded_uri = {
+        "user info": (f"postgresql://postgres:hunter2@{host}", postgres_url),
+        "query string": (f"{postgres_url}?password=hunter2", postgres_url),
+        "jdbc": (
+            f"jdbc:postgresql://{host}?user=postgres&password=hunter2",
+            f"jdbc:postgresql://{host}?user=postgres",
+        ),
+    }[spelling]
     name = f"c{uuid.uuid4().hex[:8]}"
     catalog = ss.load_catalog(
         name,
         type="sql",
-        uri=with_password,
+        uri=uri,
         warehouse=str(tmp_path / "wh"),
         **{
             "s3.endpoint": "http://127.0.0.1:9",
@@ -45,11 +56,12 @@ def test_a_sql_catalog_is_recorded_without_its_password_and_opens_again(
     table = catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
     identity = IcebergTarget(table).identity()
     recorded = identity.to_json()
+    shown = repr(catalog) + describe_catalog(catalog)
     for secret in ("hunter2", "s3cr3t", "pw2"):
-        assert secret not in recorded
+        assert secret not in recorded and secret not in shown
     assert json.loads(recorded)["catalog-settings"] == {
         "type": "sql",
-        "uri": postgres_url,
+        "uri": recorded_uri,
         "warehouse": str(tmp_path / "wh"),
         "s3.endpoint": "http://127.0.0.1:9",
     }

@@ -116,6 +116,24 @@ def test_table_bucket_takes_writes_only_in_data_and_metadata(
         io.write_bytes(f"{table.location}/metadata/nested/no.avro", b"x")
 
 
+def test_table_bucket_metadata_names_take_only_letters_digits_dash_underscore_dot(
+    rest_catalog: Any, seaweed: Any
+) -> None:
+    """A metadata file's name (``.avro``, ``.metadata.json``) of other characters is
+    refused, ``=`` and the rest of S3's safe list included; a data file's is not
+    (partition directories hold ``=``). Staging manifests are named accordingly."""
+    ns = rest_catalog.test_namespace
+    table = rest_catalog.create_table(f"{ns}.names", pa.schema([("id", pa.int64())]))
+    io = FileIO.for_location(table.location, seaweed.s3_props)
+    meta, data = f"{table.location}/metadata", f"{table.location}/data"
+    for name in ("a-b_c.d.avro", "A9.avro", "00001-x.metadata.json"):
+        io.write_bytes(f"{meta}/{name}", b"x")
+    for name in ("a=b-0-0.avro", "a%3Db.avro", "a!b.avro", "a(b).avro", "a*b.avro", "a+b.avro"):
+        with pytest.raises(OSError):
+            io.write_bytes(f"{meta}/{name}", b"x")
+    io.write_bytes(f"{data}/id_bucket=3/a=b.parquet", b"x")
+
+
 def test_load_table_config_is_empty(rest_catalog: Any, seaweed: Any) -> None:
     """No vended credentials or endpoint: the client's own s3.* properties serve."""
     ns = rest_catalog.test_namespace

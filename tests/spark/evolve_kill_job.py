@@ -51,6 +51,7 @@ def main(root: Path) -> None:
     routed = IcebergSink(
         catalog=catalog,
         table_column="_table",
+        namespaces=["inv", "shop"],
         create_tables=True,
         mode="upsert",
         row_kind_column="_row_kind",

@@ -13,7 +13,7 @@ from typing import Any
 
 from kill_harness import write_batches
 
-__all__ = ["ForeachBatch", "persisted_rdds", "run_available", "write_batches"]
+__all__ = ["ForeachBatch", "persisted_rdds", "run_available", "run_sink", "write_batches"]
 
 ForeachBatch = Callable[[Any, int], None]
 
@@ -33,6 +33,15 @@ def run_available(
     )
     query.awaitTermination()
     return query
+
+
+def run_sink(spark: Any, source: Path, schema: str, sink: Any) -> None:
+    """:func:`run_available` into ``sink.foreach_batch`` under its checkpoint location;
+    the sink is closed after, whatever happened."""
+    try:
+        run_available(spark, source, schema, sink.foreach_batch, sink.spark_checkpoint_location)
+    finally:
+        sink.close()
 
 
 def persisted_rdds(spark: Any) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from readers import duckdb_rows
-from streams import run_available, write_batches
+from streams import run_available, run_sink, write_batches
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
@@ -41,12 +41,7 @@ def sink_for(catalog: Catalog, tmp_path: Path, **kwargs: Any) -> IcebergSink:
 
 
 def run(spark: Any, tmp_path: Path, sink: IcebergSink) -> None:
-    try:
-        run_available(
-            spark, tmp_path / "in", SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
-        )
-    finally:
-        sink.close()
+    run_sink(spark, tmp_path / "in", SCHEMA, sink)
 
 
 def table_ids(catalog: Catalog) -> list[int]:

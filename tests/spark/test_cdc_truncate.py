@@ -160,7 +160,8 @@ def test_routed_sink_truncates_only_the_table_an_event_names(spark: Any, tmp_pat
         ],
     )  # fmt: skip
     sink = IcebergSink(
-        catalog=catalog, table_column="_table", create_tables=True, mode="upsert",
+        catalog=catalog, table_column="_table", namespaces=["shop"], create_tables=True,
+        mode="upsert",
         row_kind_column=ROW_KIND_COLUMN, order_by=ORDER_COLUMN,
         checkpoint_location=str(tmp_path / "chk"), state_dir=str(tmp_path / "state"),
     )  # fmt: skip

@@ -65,6 +65,7 @@ def test_a_routed_stream_keeps_its_order_column_as_data(spark: Any, tmp_path: Pa
     sink = IcebergSink(
         catalog=catalog,
         table_column="t",
+        namespaces=["db"],
         create_tables=True,
         table_template=dict(identifier_fields=["id"]),
         mode="upsert",

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from many_tables import KEYS, SOURCE_SCHEMA, TABLES, events
-from streams import run_available, write_batches
+from streams import run_available, run_sink, write_batches
 
 import stream_sink as ss
 from stream_sink.maintenance import MaintenanceOptions
@@ -25,6 +25,7 @@ def routed_sink(catalog: Catalog, root: Path, **kwargs: Any) -> IcebergSink:
     return IcebergSink(
         catalog=catalog,
         table_column="_table",
+        namespaces=["inv", "shop"],
         create_tables=True,
         mode="upsert",
         row_kind_column="_row_kind",
@@ -99,6 +100,7 @@ def test_a_routing_value_naming_no_table_stops_the_query(spark: Any, tmp_path: P
     sink = IcebergSink(
         catalog=catalog,
         table_column="_table",
+        namespaces=["inv", "shop"],
         mode="upsert",
         row_kind_column="_row_kind",
         order_by="_cdc_order",
@@ -124,6 +126,7 @@ def test_rows_naming_no_table_go_to_the_dead_letter_table(spark: Any, tmp_path: 
     sink = IcebergSink(
         catalog=catalog,
         table_column="_table",
+        namespaces=["inv", "shop"],
         mode="upsert",
         row_kind_column="_row_kind",
         order_by="_cdc_order",
@@ -161,3 +164,99 @@ def test_a_tables_lost_state_with_acknowledged_batches_refuses_to_start(
     with pytest.raises(Exception, match=r"inv\.customers.*acknowledged batches \[0, 1\]"):
         run(spark, tmp_path, routed_sink(catalog, tmp_path))
     assert catalog.load_table("inv.customers").current_snapshot() is None
+
+
+ROWS_SCHEMA = "t string, id long, v string, seq long, k string"
+
+
+def rows_sink(catalog: Catalog, root: Path, **kwargs: Any) -> IcebergSink:
+    """A routed upsert sink over plain rows (``t`` names the table, ``k`` the row kind)."""
+    return IcebergSink(
+        catalog=catalog,
+        table_column="t",
+        mode="upsert",
+        row_kind_column="k",
+        order_by="seq",
+        table_template=dict(identifier_fields=["id"]),
+        checkpoint_location=str(root / "chk"),
+        state_dir=str(root / "state"),
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("finance.ledger", "in namespace 'finance', outside this sink's namespaces"),
+        ("inv.customers.metadata", "in namespace 'inv.customers', outside"),
+        ("inv.a/b", "a part of it holds '/'"),
+    ],
+    ids=["another namespace", "a dotted table name", "a slash"],
+)
+def test_rows_naming_a_table_outside_the_namespaces_stop_the_query_before_anything_is_made(
+    spark: Any, tmp_path: Path, value: str, message: str
+) -> None:
+    write_batches(
+        tmp_path / "in",
+        [[{"t": "inv.customers", "id": 1, "v": "a", "seq": 1, "k": "+I"},
+          {"t": value, "id": 2, "v": "b", "seq": 2, "k": "+I"}]],
+    )  # fmt: skip
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    sink = rows_sink(catalog, tmp_path, namespaces=["inv"], create_tables=True)
+    with pytest.raises(Exception, match=message) as err:
+        run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
+    assert repr(value) in str(err.value)
+    assert ("outside" not in message) or f"add {value.rsplit('.', 1)[0]!r} to namespaces=" in str(
+        err.value
+    )
+    assert catalog.list_namespaces() == []  # inv.customers is not created either
+    assert not (tmp_path / "wh").exists() or not any((tmp_path / "wh").iterdir())
+
+
+def test_rows_outside_the_namespaces_go_to_the_dead_letter_table(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_batches(
+        tmp_path / "in",
+        [[{"t": "inv.customers", "id": 1, "v": "a", "seq": 1, "k": "+I"},
+          {"t": "finance.ledger", "id": 2, "v": "b", "seq": 2, "k": "+I"},
+          {"t": "inv.customers.metadata", "id": 3, "v": "c", "seq": 3, "k": "+I"}]],
+    )  # fmt: skip
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    sink = rows_sink(
+        catalog, tmp_path, namespaces=["inv"], create_tables=True, dead_letter_table="errors.dead"
+    )
+    run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
+    assert sorted(".".join(n) for n in catalog.list_namespaces()) == ["errors", "inv"]
+    assert [".".join(t) for t in catalog.list_tables("inv")] == ["inv.customers"]
+    dead = catalog.load_table("errors.dead").scan().to_arrow()
+    assert sorted(dead.column("t").to_pylist()) == ["finance.ledger", "inv.customers.metadata"]
+
+
+def test_a_truncate_empties_only_a_table_the_sink_owns(spark: Any, tmp_path: Path) -> None:
+    """``inv.ledger`` is the operator's: a TRUNCATE of it stops the query, changing
+    nothing, until ``tables=`` gives it to the sink."""
+    catalog = ss.load_catalog("many", type="hadoop", warehouse=str(tmp_path / "wh"))
+    catalog.create_namespace("inv")
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), ("seq", pa.int64())])
+    ledger = catalog.create_table("inv.ledger", schema=schema, identifier_fields=["id"])
+    ledger.append(pa.table({"id": [1, 2], "v": ["x", "y"], "seq": [0, 0]}, schema=schema))
+    write_batches(
+        tmp_path / "in",
+        [[{"t": "inv.mine", "id": 1, "v": "a", "seq": 1, "k": "+I"},
+          {"t": "inv.ledger", "id": None, "v": None, "seq": 2, "k": "-T"}]],
+    )  # fmt: skip
+    sink = rows_sink(catalog, tmp_path, namespaces=["inv"], create_tables=True)
+    with pytest.raises(
+        Exception, match=r"names table inv\.ledger, which this sink neither created"
+    ):
+        run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
+    assert catalog.load_table("inv.ledger").scan().to_arrow().num_rows == 2
+    assert not catalog.table_exists("inv.mine")
+    shutil.rmtree(tmp_path / "chk")
+    sink = rows_sink(
+        catalog, tmp_path, namespaces=["inv"], tables=["inv.ledger"], create_tables=True
+    )
+    run_sink(spark, tmp_path / "in", ROWS_SCHEMA, sink)
+    assert catalog.load_table("inv.ledger").scan().to_arrow().num_rows == 0
+    assert catalog.load_table("inv.mine").scan().to_arrow().column("v").to_pylist() == ["a"]

@@ -95,6 +95,12 @@ def test_errors_raised_inside_spark_come_back_as_their_class() -> None:
     worker = "Traceback ...\nstream_sink.exceptions.SchemaMismatchError: column 'id' is bad\n"
     assert isinstance(find_stream_sink_error(worker), SchemaMismatchError)
     assert find_stream_sink_error("java.lang.OutOfMemoryError: heap") is None
+    plan = (  # an analysis error prints the plan, with the literals of raise_error in it
+        "[UNRESOLVED_COLUMN] `status` cannot be resolved; Project [CASE WHEN isnull(r) THEN "
+        "raise_error(USER_RAISED_EXCEPTION, map(errorMessage, concat(stream_sink."
+        "ValidationError: , Debezium event has no row image: , raw))) END]"
+    )
+    assert find_stream_sink_error(plan) is None
 
 
 def test_data_source_options_of_a_delta_target_are_checked_before_the_query_starts(

@@ -94,6 +94,7 @@ def test_routed_sink_pipelined_commits_each_table(spark: Any, tmp_path: Path) ->
     sink = IcebergSink(
         catalog=catalog,
         table_column="t",
+        namespaces=["db"],
         create_tables=True,
         checkpoint_location=str(tmp_path / "chk"),
         state_dir=str(tmp_path / "state"),

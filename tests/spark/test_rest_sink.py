@@ -154,3 +154,104 @@ def test_upsert_stream_into_a_rest_table_survives_restart_and_leaks_no_secret(
             if secret.encode() in store.read_bytes(location):
                 leaks.append(location)
     assert not leaks, f"the S3/OAuth secret appears in: {leaks}"
+
+
+ROUTED_SCHEMA = "_table string, op string, id long, v string, seq long"
+
+
+def test_routed_upsert_stream_of_two_tables_into_rest_tables(
+    spark: Any, tmp_path: Path, seaweed: Any, rest_catalog: Any
+) -> None:
+    """One query upserting two tables of SeaweedFS's REST catalog (``table_column=``): the
+    staging manifests of each ``<sink id>=<table>`` operator get names the table bucket
+    takes (it refuses ``=`` in a metadata file's name). After a restart from the
+    checkpoints on ``s3://`` (local state lost) each table holds its changes once, read
+    by ours, by DuckDB attaching the catalog, and by pyiceberg through it once the
+    equality deletes are converted (it applies none)."""
+    ns = rest_catalog.test_namespace
+    names = (f"{ns}.customers", f"{ns}.orders")
+    rest_catalog.create_table(names[0], SCHEMA, identifier_fields=["id"])
+    rest_catalog.create_table(
+        names[1], SCHEMA, identifier_fields=["id"], partition_spec=[("bucket", "id", 4)]
+    )
+    files = [
+        [
+            {"_table": n, "op": "+I", "id": i, "v": f"{n[-1]}{i}", "seq": i}
+            for n in names
+            for i in range(5)
+        ],
+        [
+            {"_table": names[0], "op": "+U", "id": 1, "v": "s1", "seq": 10},
+            {"_table": names[0], "op": "-D", "id": 2, "v": None, "seq": 11},
+            {"_table": names[1], "op": "+U", "id": 3, "v": "s3", "seq": 12},
+            {"_table": names[1], "op": "+I", "id": 7, "v": "s7", "seq": 13},
+        ],
+        [
+            {"_table": names[1], "op": "-D", "id": 0, "v": None, "seq": 20},
+            {"_table": names[0], "op": "+I", "id": 2, "v": "t2", "seq": 21},
+            {"_table": names[0], "op": "+U", "id": 2, "v": "u2", "seq": 22},
+        ],
+    ]
+    want: dict[str, dict[int, str]] = {n: {} for n in names}
+    for batch in files:
+        for r in batch:
+            if r["op"] == "-D":
+                want[r["_table"]].pop(r["id"], None)
+            else:
+                want[r["_table"]][r["id"]] = r["v"]
+    source = tmp_path / "in"
+    write_batches(source, files[:2])
+
+    def run() -> None:
+        sink = IcebergSink(
+            catalog=rest_catalog,
+            table_column="_table",
+            namespaces=[ns],
+            mode="upsert",
+            row_kind_column="op",
+            equality_fields=["id"],
+            order_by="seq",
+            checkpoint_location=f"s3://ckpt/routed-{ns}",
+            spark_checkpoint_location=str(tmp_path / "spark-chk"),
+            state_dir=str(tmp_path / "state"),
+        )
+        try:
+            run_available(
+                spark, source, ROUTED_SCHEMA, sink.foreach_batch, sink.spark_checkpoint_location
+            )
+        finally:
+            sink.close()
+
+    run()
+    shutil.rmtree(tmp_path / "state")  # restored from the checkpoints on s3://
+    write_batches(source, files[2:], first=2)
+    run()
+
+    for name in names:
+        table = rest_catalog.load_table(name)
+        assert {s.summary["stream-sink.operator-id"] for s in table.snapshots()} == {
+            f"routed-_table={name}"
+        }
+        assert len(table.snapshots()) == len(
+            [b for b in files if any(r["_table"] == name for r in b)]
+        )
+        rows = table.scan().to_arrow().to_pylist()
+        expected = sorted(want[name].items())
+        assert sorted((r["id"], r["v"]) for r in rows) == expected, name
+        assert duckdb_rest_rows(seaweed, name) == expected, name
+        table.maintenance.convert_equality_deletes()
+        assert pyiceberg_rest_rows(seaweed, name) == expected, name
+        store = FileIO.for_location(table.location, seaweed.s3_props)
+        left = [f.relative for f in store.walk(f"{table.location}/metadata")]
+        assert not [f for f in left if "=" in f], left
+
+
+def pyiceberg_rest_rows(seaweed: Any, table: str) -> list[tuple[Any, ...]]:
+    """(id, v) of ``table`` as pyiceberg's REST catalog on SeaweedFS's reads them, sorted."""
+    from pyiceberg.catalog import load_catalog as py_load_catalog
+
+    props = dict(seaweed.rest_props("warehouse"))
+    props["client.access-key-id"] = seaweed.access_key
+    props["client.secret-access-key"] = seaweed.secret_key
+    rows = py_load_catalog("py", **props).load_table(tuple(table.split("."))).scan().to_arrow()
+    return sorted(zip(rows["id"].to_pylist(), rows["v"].to_pylist(), strict=True))

@@ -549,3 +549,33 @@ def test_we_open_a_pyiceberg_table(tmp_path: Path) -> None:
     again = theirs.load_table("db.made_by_pyiceberg")
     assert again.metadata_location == location and again.properties["k"] == "v"
     assert again.scan().to_arrow().num_rows == 2
+
+
+def test_purge_removes_what_the_table_reaches_and_never_a_shared_data_path(
+    tmp_path: Path,
+) -> None:
+    """Two tables write their data into one ``write.data.path``: purging one deletes its
+    files and its own directories, and the other stays readable with every row."""
+    import pyarrow as pa
+
+    catalog = stream_sink.load_catalog(
+        "c", type="sql", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(tmp_path / "wh")
+    )
+    catalog.create_namespace("db")
+    shared = str(tmp_path / "shared-data")
+    tables = {
+        name: catalog.create_table(f"db.{name}", SCHEMA, properties={"write.data.path": shared})
+        for name in ("a", "b")
+    }
+    tables["a"].append(pa.table({"id": [0, 10], "name": ["x", "y"]}))
+    a_files = set(Path(shared).rglob("*.parquet"))
+    tables["b"].append(pa.table({"id": [1, 11], "name": ["x", "y"]}))
+    b_files = set(Path(shared).rglob("*.parquet")) - a_files
+    location = tables["a"].location
+    catalog.drop_table("db.a", purge=True)
+
+    assert not Path(location).exists()
+    assert a_files and not any(f.exists() for f in a_files)
+    assert b_files and all(f.exists() for f in b_files)
+    b = catalog.load_table("db.b")
+    assert sorted(b.scan().to_arrow().column("id").to_pylist()) == [1, 11]

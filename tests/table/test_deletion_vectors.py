@@ -109,3 +109,21 @@ def test_puffin_footers_with_damage_are_refused_naming_the_file() -> None:
     compressed = data[:-8] + b"\x01\0\0\0" + MAGIC
     with pytest.raises(UnsupportedError, match="LZ4"):
         parse_footer(compressed, "lz4.puffin")
+
+
+@pytest.mark.parametrize(
+    "footer",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"blobs": [{"type": "x", "fields": [], "offset": 1e400, "length": 1}]}',
+        '{"blobs": [{"type": "x", "fields": [], "offset": 4, "length": 0, "properties": [1]}]}',
+        '{"blobs": [{"type": "x", "fields": [1e400], "offset": 4, "length": 0}]}',
+    ],
+    ids=["nested past the recursion limit", "offset 1e400", "properties a list",
+         "field id 1e400"],
+)  # fmt: skip
+def test_a_crafted_puffin_footer_is_refused_naming_the_file(footer: str) -> None:
+    payload = footer.encode()
+    data = MAGIC + MAGIC + payload + struct.pack("<i", len(payload)) + bytes(4) + MAGIC
+    with pytest.raises(CorruptDeleteFileError, match=r"Puffin file crafted\.puffin"):
+        parse_footer(data, "crafted.puffin")

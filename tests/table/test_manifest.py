@@ -919,3 +919,17 @@ def test_values_that_do_not_fit_the_schema_name_the_file(tmp_path: Path) -> None
     with pytest.raises(ValidationError, match=r"bad\.avro"):
         writer.close()
     assert not (tmp_path / "bad.avro").exists()
+
+
+def test_a_manifest_holding_more_entries_than_its_list_counts_is_refused(
+    written: tuple[ManifestFile, str],
+) -> None:
+    """The list counts 50 files; a manifest claiming 50 more is read no further."""
+    manifest, _ = written
+    assert len(read_manifest(IO, manifest)) == 50
+    short = replace(manifest, added_files_count=30, existing_files_count=0, deleted_files_count=0)
+    with pytest.raises(CorruptMetadataError, match=r"more than the 30 expected") as e:
+        read_manifest(IO, short)
+    assert manifest.manifest_path in str(e.value)
+    unknown = replace(manifest, added_files_count=None)  # older lists: no bound but the bytes'
+    assert len(read_manifest(IO, unknown)) == 50

@@ -141,6 +141,32 @@ def test_corrupt_metadata_names_the_file(text: str, message: str) -> None:
     assert "/wh/db/t/metadata/v3.metadata.json" in str(e.value)
 
 
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP,
+        '{"format-version": 2, "schemas": ' + DEEP + "}",
+        '{"format-version": 1e400}',
+        '{"format-version": ' + "9" * 5000 + "}",
+        json.dumps({**JAVA_V1, "current-snapshot-id": "1e400"}).replace('"1e400"', "1e400"),
+        json.dumps({**JAVA_V1, "properties": ["a"]}),
+        json.dumps({**JAVA_V1, "snapshots": [[]]}),
+        json.dumps({**JAVA_V1, "format-version": 2, "schemas": [], "current-schema-id": 0}),
+    ],
+    ids=["nested past the recursion limit", "nested schemas", "version 1e400",
+         "a 5000-digit version", "snapshot id 1e400", "properties a list",
+         "a snapshot a list", "no schemas"],
+)  # fmt: skip
+def test_crafted_metadata_is_corruption_naming_the_file(text: str) -> None:
+    where = "/wh/db/t/metadata/v3.metadata.json"
+    with pytest.raises(CorruptMetadataError) as e:
+        parse_metadata(text, where=where)
+    assert where in str(e.value)
+
+
 @pytest.mark.parametrize(
     ("version", "message"),
     [(4, "format version 4 is newer"), (9, "format version 9 is newer")],

@@ -1,7 +1,8 @@
 """Delta writers on a v3 table write deletion vectors, never position delete files;
-equality deletes stay for keys of earlier batches. Adding a vector for a data file
-that has one merges (old removed in the same commit); a concurrent vector for the same
-data file fails the commit. Every reader at hand reads the same rows."""
+every key not written earlier in the task gets an equality delete, in a first batch
+too. Adding a vector for a data file that has one merges (old removed in the same
+commit); a concurrent vector for the same data file fails the commit. Every reader at
+hand reads the same rows."""
 
 from __future__ import annotations
 
@@ -75,6 +76,34 @@ def test_upserts_on_a_v3_table_write_deletion_vectors(hadoop_catalog: Catalog) -
     assert sorted((r["id"], r["v"]) for r in duckdb_rows(t.metadata_location)) == expected
     snap = t.current_snapshot()
     assert snap.first_row_id == 2 and t.metadata.next_row_id == 2 + snap.added_rows
+
+
+def test_the_first_upsert_into_an_empty_table_writes_an_equality_delete_per_key(
+    hadoop_catalog: Catalog,
+) -> None:
+    """The writer does not read the table: every key of an upsert batch gets an equality
+    delete at its first row in the task, in the first batch into an empty table too (one
+    file per partition written). A key repeated in the batch is deleted by a vector.
+    pyiceberg reads no equality deletes, so not even this snapshot, until converted."""
+    t = hadoop_catalog.create_table(
+        "db.first",
+        ARROW,
+        identifier_fields=["id"],
+        partition_spec=[("bucket", "id", 8)],
+        format_version=3,
+    )
+    t.upsert(data(*[(i, "a") for i in range(100)], (5, "b")))
+    deletes = live(t, ManifestContent.DELETES)
+    equality = [d for d in deletes if d.content == DataFileContent.EQUALITY_DELETES]
+    assert len(equality) == 8 and sum(d.record_count for d in equality) == 100
+    [dv] = [d for d in deletes if d.is_deletion_vector]
+    assert dv.record_count == 1
+    expected = sorted([(i, "a") for i in range(100) if i != 5] + [(5, "b")])
+    assert ours(t) == expected
+    with pytest.raises((ValueError, NotImplementedError), match="equality deletes"):
+        py_rows(t.metadata_location)
+    t.maintenance.convert_equality_deletes()
+    assert sorted((r["id"], r["v"]) for r in py_rows(t.refresh().metadata_location)) == expected
 
 
 def test_a_vector_for_a_file_with_one_merges_and_a_concurrent_one_conflicts(

@@ -53,7 +53,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
+from stream_sink.spark.cdc import wire_types
 from stream_sink.spark.cdc.control_columns import (
     KEY_FIELDS_COLUMN,
     ORDER_COLUMN,
@@ -70,7 +73,7 @@ if TYPE_CHECKING:
 
 CHANGE_POSITION_FIELD = "_change"
 DEFAULT_ORDER_BY: tuple[str, ...] = ("source.lsn",)
-SOURCE_DB, SOURCE_TABLE = "source.db", "source.table"
+SOURCE_DB, SOURCE_SCHEMA, SOURCE_TABLE = "source.db", "source.schema", "source.table"
 ENVELOPE_FIELDS = ("op", "before", "after", "source", "ts_ms", "transaction")
 KAFKA_KEY_COLUMN = "key"
 """Kafka's message key column: a tombstone's key is read from it."""
@@ -105,8 +108,15 @@ def from_debezium(
     such as a Kafka ``offset``. Pass ``row_kind_column`` and ``order_column`` on to
     ``IcebergSink(row_kind_column=..., order_by=...)``.
 
+    Values are converted exactly from Debezium's JSON encodings to ``row_schema``'s types
+    (:mod:`.wire_types`): with the row schema :func:`debezium_row_schema` reads from the
+    events, a ``numeric(20,4)`` becomes ``decimal(20,4)``, a ``date`` a date, a
+    ``timestamptz`` a timestamp; a value that does not convert without loss stops the
+    query naming the column and the event.
+
     One stream of many tables: ``table_column`` adds a column holding the event's source
-    table as ``<source.db>.<source.table>`` (pass it to ``IcebergSink(table_column=...)``);
+    table as ``<source.schema>.<source.table>`` (``<source.db>.<source.table>`` for
+    sources without schemas, such as MySQL; pass it to ``IcebergSink(table_column=...)``);
     ``row_schema`` may then map each table name to its row schema (rows are parsed with
     their union; columns of other tables stay null). ``key_column`` names the column of
     the Debezium key (Kafka's ``key``, JSON): its field names become column
@@ -114,16 +124,20 @@ def from_debezium(
     """
     from pyspark.sql import functions as F
 
-    rows = (
+    typed = (
         union_schema(row_schema) if isinstance(row_schema, Mapping) else to_spark_schema(row_schema)
     )
+    parsing = "op" not in df.columns
+    rows = wire_types.parse_schema(typed) if parsing else typed
     orders = (order_by,) if isinstance(order_by, str) else tuple(order_by)
     if not orders:
         raise MissingColumnError("from_debezium: order_by must name at least one position field")
     taken = [c for c in orders if c in df.columns]
     envelope_paths = [c for c in orders if c not in df.columns]
+    source_fields: Sequence[str] = ("db", "schema", "table")
     if "op" in df.columns:
         env = F.struct(*(F.col(c) for c in ENVELOPE_FIELDS if c in df.columns))
+        source_fields = _struct_fields(df, "source")
         raw: Column = F.to_json(env)
         _check_paths(df, envelope_paths)
     else:
@@ -135,7 +149,8 @@ def from_debezium(
         if KAFKA_KEY_COLUMN not in df.columns or table_column:
             df = df.where(F.col(value_column).isNotNull())
         raw = F.col(value_column).cast("string")
-        env = _parse(raw, rows, envelope_paths, [SOURCE_DB, SOURCE_TABLE] if table_column else [])
+        names = [SOURCE_DB, SOURCE_SCHEMA, SOURCE_TABLE] if table_column else []
+        env = _parse(raw, rows, envelope_paths, names)
     keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
     tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
     keyless = F.col(KAFKA_KEY_COLUMN).isNull() if keyed else F.lit(False)
@@ -151,7 +166,7 @@ def from_debezium(
         F.when(tombstone, F.lit(TOMBSTONE_POSITION)).otherwise(_path(env, p).cast("long"))
         for p in envelope_paths
     ]
-    extra = _source_columns(env, table_column, key_column)
+    extra = _source_columns(env, table_column, key_column, source_fields)
     changes = F.when(
         tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, detail))
     ).otherwise(_changes(env, detail, rows, keyless))
@@ -166,23 +181,52 @@ def from_debezium(
     ).otherwise(F.col("c.row"))
     order_fields = [F.col(f"_pos{i}").alias(_order_name(o)) for i, o in enumerate(orders)]
     order_fields.append(F.col("c.seq").alias(CHANGE_POSITION_FIELD))
-    return exploded.select(
-        *(row.getField(f.name).alias(f.name) for f in rows.fields),
+    control = [
         marked(F.col("c.k"), row_kind_column),
         marked(F.struct(*order_fields), order_column),
         *(F.col(name) for name, _ in extra),
+    ]
+    if not (parsing and wire_types.needs_conversion(typed)):
+        return exploded.select(*(row.getField(f.name).alias(f.name) for f in rows.fields), *control)
+    return _converted(exploded, row, typed, control)
+
+
+def _converted(
+    exploded: DataFrame, row: Column, typed: StructType, control: list[Column]
+) -> DataFrame:
+    """The changes with each column converted from its JSON encoding to its row schema
+    type (:mod:`.wire_types`): read into working columns first, so each conversion
+    names the value it reads, beside the event it came from."""
+    from pyspark.sql import functions as F
+
+    work = {f.name: f"_cdc_wire{i}" for i, f in enumerate(typed.fields)}
+    staged = exploded.select(
+        *(row.getField(name).alias(w) for name, w in work.items()),
+        F.col("c.raw").alias(_EVENT),
+        *control,
+    )
+
+    def fail(message: str, value: Column) -> Column:
+        text = F.concat(F.lit(message), value, F.lit(" does not convert exactly; event: "))
+        return _fail("ValidationError", text, F.col(_EVENT))
+
+    kept = [c for c in staged.columns if c not in work.values() and c != _EVENT]
+    return staged.select(
+        *(wire_types.converted(work[f.name], f, fail).alias(f.name) for f in typed.fields),
+        *(F.col(f"`{c}`") for c in kept),
     )
 
 
 _ENVELOPE = "_cdc_envelope"
 _KEY_IMAGE = "_cdc_key_image"
+_EVENT = "_cdc_event"
 """Working columns of :func:`from_debezium` (the parsed event and its Kafka key's row);
 neither is in its result."""
 
 
-def to_spark_schema(schema: StructType | Schema | str) -> StructType:
-    """A Spark StructType from a StructType, a DDL string or a stream_sink Schema."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+def to_spark_schema(schema: StructType | Schema | pa.Schema | str) -> StructType:
+    """A Spark StructType from a StructType, a DDL string, a pyarrow schema or a
+    stream_sink Schema (naive timestamps as ``timestamp_ntz``)."""
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     if isinstance(schema, StructType):
@@ -190,7 +234,9 @@ def to_spark_schema(schema: StructType | Schema | str) -> StructType:
     if isinstance(schema, Schema):
         from stream_sink.table.arrow import schema_to_arrow
 
-        return from_arrow_schema(schema_to_arrow(schema))
+        return wire_types.spark_schema(schema_to_arrow(schema))
+    if isinstance(schema, pa.Schema):
+        return wire_types.spark_schema(schema)
     parsed = _parse_datatype_string(schema)
     if not isinstance(parsed, StructType):
         raise MissingColumnError(f"from_debezium: row_schema {schema!r} is not a struct")
@@ -208,10 +254,13 @@ def _change(kind: str, image: Column, seq: int, detail: Column) -> Column:
 
 def _detail(df: DataFrame, raw: Column) -> Column:
     """The event as error messages show it: its Kafka location when known, then its
-    first characters (``<tombstone>`` for a null value)."""
+    first characters, from its ``payload`` on when it has one (``<tombstone>`` for a null
+    value)."""
     from pyspark.sql import functions as F
 
-    shown = F.coalesce(F.substring(raw, 1, _MAX_SHOWN), F.lit("<tombstone>"))
+    # from its payload on when the event carries its Kafka Connect schema first
+    start = F.greatest(F.instr(raw, '"payload"'), F.lit(1))
+    shown = F.coalesce(raw.substr(start, F.lit(_MAX_SHOWN)), F.lit("<tombstone>"))
     if not set(KAFKA_LOCATION) <= set(df.columns):
         return shown
     topic, partition, offset = (F.col(c).cast("string") for c in KAFKA_LOCATION)
@@ -374,17 +423,15 @@ def union_schema(schemas: Mapping[str, StructType | Schema | str]) -> StructType
 
 
 def _source_columns(
-    env: Column, table_column: str | None, key_column: str | None
+    env: Column, table_column: str | None, key_column: str | None, source_fields: Sequence[str]
 ) -> list[tuple[str, Column]]:
-    """The source table (``<db>.<table>``) and Debezium key field names, as asked."""
+    """The source table (:func:`_source_table`) and Debezium key field names, as asked;
+    ``source_fields`` are the fields the events' ``source`` block can have."""
     from pyspark.sql import functions as F
 
     out: list[tuple[str, Column]] = []
     if table_column:
-        source = env.getField("source")
-        out.append(
-            (table_column, F.concat_ws(".", source.getField("db"), source.getField("table")))
-        )
+        out.append((table_column, _source_table(env.getField("source"), source_fields)))
     if key_column:
         key = F.col(key_column).cast("string")
         payload = F.get_json_object(key, "$.payload")
@@ -392,6 +439,29 @@ def _source_columns(
         parsed = F.from_json(text, "map<string,string>")
         out.append((KEY_FIELDS_COLUMN, marked(F.map_keys(parsed), KEY_FIELDS_COLUMN)))
     return out
+
+
+def _struct_fields(df: DataFrame, column: str) -> tuple[str, ...]:
+    from pyspark.sql.types import StructType
+
+    if column not in df.columns:
+        return ()
+    kind = df.schema[column].dataType
+    return tuple(kind.fieldNames()) if isinstance(kind, StructType) else ()
+
+
+def _source_table(source: Column, fields: Sequence[str]) -> Column:
+    """``<schema>.<table>`` where the source has schemas (PostgreSQL, SQL Server, Oracle:
+    Debezium's topic names the same), else ``<db>.<table>`` (MySQL, whose databases are
+    its schemas): tables of one name in two schemas stay two tables."""
+    from pyspark.sql import functions as F
+
+    table = source.getField("table")
+    if "schema" not in fields:
+        return F.concat_ws(".", source.getField("db"), table)
+    schema = source.getField("schema")
+    space = F.when(schema.isNull() | (schema == ""), source.getField("db")).otherwise(schema)
+    return F.concat_ws(".", space, table)
 
 
 def _check_paths(df: DataFrame, paths: Sequence[str]) -> None:
@@ -439,31 +509,116 @@ def _toasted_columns(image: Column, rows: StructType) -> Column:
     return F.concat_ws(", ", *hits) if hits else F.lit("")
 
 
-def debezium_row_schema(df: DataFrame, value_column: str = "value") -> StructType | None:
-    """The row schema of the Debezium events in a (micro-batch) DataFrame, read from
-    their Kafka Connect schemas (JsonConverter with ``schemas.enable=true``): the union of
-    every distinct schema in the batch (``stream_sink.table.connect_schema``). Called in
-    ``foreachBatch`` and handed to :func:`from_debezium`, a column added to the source
-    table mid-stream reaches the sink with the first batch holding it (the sink's
-    ``schema_evolution`` adds it to the table). None when the batch holds no event (only
-    tombstones, or nothing); ValidationError when its events have no schema."""
+def debezium_row_schema(
+    df: DataFrame,
+    value_column: str = "value",
+    *,
+    types: Any = None,
+    key_column: str = KAFKA_KEY_COLUMN,
+) -> StructType:
+    """The row schema of the Debezium events in a (micro-batch) DataFrame, typed as the
+    source table has them, for :func:`from_debezium`.
+
+    Read from the events' Kafka Connect schemas (JsonConverter with
+    ``schemas.enable=true``): the union of every distinct schema in the batch
+    (:mod:`stream_sink.table.connect_schema`), so a column added to the source table
+    mid-stream reaches the sink with the first batch holding it (the sink's
+    ``schema_evolution`` adds it to the table). Connect's and Debezium's logical types
+    give the source's types (decimal, date, timestamp, ...).
+
+    ``types``: the target table's schema (a Table, Schema, pyarrow or Spark schema, DDL
+    string). A column the events carry as a plain string or number (Debezium's
+    ``decimal.handling.mode=string`` or ``double``) takes the table's type when the
+    table has the column, converted exactly by :func:`from_debezium`.
+
+    A batch of tombstones only (a compacted topic, a delete's tombstone alone in its
+    batch) has no event schema: the row schema is then its Kafka keys' (their Connect
+    schemas, ``key.converter.schemas.enable=true``), else ``types``; a batch holding no
+    record at all gets ``types`` (or no columns). So every batch can be handed to the
+    sink: a foreachBatch function never has a reason to skip one.
+
+    ValidationError when events carry no schema, or when tombstones carry neither a
+    key schema nor ``types`` to type their keys by.
+    """
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     from stream_sink.exceptions import ValidationError
-    from stream_sink.table.connect_schema import merge_row_schemas, row_schema_of
+    from stream_sink.table.connect_schema import key_schema_of, merge_row_schemas, row_schema_of
 
-    text = F.get_json_object(F.col(value_column).cast("string"), "$.schema")
-    found = [r[0] for r in df.select(text).where(text.isNotNull()).distinct().collect()]
-    if not found:
-        if df.where(F.col(value_column).isNotNull()).limit(1).count() == 0:
-            return None
+    table_types = _types_of(types)
+    found = _schemas(df, value_column)
+    if found:
+        merged = merge_row_schemas(row_schema_of(t) for t in found)
+        return _with_types(wire_types.spark_schema(merged), table_types)
+    if df.where(F.col(value_column).isNotNull()).limit(1).count() > 0:
         raise ValidationError(
             f"no Debezium event in column {value_column!r} of this batch has a Kafka Connect "
             "schema; use JsonConverter with schemas.enable=true, or pass row_schema= to "
             "from_debezium"
         )
-    return from_arrow_schema(merge_row_schemas(row_schema_of(t) for t in found))
+    keys = _schemas(df, key_column) if key_column in df.columns else []
+    if keys:
+        merged = merge_row_schemas(key_schema_of(t) for t in keys)
+        return _with_types(wire_types.spark_schema(merged), table_types)
+    if table_types is not None:
+        return table_types
+    if df.limit(1).count() > 0:
+        raise ValidationError(
+            f"this batch holds only tombstones (null {value_column!r}) and their Kafka keys "
+            "carry no Kafka Connect schema, so the key columns' types are unknown: set "
+            "key.converter.schemas.enable=true in Kafka Connect, or pass "
+            "types=<the table's schema> to debezium_row_schema"
+        )
+    from pyspark.sql.types import StructType
+
+    return StructType([])
+
+
+def _schemas(df: DataFrame, column: str) -> list[str]:
+    """The distinct Kafka Connect schemas (JSON text) of the messages in ``column``."""
+    from pyspark.sql import functions as F
+
+    text = F.get_json_object(F.col(column).cast("string"), "$.schema")
+    return [r[0] for r in df.select(text).where(text.isNotNull()).distinct().collect()]
+
+
+def _types_of(types: Any) -> StructType | None:
+    """``types`` (a Table or anything :func:`to_spark_schema` takes) as a StructType."""
+    if types is None:
+        return None
+    schema = getattr(types, "schema", types)  # a method of Table, a property of DeltaTable
+    return to_spark_schema(schema() if callable(schema) else schema)
+
+
+def _with_types(rows: StructType, types: StructType | None) -> StructType:
+    """``rows`` with each plain string or number column that ``types`` gives a decimal,
+    date or timestamp type taking that type (see :func:`debezium_row_schema`)."""
+    from pyspark.sql.types import (
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    if types is None:
+        return rows
+    given = {f.name: f.dataType for f in types.fields}
+    plain = (StringType, DoubleType, FloatType, LongType)
+    typed = (DecimalType, DateType, TimestampType, TimestampNTZType)
+    out = []
+    for f in rows.fields:
+        target = given.get(f.name)
+        wire = (f.metadata or {}).get(wire_types.WIRE)
+        if not wire and isinstance(f.dataType, plain) and isinstance(target, typed):
+            f = StructField(f.name, target, f.nullable)
+        out.append(f)
+    return StructType(out)
 
 
 def _fail(error: str, text: str | Column, detail: Column) -> Column:

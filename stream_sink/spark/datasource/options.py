@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stream_sink.exceptions import InvalidOptionError
@@ -111,8 +111,9 @@ class SourceOptions:
 
     sink: SinkOptions
     catalog_name: str
-    catalog: tuple[tuple[str, str], ...]
-    """``load_catalog`` keyword arguments (``type``, ``warehouse``, ``uri``, properties)."""
+    catalog: tuple[tuple[str, str], ...] = field(repr=False)
+    """``load_catalog`` keyword arguments (``type``, ``warehouse``, ``uri``, properties):
+    credentials among them, so never in a repr."""
     maintenance: MaintenanceOptions | None = None
     """In-sink maintenance after the stream's commits, run in the foreground (None: none)."""
 

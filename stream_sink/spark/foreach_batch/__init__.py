@@ -7,5 +7,6 @@ executors and then into the commit driver's calls
 step itself. Helpers here serve these sinks only: Spark's own Parquet writer route
 (:mod:`.parquet_route`, :mod:`.file_columns`), the one-task CDC job
 (:mod:`.single_task`), Delta's copy-on-write file search (:mod:`.delta_touched`) and
-maintenance per routed table (:mod:`.routed_maintenance`).
+maintenance per routed table (:mod:`.routed_maintenance`) and the namespaces and tables
+a routed sink may write (:mod:`.route_scope`).
 """

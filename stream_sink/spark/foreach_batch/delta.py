@@ -53,6 +53,7 @@ from stream_sink.spark.errors import (
     reraise_stream_sink_error,
 )
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
+from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import (
     CDC_MODES,
@@ -64,7 +65,7 @@ from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open
 from stream_sink.spark.schema_check import spark_to_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,7 @@ class DeltaSink:
         self._check_cdc()
         self._runtime: _Runtime | None = None
         self._opened = False  # by a batch of this run (else close may open it)
+        self._gaps = BatchGaps(self.sink_id, self.path, self.places.spark_checkpoint_location)
 
     def _check_cdc(self) -> None:
         check_cdc_options(
@@ -177,6 +179,7 @@ class DeltaSink:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
             runtime = self._open(df)
+            self._gaps.arrived(batch_id, runtime.commits.driver, self._spark_io())
             if self.mode in CDC_MODES:
                 runtime.commits.drain()  # the MERGE reads the table the last batch left
             result = self._write(df, runtime.table.refresh(), batch_id)
@@ -220,12 +223,26 @@ class DeltaSink:
         commits what it left staged). When no batch of this run opened the sink but an
         earlier run left state, it is opened first, which commits what that run left."""
         try:
+            self._end_run_gaps()
             runtime = self._runtime or self._reopen()
             if runtime is not None:
                 runtime.commits.drain()
         finally:
             self._release()
             self._opened = False  # the sink may serve another run
+
+    def _spark_io(self) -> FileIO:
+        places = self.places
+        return query.io_for(places.spark_checkpoint_location, places.storage_options)
+
+    def _end_run_gaps(self) -> None:
+        """Batches Spark acknowledged after the last one this run handed to the sink are
+        recorded and logged as skipped (:mod:`.batch_gaps`); never raises."""
+        runtime = self._runtime
+        try:
+            self._gaps.run_ended(runtime.commits.driver if runtime else None, self._spark_io())
+        except Exception as e:
+            log.warning("DeltaSink %s: skipped batches not checked at close: %s", self.sink_id, e)
 
     def _reopen(self) -> _Runtime | None:
         """The runtime, restored (committing what an earlier run left staged), when no
@@ -327,8 +344,10 @@ class DeltaSink:
             raise MissingColumnError(f"DeltaSink {self.sink_id}: the batch lacks {missing}")
         if self.mode == "upsert" and self.row_kind_column:
             df = df.where(F.col(self.row_kind_column) != "-U")
-        cols = [*table.schema.names, *([self.row_kind_column] if self.row_kind_column else [])]
-        return df.select(*cols, *[c for c in self.order_by if c not in cols])
+        kind = [self.row_kind_column] if self.row_kind_column else []
+        cols = [_column_or_null(df, f) for f in table.schema] + [F.col(c) for c in kind]
+        names = [*table.schema.names, *kind]
+        return df.select(*cols, *[c for c in self.order_by if c not in names])
 
     def _merge_or_truncate(
         self, changes: DataFrame, table: DeltaTable, shape: TableShape, batch_id: int
@@ -402,3 +421,15 @@ def _spark_schema(schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
+
+
+def _column_or_null(df: DataFrame, field: pa.Field) -> Column:
+    """Column ``field`` of ``df``, or a typed null when ``df`` lacks it: a batch of
+    deletes by key only (Debezium tombstones) carries no other column, and a delete
+    needs none."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    if field.name in df.columns:
+        return F.col(f"`{field.name}`")
+    return F.lit(None).cast(from_arrow_type(field.type)).alias(field.name)

@@ -40,6 +40,7 @@ from stream_sink.exceptions import (
     SchemaMismatchError,
     TruncateInBatchError,
 )
+from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions, SinkMaintenance
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -51,6 +52,7 @@ from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.errors import raise_if_interrupted, reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
 from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
+from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.parquet_route import (
     ROUTES,
     Projection,
@@ -58,6 +60,7 @@ from stream_sink.spark.foreach_batch.parquet_route import (
     rows_per_file,
     write_batch,
 )
+from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
@@ -102,8 +105,11 @@ class IcebergSink:
 
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
-    ``.routing``); rows whose value names no table stop the query, or go
-    to ``dead_letter_table`` (append only, every column) when given. ``maintenance``
+    ``.routing``), within ``namespaces`` (the namespaces whose tables rows may name) and
+    ``tables`` (tables given by name), one of which is required (``.route_scope``); a
+    TRUNCATE empties only a table the sink created or was given in ``tables``. Rows
+    whose value names no table, or one outside that scope, stop the query, or go to
+    ``dead_letter_table`` (append only, every column) when given. ``maintenance``
     then runs per table, one table's run at a time (``.routed_maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
@@ -150,6 +156,8 @@ class IcebergSink:
         metrics_port: int | None = None,
         schema_evolution: str = "none",
         table_column: str | None = None,
+        namespaces: Sequence[str] | str | None = None,
+        tables: Sequence[str] | None = None,
         create_tables: bool = False,
         table_template: Mapping[str, Any] | None = None,
         maintenance: MaintenanceOptions | None = None,
@@ -189,12 +197,14 @@ class IcebergSink:
                 self.options,
                 TableTemplate.parse(table_template),
                 create_tables,
+                RouteScope.parse(namespaces, tables, dead_letter_table),
                 dead_letter_table,
                 maintenance,
             )
-        elif create_tables or table_template or dead_letter_table:
+        elif create_tables or table_template or dead_letter_table or namespaces or tables:
             raise InvalidOptionError(
-                "create_tables=, table_template= and dead_letter_table= need table_column="
+                "create_tables=, table_template=, dead_letter_table=, namespaces= and "
+                "tables= need table_column="
             )
         else:
             _require_table(catalog, self.options.table)
@@ -207,6 +217,9 @@ class IcebergSink:
         self._route = ""
         self._writer_metrics = WriterMetrics()
         self._committer_metrics: CommitterMetricsSnapshot | None = None
+        self._gaps = BatchGaps(
+            self.options.sink_id, self.options.table, self.options.spark_checkpoint_location
+        )
         REGISTRY.register(self)
         self.metrics_server: MetricsServer | None = (
             None if metrics_port is None else serve(metrics_port)
@@ -265,6 +278,7 @@ class IcebergSink:
             return
         try:
             runtime = self._open()
+            self._gaps.arrived(batch_id, runtime.commits.driver, self._spark_io())
             plan = self._plan(df, runtime.table)
             started = time.perf_counter()
             step = f"batch {batch_id}: writing its data files"
@@ -324,6 +338,7 @@ class IcebergSink:
         """``end_input()``, then release the operator state. The sink may be used again:
         the next batch restores from the state."""
         try:
+            self._end_run_gaps()
             self.end_input()
         finally:
             self._abandon()
@@ -408,6 +423,21 @@ class IcebergSink:
             self._abandon()
 
     # --- steps --------------------------------------------------------------------------------
+
+    def _spark_io(self) -> FileIO:
+        return self.catalog.io_for(self.spark_checkpoint_location)
+
+    def _end_run_gaps(self) -> None:
+        """Batches Spark acknowledged after the last one this run handed to the sink are
+        recorded and logged as skipped (:mod:`.batch_gaps`); never raises."""
+        try:
+            if self._router is not None:
+                self._router.end_run_gaps()
+            else:
+                runtime = self._runtime
+                self._gaps.run_ended(runtime.commits.driver if runtime else None, self._spark_io())
+        except Exception as e:
+            log.warning("sink %s: skipped batches not checked at close: %s", self.sink_id, e)
 
     def _open(self) -> _Runtime:
         """The runtime for the current query id, restoring the committer on first use."""
@@ -604,5 +634,5 @@ def _require_table(catalog: Catalog, table: str) -> None:
         f"existing table. Create it first (catalog.create_table({table!r}, schema=...), "
         "or Java/Spark SQL CREATE TABLE), check the name and the catalog's "
         "warehouse/uri, or route rows to tables created on demand with "
-        "table_column=... and create_tables=True"
+        "table_column=..., namespaces=[...] and create_tables=True"
     )

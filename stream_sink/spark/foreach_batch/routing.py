@@ -6,8 +6,11 @@ Per micro-batch (driver):
    a crash left staged or pending for a table is committed for that table alone.
 2. One aggregate over the batch finds its tables, the columns that carry values for
    each, and the Debezium key fields (``from_debezium(key_column=...)``).
-3. Each table is resolved: loaded, or created from ``table_template`` when
-   ``create_tables=True`` (and registered before anything is written to it); a routing
+3. Each routing value is checked against the sink's scope (:mod:`.route_scope`: the
+   namespaces and tables the operator allows, names fit for every catalog) and each
+   TRUNCATE against the tables the sink owns, before anything is created. Each table is
+   then resolved: loaded, or created from ``table_template`` when ``create_tables=True``
+   (recorded as created, and registered before anything is written to it); a routing
    value naming no table raises an error naming the value. With schema evolution on,
    each table's schema is brought up to the columns that carry values for it.
 4. ONE Spark job writes every table: rows are hashed by (table, keys) and sorted by
@@ -56,6 +59,7 @@ from stream_sink.exceptions import (
     SchemaMismatchError,
     ValidationError,
 )
+from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.spark import query, schema_check
 from stream_sink.spark.cdc import distribution, truncation
@@ -63,10 +67,17 @@ from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_column
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
 from stream_sink.spark.executor import current_task_ids, with_insert_kind
+from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
+from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
-from stream_sink.spark.runtime import committed_table, iceberg_committer, left_state
+from stream_sink.spark.runtime import (
+    committed_table,
+    iceberg_committer,
+    input_reader,
+    left_state,
+)
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.metadata import TableMetadata
@@ -89,21 +100,36 @@ _ROUTED_SCHEMA = pa.schema([pa.field("table", pa.string()), pa.field("result", p
 
 
 class TableRegistry:
-    """The tables a routed sink has written (a JSON list, replaced atomically)."""
+    """The tables a routed sink has written, and apart from them those it created
+    itself (each a JSON list, replaced atomically; a table is recorded as created
+    after it is, so a crash in between leaves it owned by no one, never the reverse)."""
 
     def __init__(self, catalog: Catalog, location: str) -> None:
         self._io = catalog.io_for(location)
         self._location = location
+        self._created_location = location.removesuffix(".tables.json") + ".created.json"
 
     def load(self) -> list[str]:
-        if not self._io.exists(self._location):
-            return []
-        return [str(t) for t in json.loads(self._io.read_bytes(self._location))]
+        return self._read(self._location)
+
+    def created(self) -> list[str]:
+        return self._read(self._created_location)
 
     def add(self, name: str) -> None:
-        names = self.load()
+        self._add(self._location, name)
+
+    def add_created(self, name: str) -> None:
+        self._add(self._created_location, name)
+
+    def _read(self, location: str) -> list[str]:
+        if not self._io.exists(location):
+            return []
+        return [str(t) for t in json.loads(self._io.read_bytes(location))]
+
+    def _add(self, location: str, name: str) -> None:
+        names = self._read(location)
         if name not in names:
-            self._io.write_atomic(self._location, json.dumps([*names, name]).encode())
+            self._io.write_atomic(location, json.dumps([*names, name]).encode())
 
 
 # --- executor side ----------------------------------------------------------------------------
@@ -246,10 +272,12 @@ class Router:
         options: SinkOptions,
         template: TableTemplate,
         create_tables: bool,
+        scope: RouteScope,
         dead_letter_table: str | None = None,
         maintenance: MaintenanceOptions | None = None,
     ) -> None:
         self.catalog = catalog
+        self.scope = scope
         self.maintenance = (
             None
             if maintenance is None
@@ -266,6 +294,7 @@ class Router:
         )
         self.runtime: RoutedRuntime | None = None
         self._opened = False  # by a batch of this run (else close may open it)
+        self.gaps = BatchGaps(options.sink_id, "routed tables", options.spark_checkpoint_location)
 
     @property
     def table_column(self) -> str:
@@ -276,6 +305,7 @@ class Router:
 
     def foreach_batch(self, df: DataFrame, batch_id: int) -> WriteResult:
         runtime = self.open()
+        self.gaps.arrived(batch_id, runtime.driver, self._spark_io())
         df = df.persist()
         try:
             found = self.discover(df)
@@ -283,6 +313,8 @@ class Router:
                 name: self._prepare_table(runtime, name, df.schema, found)
                 for name in sorted(found.columns)
             }
+            for name in found.truncated:  # again, now that the batch's tables exist
+                self._check_truncate(name)
             dead = self._prepare_dead_letter(runtime, df.schema) if found.dead else None
             rows = self._after_truncates(df, found)
             results = self._write(rows, plans, runtime, batch_id, dead) if plans or dead else {}
@@ -321,15 +353,21 @@ class Router:
         for row in df.groupBy(distribution.column(col).alias("t")).agg(*aggs).collect():
             name = row["t"]
             at = row["trunc"] if kind is not None else None
-            problem = self._routing_problem(name)
             only_truncates = at is not None and not row["changes"]
-            if only_truncates and (problem is not None or self._skips_truncate(name)):
+            outside = self._outside_problem(name)
+            if outside is None and only_truncates and self._skips_truncate(name):
                 continue  # only truncates, of no table there is: nothing to empty
+            problem = outside or self._missing_problem(name)
             if problem is not None:
                 if self.dead_letter is None:
                     raise ValidationError(problem)
-                dead.append(name)
+                if only_truncates:  # nothing to keep aside: the truncate is not applied
+                    log.warning("%s; its TRUNCATE is not applied", problem)
+                else:
+                    dead.append(name)
                 continue
+            if at is not None:
+                self._check_truncate(name)
             columns[name] = frozenset(c for i, c in enumerate(data) if row[f"n{i}"])
             if "key" in row.asDict() and row["key"]:
                 keys[name] = tuple(row["key"])
@@ -371,25 +409,42 @@ class Router:
         named = {c for c in (opts.row_kind_column, *opts.order_by) if c}
         return named & set(schema.fieldNames())
 
-    def _routing_problem(self, name: Any) -> str | None:
-        """Why rows routed by ``name`` cannot be written (None: they can)."""
-        where = (
-            f"sink {self.options.sink_id}: routing value {name!r} in column {self.table_column!r}"
-        )
+    def _where(self, name: Any) -> str:
+        column = self.table_column
+        return f"sink {self.options.sink_id}: routing value {name!r} in column {column!r}"
+
+    def _outside_problem(self, name: Any) -> str | None:
+        """Why rows routed by ``name`` may not be written wherever the table stands (a
+        null, a name no catalog should take, a table outside the sink's scope)."""
         hint = "; or pass dead_letter_table= to keep such rows aside"
-        try:
-            if name is None or name == self.dead_letter:
-                raise ValidationError("reserved")
-            table_identifier(str(name))
-        except ValidationError:
-            return f"{where} is not a table name such as 'db.table'{hint}"
+        if name is None:
+            return f"{self._where(name)} is not a table name such as 'db.table'{hint}"
+        problem = self.scope.problem(str(name))
+        return None if problem is None else f"{self._where(name)} {problem}{hint}"
+
+    def _missing_problem(self, name: str) -> str | None:
+        """Why rows routed by ``name`` cannot be written: the table is missing and the
+        sink does not create tables (None: they can)."""
         known = self.runtime is not None and name in self.runtime.tables
         if not known and not self.create_tables and not self.catalog.table_exists(name):
             return (
-                f"{where} names no table of catalog {self.catalog.name!r}; create it, or "
-                f"pass create_tables=True{hint}"
+                f"{self._where(name)} names no table of catalog {self.catalog.name!r}; "
+                "create it, or pass create_tables=True; or pass dead_letter_table= to "
+                "keep such rows aside"
             )
         return None
+
+    def _check_truncate(self, name: str) -> None:
+        """Refuse a TRUNCATE of a table the sink does not own (see :mod:`.route_scope`);
+        a table that does not exist yet is one this batch creates: checked again once
+        it does (another writer may have created it first)."""
+        known = self.runtime is not None and name in self.runtime.tables
+        created = name in self.registry.created() or (
+            not known and not self.catalog.table_exists(name)
+        )
+        refusal = self.scope.truncate_refusal(name, created)
+        if refusal is not None:
+            raise ValidationError(f"sink {self.options.sink_id}: {refusal}")
 
     def _prepare_table(
         self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
@@ -419,14 +474,15 @@ class Router:
     def _open_table(
         self, runtime: RoutedRuntime, name: str, spark_schema: StructType, found: BatchTables
     ) -> _TableSink:
-        if not self.catalog.table_exists(name):
-            self._create(name, spark_schema, found)
+        if not self.catalog.table_exists(name) and self._create(name, spark_schema, found):
+            self.registry.add_created(name)
         self.registry.add(name)
         sink = self._open_committer(runtime, name)
         runtime.tables[name] = sink
         return sink
 
-    def _create(self, name: str, spark_schema: StructType, found: BatchTables) -> None:
+    def _create(self, name: str, spark_schema: StructType, found: BatchTables) -> bool:
+        """Create table ``name``; False when another writer created it first."""
         from stream_sink.table.arrow import schema_from_arrow
 
         declared = self.template.schemas.get(name)
@@ -450,8 +506,9 @@ class Router:
                 properties={**STREAMING_METADATA_PROPERTIES, **self.template.properties},
             )
             log.info("sink %s: created table %s (key %s)", self.options.sink_id, name, keys)
+            return True
         except AlreadyExistsError:
-            pass
+            return False
 
     def _prepare_dead_letter(
         self, runtime: RoutedRuntime, spark_schema: StructType
@@ -575,7 +632,9 @@ class Router:
             self.catalog, table, opts, operator_id=f"{opts.sink_id}={name}", job_id=runtime.job_id
         )
         acknowledged = runtime.routes.acknowledged_for(name, runtime.acknowledged)
-        runtime.driver.open(name, committer, acknowledged)
+        location = self.options.spark_checkpoint_location
+        reader = input_reader(location, self.catalog.io_for(location))
+        runtime.driver.open(name, committer, acknowledged, reader)
         if self.maintenance is not None:
             self.maintenance.open_table(name, committer.uncommitted_paths)
         return _TableSink(table, replace(opts, table=name, table_column=None))
@@ -607,6 +666,15 @@ class Router:
             self.open()
         if self.runtime is not None:
             self.runtime.driver.end_input()
+
+    def _spark_io(self) -> FileIO:
+        return self.catalog.io_for(self.options.spark_checkpoint_location)
+
+    def end_run_gaps(self) -> None:
+        """At a graceful close: batches Spark acknowledged after the last one this run
+        handed over (:meth:`BatchGaps.run_ended`)."""
+        runtime = self.runtime
+        self.gaps.run_ended(runtime.driver if runtime else None, self._spark_io())
 
     def run_ended(self) -> None:
         """The query's run ended (the sink closed): a next run that ends before its first

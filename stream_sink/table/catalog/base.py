@@ -15,9 +15,10 @@ Invariants:
 
 from __future__ import annotations
 
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from stream_sink.exceptions import (
     CommitFailedError,
@@ -66,6 +67,21 @@ def table_identifier(name: str | Sequence[str]) -> Identifier:
     return ident
 
 
+def part_problem(part: str) -> str | None:
+    """Why ``part`` cannot be one part of an identifier whatever the catalog (Hadoop and
+    SQL catalogs make each part a directory, REST servers a location), None when it can:
+    it is empty, is or holds ``.`` (so ``..`` too) or ``/``, or holds a control
+    character (Unicode category Cc: C0, DEL and C1)."""
+    if not part:
+        return "is empty"
+    for ch in part:
+        if ch in "./":
+            return f"holds {ch!r}"
+        if unicodedata.category(ch) == "Cc":
+            return f"holds the control character U+{ord(ch):04X}"
+    return None
+
+
 def dotted(ident: Sequence[str]) -> str:
     return ".".join(ident)
 
@@ -76,6 +92,10 @@ class Catalog(ABC, Generic[TableT]):
     Tables it returns are made by ``table_factory(identifier, metadata,
     metadata_location, io, catalog)``: a higher layer passes a richer Table
     subclass (``stream_sink.load_catalog`` passes the one with append and scan)."""
+
+    kind: ClassVar[str | None] = None
+    """The ``type`` ``load_catalog`` opens this kind of catalog with (``hadoop``,
+    ``sql``, ``rest``); None for catalogs it does not know."""
 
     def __init__(
         self,

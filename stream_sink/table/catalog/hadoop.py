@@ -55,6 +55,8 @@ _SUFFIXES = (".metadata.json", ".gz.metadata.json", ".metadata.json.gz")
 
 
 class HadoopCatalog(Catalog[TableT]):
+    kind = "hadoop"
+
     def __init__(
         self,
         name: str,

@@ -56,13 +56,16 @@ from sqlalchemy.exc import (
 from stream_sink.exceptions import (
     CommitFailedError,
     CommitStateUnknownError,
+    CorruptMetadataError,
     InvalidOptionError,
+    MissingFileError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
     TableAlreadyExistsError,
 )
+from stream_sink.secrets import without_passwords
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -73,6 +76,7 @@ from stream_sink.table.catalog.base import (
     to_namespace,
 )
 from stream_sink.table.catalog.metadata_files import encode_metadata, metadata_suffix
+from stream_sink.table.catalog.purge import purge_table_files
 from stream_sink.table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
@@ -106,6 +110,8 @@ _N = NAMESPACE_PROPERTIES.c
 
 
 class SqlCatalog(Catalog[TableT]):
+    kind = "sql"
+
     def __init__(
         self,
         name: str,
@@ -124,7 +130,8 @@ class SqlCatalog(Catalog[TableT]):
         self._typed = _ensure_schema(self.engine)
 
     def __repr__(self) -> str:
-        return f"SqlCatalog({self.name!r}, {self.url.render_as_string(hide_password=True)!r})"
+        shown = without_passwords(self.url.render_as_string(hide_password=True))
+        return f"SqlCatalog({self.name!r}, {shown!r})"
 
     def close(self) -> None:
         self.engine.dispose()
@@ -272,7 +279,8 @@ class SqlCatalog(Catalog[TableT]):
         return "/".join([self.warehouse, *identifier])
 
     def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> None:
-        """Unregister the table; ``purge`` also deletes its data and metadata directories."""
+        """Unregister the table; ``purge`` also deletes the files its metadata reaches
+        and its directories under its location (:mod:`.purge`)."""
         ident = table_identifier(identifier)
         location = self.current_metadata_location(ident)
         metadata = self.read_metadata(location, ident) if purge else None
@@ -281,7 +289,16 @@ class SqlCatalog(Catalog[TableT]):
         if deleted == 0:
             raise self._no_table(ident)
         if metadata is not None:
-            _purge(self, metadata)
+            purge_table_files(self.io_for, location, metadata, self._old_metadata(ident))
+
+    def _old_metadata(self, ident: Identifier) -> Callable[[str], TableMetadata | None]:
+        def read(location: str) -> TableMetadata | None:
+            try:
+                return self.read_metadata(location, ident)
+            except (MissingFileError, CorruptMetadataError):
+                return None
+
+        return read
 
     def rename_table(self, source: str | Sequence[str], target: str | Sequence[str]) -> None:
         src, dst = table_identifier(source), table_identifier(target)
@@ -480,18 +497,3 @@ def _version_of(location: str) -> int:
     """The version counter at the start of a ``%05d-<uuid>`` file name; -1 when absent."""
     match = _VERSION_PREFIX.match(location.rsplit("/", 1)[-1])
     return int(match.group(1)) if match else -1
-
-
-def _purge(catalog: SqlCatalog, metadata: TableMetadata) -> None:
-    props = metadata.properties
-    for directory in (
-        props.get("write.data.path", f"{metadata.location}/data"),
-        props.get("write.metadata.path", f"{metadata.location}/metadata"),
-    ):
-        try:
-            catalog.io_for(directory).delete_dir(directory.rstrip("/"))
-        except OSError as e:
-            log.warning("could not purge %s: %s", directory, e)
-    io = catalog.io_for(metadata.location)
-    if io.scheme == "file" and not io.list_dir(metadata.location):
-        io.delete_dir(metadata.location)

@@ -50,7 +50,7 @@ what to do instead; locations are made absolute on the driver.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stream_sink.delta.maintenance import DeltaMaintenanceOptions
@@ -123,7 +123,7 @@ class DeltaRouteOptions:
     state_dir: str = "state"
     driver_key_limit: int | None = None
     """None: DeltaSink's default."""
-    storage_options: tuple[tuple[str, str], ...] = ()
+    storage_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """FileIO properties of the table's store (``s3.*``)."""
     maintenance: DeltaMaintenanceOptions | None = None
     """In-sink compaction and vacuum after the stream's commits (None: none)."""

@@ -58,6 +58,7 @@ from stream_sink.io.credentials import (
     is_vended,
 )
 from stream_sink.io.renewal import Answer, Renewal, answer_properties, storage_credentials
+from stream_sink.secrets import without_passwords
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
@@ -83,6 +84,8 @@ _UNKNOWN_STATUS = frozenset({500, 502, 503, 504})
 
 
 class RestCatalog(Catalog[TableT]):
+    kind = "rest"
+
     def __init__(
         self,
         name: str,
@@ -100,7 +103,7 @@ class RestCatalog(Catalog[TableT]):
         self._storage: dict[str, dict[str, str]] = {}
 
     def __repr__(self) -> str:
-        return f"RestCatalog({self.name!r}, {self.client.uri!r})"
+        return f"RestCatalog({self.name!r}, {without_passwords(self.client.uri)!r})"
 
     def close(self) -> None:
         self.client.close()
@@ -330,6 +333,7 @@ class RestCatalog(Catalog[TableT]):
             what=f"catalog {self.name!r} table {dotted(ident)}",
             headers=tuple(sorted(headers.items())),
             timeout_s=self.client.timeout_s,
+            origin=self.client.uri,
         )
 
     def _renew_credentials(self, ident: Identifier, location: str) -> dict[str, str]:

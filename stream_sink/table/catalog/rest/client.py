@@ -18,11 +18,14 @@ Invariants:
   advertises ``idempotency-key-lifetime``; otherwise a failure is reported as unknown
   and the caller resolves it by reading the table back.
 - No message, log line or repr carries a secret: credentials, tokens and signing keys
-  are never formatted; server messages are quoted as the server sent them.
+  are never formatted; server messages are quoted as the server sent them, with the
+  value of every secret property (:func:`stream_sink.secrets.is_secret`) and the
+  secret half of ``credential`` masked.
 - Executors get headers to renew vended credentials with (:meth:`RestClient.executor_headers`)
   only when those hold no long-lived secret: no auth at all, or the bearer token the
   client credentials were exchanged for (renewed first when less than half its lifetime,
-  at most five minutes, is left); never for SigV4, a static ``token`` or a secret header.
+  at most five minutes, is left); never for SigV4, a static ``token`` or a secret header
+  (every ``header.*`` but those :data:`stream_sink.secrets.PUBLIC_HEADERS` names).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from stream_sink.exceptions import (
     InvalidOptionError,
 )
 from stream_sink.io.credentials import now_ms, refresh_margin_ms
+from stream_sink.io.renewal import same_origin
+from stream_sink.secrets import is_secret, scrub
 
 log = logging.getLogger(__name__)
 
@@ -65,27 +70,8 @@ LOAD_CREDENTIALS = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/crede
 """The REST spec's ``loadCredentials``, as a server lists it in ``/v1/config``'s
 ``endpoints``."""
 
-SECRET_PROPERTIES = (
-    CREDENTIAL,
-    TOKEN,
-    "client.secret-access-key",
-    "client.session-token",
-    "s3.secret-access-key",
-    "s3.session-token",
-    "jdbc.password",
-)
 _TRANSIENT_STATUS = frozenset({429, 502, 503, 504})
 _READS = frozenset({"GET", "HEAD"})
-
-
-def is_secret(key: str) -> bool:
-    """Properties whose values never appear in output (also ``header.Authorization``)."""
-    low = key.lower()
-    return (
-        key in SECRET_PROPERTIES
-        or low.endswith(("secret", "password", "token", "secret-access-key"))
-        or low == "header.authorization"
-    )
 
 
 @dataclass(frozen=True)
@@ -158,7 +144,7 @@ class RestClient:
         return merged
 
     def _session(self, props: Mapping[str, str], *, auth: bool) -> Any:
-        session = self._requests.Session()
+        session = _redirect_without_secrets(self._requests.Session())
         session.headers["Content-Type"] = "application/json"
         session.headers["User-Agent"] = "stream_sink"
         session.headers[ACCESS_DELEGATION] = "vended-credentials"
@@ -168,6 +154,12 @@ class RestClient:
         if auth:
             self._authenticate(session, props)
         return session
+
+    def _public_session(self) -> Any:
+        """A session for a URL of another origin than ``uri`` (an endpoint the server
+        named): no auth, no secret header."""
+        public = {k: v for k, v in self.properties.items() if not is_secret(k)}
+        return self._session(public, auth=False)
 
     def _authenticate(self, session: Any, props: Mapping[str, str]) -> None:
         from stream_sink.io.sigv4 import SIGV4_ENABLED, SigV4Auth
@@ -218,7 +210,7 @@ class RestClient:
             raise CatalogAuthError(
                 f"catalog {self.catalog!r}: the OAuth2 server at {auth_url} refused the client "
                 f"credentials in property {CREDENTIAL!r} ({type(e).__name__}: "
-                f"{_scrub(str(e), props)}); check the property (client_id:client_secret) and "
+                f"{scrub(str(e), props)}); check the property (client_id:client_secret) and "
                 f"{SCOPE!r}"
             ) from None
 
@@ -310,11 +302,12 @@ class RestClient:
         ``uri`` as Iceberg Java resolves it), sent instead of ``path``."""
         retryable = method in _READS if retry is None else retry
         url = self.resolve(absolute) if absolute else self.url(path, prefixed=prefixed)
+        session = self.session if same_origin(url, self.uri) else self._public_session()
         refreshed = False
         attempt = 0
         while True:
             try:
-                raw = self.session.request(
+                raw = session.request(
                     method,
                     url,
                     json=body,
@@ -331,7 +324,12 @@ class RestClient:
                     f"catalog {self.catalog!r}: could not {what}: {method} {url} failed "
                     f"({type(e).__name__}) after {attempt + 1} attempts"
                 ) from None
-            if raw.status_code in (401, 419) and self._auth_manager is not None and not refreshed:
+            if (
+                raw.status_code in (401, 419)
+                and self._auth_manager is not None
+                and session is self.session
+                and not refreshed
+            ):
                 refreshed = True
                 self._refresh_token()
                 continue
@@ -383,6 +381,21 @@ class RestClient:
         self.session.close()
 
 
+def _redirect_without_secrets(session: Any) -> Any:
+    """``session``, following a redirect to another origin without any secret header
+    (``requests`` itself drops only ``Authorization`` there)."""
+    rebuild = session.rebuild_auth
+
+    def rebuild_auth(prepared: Any, response: Any) -> None:
+        rebuild(prepared, response)
+        if not same_origin(prepared.url, response.request.url):
+            for name in [n for n in prepared.headers if is_secret(f"header.{n}")]:
+                del prepared.headers[name]
+
+    session.rebuild_auth = rebuild_auth
+    return session
+
+
 class _Chain:
     """Apply several ``requests`` auth handlers in order (bearer token, then SigV4)."""
 
@@ -413,7 +426,7 @@ def raise_for(
 ) -> Exception:
     """The exception a non-2xx answer becomes (the caller may map 404/409 further)."""
     kind, message = server_message(resp.body)
-    message = _scrub(message, props)
+    message = scrub(message, props)
     said = f"{resp.status} {kind}: {message}".rstrip(": ")
     if resp.status in (401, 403):
         return CatalogAuthError(
@@ -434,13 +447,6 @@ def _auth_key(props: Mapping[str, str]) -> tuple[str | None, ...]:
     """The properties an OAuth2 manager is made from (see ``_oauth_manager``)."""
     keys = (URI, CREDENTIAL, TOKEN, SCOPE, OAUTH2_SERVER_URI, "audience", "resource")
     return tuple(props.get(k) for k in keys)
-
-
-def _scrub(text: str, props: Mapping[str, str]) -> str:
-    for key, value in props.items():
-        if value and len(value) >= 4 and is_secret(key):
-            text = text.replace(value, "****")
-    return text
 
 
 def _int(props: Mapping[str, str], key: str, default: int, catalog: str) -> int:
