@@ -37,15 +37,19 @@ and the batch's plan, write and commit. Sides:
   are of peer set ``spark-kafka``);
 - ``ours-rest``: ``ours`` into SeaweedFS's Iceberg REST catalog (``weed mini`` on
   loopback, ``tests/seaweed_server.py``; the table's files on its S3);
+- ``ours-cluster``: ``ours-rest`` with the driver on a Spark standalone cluster of two
+  1-core workers on this machine (``tests/spark/cluster.py``, as ``scripts/cluster.sh``
+  runs the sink): each driver waits for its executors, their JVMs and Python workers;
+  ``ours-cluster-fast`` the same with ``fast_start=True``;
 - ``merge``: the peer, ``foreachBatch`` + dedup + ``MERGE INTO`` (merge-on-read) with
   Apache Iceberg's runtime (``--peer``).
 
 Prints each driver's spawn to first commit with the load average at its start and end,
-then per side the median of each phase over the rounds, the ratio against ``ours`` where both ran,
-the median steady-state batch time of the first driver (what the JVM flags cost once
-running) and the peak resident memory of the drivers (Python and JVM). At the end every
-table is read back by ours and must equal the expected rows: no batch lost or doubled
-by the kills.
+then per side the median of each phase over the rounds, the ratio against ``ours``
+(else the first side), the median steady-state batch time of the first driver (what
+the JVM flags cost once running) and the peak resident memory of the drivers (Python
+and JVM). At the end every table is read back by ours and must equal the expected
+rows: no batch lost or doubled by the kills.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -72,7 +77,13 @@ sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]  # tests/cdc_stack.py: 
 SPAWNED_AT = "BENCH_RESTART_SPAWNED_AT"
 """Environment: the ``time.time()`` at which the parent spawned the driver."""
 REST_PROPS = "BENCH_RESTART_REST"
-"""Environment: the REST catalog's properties as JSON (side ``ours-rest``)."""
+"""Environment: the REST catalog's properties as JSON (sides ``ours-rest``,
+``ours-cluster``)."""
+MASTER = "BENCH_RESTART_MASTER"
+"""Environment: the standalone cluster's master URL (side ``ours-cluster``)."""
+CLUSTER_SIDES = ("ours-cluster", "ours-cluster-fast")
+REST_SIDES = ("ours-rest", *CLUSTER_SIDES)
+FAST_SIDES = ("ours-fast", "ours-cluster-fast")
 RESULT = "RESULT "
 ROW_DDL = "id BIGINT, name STRING, amount DOUBLE, qty INT, seq BIGINT, _row_kind STRING"
 
@@ -150,7 +161,7 @@ def side_catalog(side: str, root: Path) -> Any:
     catalog in ``root/warehouse``."""
     import stream_sink as ss
 
-    if side == "ours-rest":
+    if side in REST_SIDES:
         return ss.load_catalog("bench", type="rest", **json.loads(os.environ[REST_PROPS]))
     return ss.load_catalog("bench", type="hadoop", warehouse=str(root / "warehouse"))
 
@@ -263,7 +274,9 @@ def session(args: argparse.Namespace) -> Any:
     from stream_sink.spark import local_session
 
     conf = spark_conf(args.child, args.kafka is not None)
-    return local_session("bench-restart", conf=conf, fast_start=args.child == "ours-fast")
+    master = os.environ[MASTER] if args.child in CLUSTER_SIDES else "local[2]"
+    fast = args.child in FAST_SIDES
+    return local_session("bench-restart", master=master, conf=conf, fast_start=fast)
 
 
 def report(
@@ -325,7 +338,7 @@ def spawn(args: argparse.Namespace, side: str, batches: int, kafka: str | None) 
     cmd += ["--batches", str(batches), "--rows", str(args.rows)]
     if kafka is not None and side == "ours-kafka":
         cmd += ["--kafka", kafka]
-    env = dict(os.environ, **{SPAWNED_AT: repr(time.time()), REST_PROPS: args.rest_props})
+    env = dict(args.env, **{SPAWNED_AT: repr(time.time()), REST_PROPS: args.rest_props})
     proc = subprocess.run(
         cmd, env=env, capture_output=True, text=True, timeout=900, start_new_session=True
     )
@@ -408,13 +421,14 @@ def print_medians(results: dict[str, list[dict[str, Any]]]) -> None:
             count = f" [{n}]" if n is not None else ""
             cells.append(f"{statistics.median(by_side[side]):>14.3f}{count:>4s}")
         print(f"  {'  ' * depth + name:62s}" + "".join(cells))
-    ours = [r["first_commit"] for r in results.get("ours", [])]
+    base = "ours" if "ours" in results else sides[0]
+    ours = [r["first_commit"] for r in results[base]]
     for side in sides:
-        if side == "ours" or not ours:
+        if side == base:
             continue
         theirs = [r["first_commit"] for r in results[side]]
         print(
-            f"  ratio {side} / ours, restart -> first commit: "
+            f"  ratio {side} / {base}, restart -> first commit: "
             f"{statistics.median(theirs) / statistics.median(ours):.2f}x"
         )
 
@@ -476,19 +490,39 @@ def create_tables(args: argparse.Namespace, sides: list[str]) -> None:
         catalog.create_table(name, schema=schema, identifier_fields=["id"], properties=MOR)
 
 
-def start_rest(root: Path, stack: list[Any]) -> str:
-    """SeaweedFS (S3 and its Iceberg REST catalog) on loopback; the catalog's
-    properties as JSON."""
+def start_servers(args: argparse.Namespace, sides: list[str], stack: ExitStack) -> None:
+    """What the sides need beyond local disk: SeaweedFS (S3 and its Iceberg REST catalog)
+    and the standalone cluster, each on loopback and stopped with ``stack``; their
+    properties in ``args.rest_props`` and ``args.env``."""
+    args.rest_props, args.env = "{}", dict(os.environ)
+    if not any(side in REST_SIDES for side in sides):
+        return
     from seaweed_server import SeaweedServer
 
-    server = SeaweedServer.start(root / "weed", table_buckets=("warehouse",))
-    stack.append(server)
-    return json.dumps(server.rest_props("warehouse"))
+    server = SeaweedServer.start(args.root / "weed", table_buckets=("warehouse",))
+    stack.callback(server.stop)
+    args.rest_props = json.dumps(server.rest_props("warehouse"))
+    if any(side in CLUSTER_SIDES for side in sides):
+        cluster = _load_cluster()
+        master = stack.enter_context(cluster.standalone_cluster(args.root / "spark"))
+        args.env = dict(cluster.cluster_env(args.root / "spark"), **{MASTER: master})
+
+
+def _load_cluster() -> Any:
+    """``tests/spark/cluster.py`` (a module of the tests, not of a package)."""
+    import importlib.util
+
+    path = BENCH.parent / "tests" / "spark" / "cluster.py"
+    spec = importlib.util.spec_from_file_location("spark_cluster", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def make_archive(sides: list[str]) -> None:
-    """The class archive side ``ours-fast`` maps, made now when missing (timed)."""
-    if "ours-fast" not in sides:
+    """The class archive the fast sides map, made now when missing (timed)."""
+    if not any(side in FAST_SIDES for side in sides):
         return
     from stream_sink.spark.fast_start import archive_path, java_options
 
@@ -496,7 +530,7 @@ def make_archive(sides: list[str]) -> None:
     started = time.perf_counter()
     option = java_options()
     made = "existed" if existed else f"made in {time.perf_counter() - started:.1f} s"
-    print(f"class archive for ours-fast: {option or 'none'} ({made}; load {load():.1f})")
+    print(f"class archive for the fast sides: {option or 'none'} ({made}; load {load():.1f})")
 
 
 class Feed:
@@ -527,12 +561,12 @@ class Feed:
 TOPIC = "changes"
 
 
-def start_kafka(root: Path, stack: list[Any]) -> Any:
+def start_kafka(root: Path, stack: ExitStack) -> Any:
     """A Kafka broker on loopback with an empty one-partition topic."""
     from cdc_stack import Kafka, peer_jars
 
     kafka = Kafka(root / "kafka", peer_jars("kafka-debezium"))
-    stack.append(kafka)
+    stack.callback(kafka.stop)
     kafka.start()
     kafka.create_topic(TOPIC)
     return kafka
@@ -546,10 +580,10 @@ def parent(args: argparse.Namespace) -> None:
 
     print(f"pyspark {pyspark.__version__}; load average at start {os.getloadavg()}", flush=True)
     args.root = Path(tempfile.mkdtemp(prefix="bench-restart-"))
-    stack: list[Any] = []
+    stack = ExitStack()
     try:
         make_input(args.root / "all", args.prime + args.rounds, args.rows, args.keys)
-        args.rest_props = start_rest(args.root, stack) if "ours-rest" in sides else "{}"
+        start_servers(args, sides, stack)
         create_tables(args, sides)
         make_archive(sides)
         kafka = start_kafka(args.root, stack) if "ours-kafka" in sides else None
@@ -575,8 +609,7 @@ def parent(args: argparse.Namespace) -> None:
         print(f"  peak RSS of a driver: Python {python:,.0f} MiB, JVM {jvm:,.0f} MiB")
         check_tables(args, sides)
     finally:
-        for part in stack:
-            part.stop()
+        stack.close()
         shutil.rmtree(args.root, ignore_errors=True)
     print(f"load average at end: {os.getloadavg()}")
 
