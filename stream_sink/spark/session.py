@@ -52,6 +52,7 @@ def local_session(
     master: str = "local[2]",
     conf: Mapping[str, str] | None = None,
     s3a: bool | Mapping[str, str] = False,
+    fast_start: bool = False,
 ) -> SparkSession:
     """Get or create a SparkSession on ``master`` with :data:`LOCAL_DEFAULTS`.
 
@@ -60,17 +61,31 @@ def local_session(
     filesystem on the classpath (hadoop-aws of pyspark's Hadoop version and the AWS SDK
     bundle, resolved once by ``scripts/s3a-jars.sh``) so ``checkpointLocation`` may be on
     an object store; a map of ``s3.*`` properties also points s3a at that store.
+    ``fast_start`` maps Spark's classes into the driver JVM from a class archive
+    (:mod:`stream_sink.spark.fast_start`; made once, by a training run, when missing),
+    which takes seconds off every start and restart of the driver.
     """
     ensure_python_env()
     from pyspark.sql import SparkSession
 
     settings = {**LOCAL_DEFAULTS, **_s3a_conf(s3a, master), **(conf or {})}
+    if fast_start and not _jvm_running():
+        from stream_sink.spark.fast_start import with_fast_start
+
+        settings = with_fast_start(settings)
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _jvm_running() -> bool:
+    """True when this process already has Spark's JVM (its options are then fixed)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
 
 
 def _s3a_conf(s3a: bool | Mapping[str, str], master: str) -> dict[str, str]:
