@@ -118,7 +118,7 @@ def prepare_write(
         equality_fields=plan.equality_fields,
         upsert=sink.mode == "upsert",
         operation_id=new_operation_id(),
-        delta_options=plan.delta_options,
+        cdc_options=plan.cdc_options,
     )
     task = SourceWriteTask(
         factory,

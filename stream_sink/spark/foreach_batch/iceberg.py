@@ -541,7 +541,7 @@ class IcebergSink:
             equality_fields=plan.equality_fields,
             upsert=self.options.mode == "upsert",
             operation_id=f"{job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}",
-            delta_options=plan.delta_options,
+            cdc_options=plan.cdc_options,
         )
         route, why = choose_route(self.write_route, self.options.mode, factory)
         if route != self._route:

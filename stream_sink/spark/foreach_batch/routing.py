@@ -555,7 +555,7 @@ class Router:
                 equality_fields=p.equality_fields,
                 upsert=opts.mode == "upsert",
                 operation_id=op,
-                delta_options=p.delta_options,
+                cdc_options=p.cdc_options,
             )
             for name, p in plans.items()
         }
