@@ -21,12 +21,14 @@ interface (``commit/target.py``).
 
 Inside ``spark/``, sub-packages by front door: ``foreach_batch/`` (``IcebergSink``,
 ``DeltaSink``, the router), ``datasource/`` (``format("stream_sink")``), ``read/``
-(``read_table``), and ``cdc/`` (CDC preparation, which every front door uses); what they
-share sits at ``spark/``'s top (among them ``runtime.py``, which opens every front
-door's commit driver). Front doors do not import each other, the shared modules and
-``cdc/`` import no front door, and ``cdc/`` takes from the shared
-modules only ``errors``. Only the commit driver (``commit/driver.py``) calls the
-committer's protocol steps; no file name repeats a folder's name as a prefix.
+(``read_table``), ``cdc/`` (CDC preparation, which every front door uses) and ``tasks/``
+(what the sinks' executors run, one module per table format); what they share sits at
+``spark/``'s top (among them ``runtime.py``, which opens every front door's commit
+driver). Front doors do not import each other, the shared modules, ``cdc/`` and
+``tasks/`` import no front door, ``tasks/`` no sub-package but ``cdc/``, and ``cdc/``
+takes from the shared modules only ``errors``. Only the commit driver
+(``commit/driver.py``) calls the committer's protocol steps; no file name repeats a
+folder's name as a prefix.
 """
 
 from __future__ import annotations
@@ -202,11 +204,12 @@ def test_the_checker_catches_an_upward_arrow(
 SPARK = "stream_sink.spark"
 FRONT_DOORS = {"foreach_batch", "datasource", "read"}
 SPARK_MAY_IMPORT: dict[str | None, set[str]] = {
-    None: {"cdc"},  # the shared modules at spark/'s top
+    None: {"cdc", "tasks"},  # the shared modules at spark/'s top
     "cdc": set(),
+    "tasks": {"cdc"},
     "read": set(),
-    "foreach_batch": {"cdc"},
-    "datasource": {"cdc"},
+    "foreach_batch": {"cdc", "tasks"},
+    "datasource": {"cdc", "tasks"},
 }
 """Which of spark/'s sub-packages the modules of each may import (besides their own)."""
 CDC_SHARED = {"errors"}

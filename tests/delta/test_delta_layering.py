@@ -54,7 +54,7 @@ def test_only_the_delta_adapters_import_delta() -> None:
     allowed = {
         "commit/delta_target.py",
         "spark/foreach_batch/delta.py",
-        "spark/delta_tasks.py",
+        "spark/tasks/delta.py",
         "spark/runtime.py",
         "spark/foreach_batch/delta_touched.py",
         "spark/datasource/delta/commit.py",

@@ -63,9 +63,9 @@ from stream_sink.spark.datasource.write import (
     check_keys_disjoint,
     runs_as_overwrite,
 )
-from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
 from stream_sink.spark.runtime import SinkRuntime, open_iceberg
+from stream_sink.spark.tasks.iceberg import merge_results
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.file_factory import new_operation_id
