@@ -26,7 +26,11 @@ from stream_sink.commit.committer_state import (
     staged_key,
 )
 from stream_sink.commit.failpoints import ENV_VAR, FAILPOINTS, parse_failpoints
-from stream_sink.commit.staging import ManifestNamer, read_staged_files, write_staging_manifests
+from stream_sink.commit.iceberg.staging import (
+    ManifestNamer,
+    read_staged_files,
+    write_staging_manifests,
+)
 from stream_sink.exceptions import CorruptStateError, InvalidOptionError, UnsupportedError
 from stream_sink.table.table import Table
 

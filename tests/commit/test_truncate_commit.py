@@ -15,13 +15,13 @@ from delta_readers import delta_rs_rows, duckdb_delta_rows
 from harness import Harness, latest_summary, live_files, table_rows
 
 from stream_sink.commit import FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget
-from stream_sink.commit.shapes import Shape, StagedBatch, plan_commits
-from stream_sink.commit.staging import (
+from stream_sink.commit.delta.target import DeltaTarget
+from stream_sink.commit.iceberg.staging import (
     DeltaManifests,
     deserialize_delta_manifests,
     serialize_delta_manifests,
 )
+from stream_sink.commit.shapes import Shape, StagedBatch, plan_commits
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.writer import write_data_files

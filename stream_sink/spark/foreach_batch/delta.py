@@ -1,7 +1,7 @@
 """``DeltaSink``: a Spark ``foreachBatch`` function that writes a Delta table exactly once.
 
 The same two-phase protocol as ``IcebergSink`` (the FilesCommitter behind a
-:class:`~stream_sink.commit.delta_target.DeltaTarget`): executors write Parquet files,
+:class:`~stream_sink.commit.delta.target.DeltaTarget`): executors write Parquet files,
 the driver records the batch's add/remove actions durably before ``foreach_batch``
 returns, and commits them with a ``txn`` action (appId ``stream-sink:<query id>:<sink
 id>``, version = batch id) in the same log version.

@@ -316,7 +316,7 @@ def abort_stream(
 def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
     """One version for a batch write: an append, or a dynamic partition overwrite (the
     partitions the write has rows in are replaced; all of an unpartitioned table)."""
-    from stream_sink.commit.delta_target import replace_partitions
+    from stream_sink.commit.delta.target import replace_partitions
 
     written, _ = _written(prepared, outputs, "batch write")
     _discard_spills(prepared, outputs)

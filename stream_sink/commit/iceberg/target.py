@@ -22,7 +22,8 @@ from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
-from .shapes import CommitGroup
+from ..shapes import CommitGroup
+from ..target import BatchFiles, CommitTarget, StagingNamer
 from .staging import (
     DeltaManifests,
     ManifestNamer,
@@ -34,7 +35,6 @@ from .staging import (
     write_staging_manifests,
 )
 from .table_commit import SinkIdentity, commit_group, committed_paths, delete_unreferenced
-from .target import BatchFiles, CommitTarget, StagingNamer
 from .watermark import committed_watermark
 
 log = logging.getLogger(__name__)
