@@ -26,10 +26,10 @@ from stream_sink.metrics.committer import CommitterMetricsSnapshot
 
 if TYPE_CHECKING:
     from stream_sink.commit.iceberg.staging import (
-        DeltaManifests,
-        deserialize_delta_manifests,
+        StagedManifests,
+        deserialize_staged_manifests,
         read_staged_files,
-        serialize_delta_manifests,
+        serialize_staged_manifests,
     )
     from stream_sink.commit.iceberg.target import IcebergTarget
     from stream_sink.commit.iceberg.watermark import (
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "IcebergTarget": "iceberg.target",
-    "DeltaManifests": "iceberg.staging",
-    "deserialize_delta_manifests": "iceberg.staging",
+    "StagedManifests": "iceberg.staging",
+    "deserialize_staged_manifests": "iceberg.staging",
     "read_staged_files": "iceberg.staging",
-    "serialize_delta_manifests": "iceberg.staging",
+    "serialize_staged_manifests": "iceberg.staging",
     "JOB_ID": "iceberg.watermark",
     "MANIFESTS_LOCATION": "iceberg.watermark",
     "MAX_COMMITTED_CHECKPOINT_ID": "iceberg.watermark",
@@ -65,16 +65,16 @@ __all__ = [
     "BatchFiles",
     "CommitTarget",
     "CommitterMetricsSnapshot",
-    "DeltaManifests",
+    "StagedManifests",
     "FilesCommitter",
     "IcebergTarget",
     "StateDirectory",
     "committed_watermark",
-    "deserialize_delta_manifests",
+    "deserialize_staged_manifests",
     "failpoint",
     "read_staged_files",
     "reset_failpoints",
-    "serialize_delta_manifests",
+    "serialize_staged_manifests",
 ]
 
 
