@@ -62,7 +62,7 @@ from stream_sink.spark.tasks.delta import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.tasks.iceberg import RESULT_COLUMN, RESULT_DDL
+from stream_sink.spark.tasks.shared import RESULT_COLUMN, RESULT_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

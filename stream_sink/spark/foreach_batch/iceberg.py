@@ -66,7 +66,8 @@ from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, left_state, open_iceberg
-from stream_sink.spark.tasks.iceberg import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
+from stream_sink.spark.tasks.iceberg import WriteTask, merge_results
+from stream_sink.spark.tasks.shared import RESULT_COLUMN, RESULT_DDL
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult

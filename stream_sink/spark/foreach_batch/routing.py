@@ -77,7 +77,8 @@ from stream_sink.spark.runtime import (
     input_reader,
     left_state,
 )
-from stream_sink.spark.tasks.iceberg import current_task_ids, with_insert_kind
+from stream_sink.spark.tasks.iceberg import with_insert_kind
+from stream_sink.spark.tasks.shared import current_task_ids
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.metadata import TableMetadata

@@ -34,7 +34,7 @@ from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.write import TaskOutput, key_hashes
 from stream_sink.spark.tasks.delta import TableShape, table_of, write_net_changes, write_rows
-from stream_sink.spark.tasks.iceberg import current_task_ids
+from stream_sink.spark.tasks.shared import current_task_ids
 
 
 @dataclass(frozen=True)
