@@ -25,7 +25,7 @@ from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
 from stream_sink.cli.upgrade_command import add_upgrade_parser, run_upgrade
-from stream_sink.commit.watermark import (
+from stream_sink.commit.iceberg.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
     OPERATOR_ID,

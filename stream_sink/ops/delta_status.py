@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stream_sink.checkpoints import TableIdentity
-from stream_sink.commit.delta_target import app_id
+from stream_sink.commit.delta.target import app_id
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.actions import CommitInfo, Txn
 from stream_sink.exceptions import StreamSinkError
