@@ -1,4 +1,4 @@
-"""Upsert delta writer on a CDC stream: rows/s and peak memory.
+"""Upsert CDC writer on a CDC stream: rows/s and peak memory.
 
 Run: ``python bench/bench_delta.py [rows] [batch_rows] [rows_per_task] [--baseline REV]``
 (defaults 1,000,000, 10,000, all rows in one task, and ``bf56fbc~1``; ``--rounds``
@@ -9,12 +9,12 @@ shuffled within each batch. Each measurement runs in a fresh process that builds
 same stream, so peak memory (RSS above the process's state before writing) belongs
 to that writer alone. Baselines in the same run: ``pyarrow.parquet`` writing the
 same batches (row kind dropped) with the same codec, the append TaskWriter, and the
-delta writer of git revision ``REV`` (default: the commit before the key index, whose
+CDC writer of git revision ``REV`` (default: the commit before the key index, whose
 writer kept a Python dict entry per live key), exported with ``git archive`` into a
 temporary directory and run by this same script in a subprocess with that tree first on
 ``PYTHONPATH``; ``--baseline none`` skips it. ``--warm N`` runs each writer N times untimed
 in its process before the timed run: the steady state of a Python worker Spark reuses,
-without the first run's page faults and first calls. ``--writers delta`` runs the delta writer
+without the first run's page faults and first calls. ``--writers delta`` runs the CDC writer
 alone (100M keys: ``bench_delta.py 116000000 --writers delta --baseline none --rounds 1``).
 """
 
@@ -148,7 +148,7 @@ def _measure(args: tuple[str, int, int, int, int]) -> tuple[float, int, str]:
 
 
 BASELINE = "bf56fbc~1"
-"""The commit before the key index: the delta writer with a Python dict per live key."""
+"""The commit before the key index: the CDC writer with a Python dict per live key."""
 
 
 def run_baseline(rev: str, args: tuple[str, int, int, int, int]) -> tuple[float, int, str]:
@@ -236,7 +236,7 @@ def main() -> None:
         )
     if a.baseline != "none" and "delta" in results:
         before = results[f"delta@{a.baseline}"][0]
-        print(f"delta writer rows/s: {before / results['delta'][0]:.2f}x of {a.baseline}'s")
+        print(f"CDC writer rows/s: {before / results['delta'][0]:.2f}x of {a.baseline}'s")
     print(f"load {os.getloadavg()[0]:.1f}")
 
 

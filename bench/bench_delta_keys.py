@@ -53,7 +53,7 @@ def _jvm_peak_heap_mb(spark: Any) -> float:
 
 def hold_one(n: int) -> None:
     """The driver route's driver-side work for ``n`` keys (in this process)."""
-    from stream_sink.spark.delta_tasks import DeltaRewriteTask, TableShape
+    from stream_sink.spark.tasks.delta import DeltaRewriteTask, TableShape
 
     spark = local_session("bench-delta-keys")
     started = time.perf_counter()

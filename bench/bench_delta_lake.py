@@ -81,7 +81,7 @@ def make_batches(batches: int, rows: int) -> list[pa.Table]:
 
 
 def append_delta(root: str, data: list[pa.Table]) -> None:
-    from stream_sink.commit.delta_target import DeltaTarget
+    from stream_sink.commit.delta.target import DeltaTarget
     from stream_sink.delta import DeltaTable
     from stream_sink.delta.batch import DeltaBatch
     from stream_sink.delta.writer import write_data_files
@@ -135,7 +135,7 @@ def _base(root: str) -> None:
 
 
 def upsert_ours(root: str, batches: int, n: int) -> list[float]:
-    from stream_sink.commit.delta_target import DeltaTarget
+    from stream_sink.commit.delta.target import DeltaTarget
     from stream_sink.delta import DeltaTable
     from stream_sink.delta.merge import copy_on_write
 
@@ -176,7 +176,7 @@ def _child(fn: Callable[..., Any], args: tuple[Any, ...], queue: Any) -> None:
     """Run ``fn(root, *inputs)``; append variants get their batches built before timing."""
     import deltalake  # noqa: F401  imports are not part of the measurement
 
-    import stream_sink.commit.delta_target
+    import stream_sink.commit.delta.target
     import stream_sink.write.task_writers  # noqa: F401
 
     inputs = (make_batches(*args),) if fn.__name__.startswith("append") else args

@@ -1,8 +1,8 @@
-"""The delta writer's key index against the dict it replaced: rows/s and bytes per key.
+"""The CDC writer's key index against the dict it replaced: rows/s and bytes per key.
 
 Run: ``python bench/bench_key_index.py [keys ...]`` (default 1,000,000). The stream is
 the one of ``bench_delta.py`` (88% inserts of new ids, 10% updates, 2% deletes, in
-batches of 10,000), reduced to the key work of one delta writer per batch: look up the
+batches of 10,000), reduced to the key work of one CDC writer per batch: look up the
 first row of each key, forget deleted keys, remember kept ones (the index probes each
 key of a batch once and settles its final position, as the writer does). Baseline in the same
 run: the dict map (one Python entry per key, values materialized by ``key_values``),
@@ -28,7 +28,7 @@ import pyarrow as pa
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_delta import stream
 
-from stream_sink.write.delta_plan import (
+from stream_sink.write.change_plan import (
     OP_SKIP,
     decode_row_kinds,
     dense_key_ids,
@@ -103,7 +103,7 @@ def run(live: KeyMap, batches: list[tuple[list[Column], np.ndarray]]) -> float:
 
 
 def run_index(live: KeyIndex, batches: list[tuple[list[Column], np.ndarray]]) -> float:
-    """The delta writer's path: each key of a batch probed once (``find``), its final
+    """The CDC writer's path: each key of a batch probed once (``find``), its final
     position set once (``settle``)."""
     position, start = 0, time.perf_counter()
     for keys, ops in batches:

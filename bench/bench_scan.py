@@ -3,7 +3,7 @@
 Run: ``python bench/bench_scan.py [rows] [deleted_keys] [delete_commits] [append_commits]
 [--duckdb-timeout=S]`` (defaults 1,000,000, 100,000, 20, 10 and 600 s). The table
 (id, data, value, ts; key ``id``) gets ``rows`` rows in ``append_commits`` appends,
-then ``deleted_keys`` distinct random keys deleted through the upsert delta writer
+then ``deleted_keys`` distinct random keys deleted through the upsert CDC writer
 (``-D`` rows: equality deletes) in ``delete_commits`` row deltas, so every data file
 has every delete file applied.
 

@@ -1,5 +1,5 @@
 """Deletes of a CDC table on format version 2 and 3: read cost and size after 30 upserts,
-and the delta writer writing deletion vectors against position-delete files.
+and the CDC writer writing deletion vectors against position-delete files.
 
 Run: ``python bench/bench_v3_deletes.py [rows] [batches]`` (defaults 20,000 and 30: DuckDB
 1.5's read of the equality-delete table grows with rows times deleted keys, over a
@@ -15,7 +15,7 @@ vector on v3):
 
 Printed per table: live delete files and their bytes, and the median of ``ROUNDS``
 reads by ours (``scan().to_arrow()``) and DuckDB (``count(*)``), with the ratio to the
-equality table. Then the delta writer alone (no commit): rows/s writing one batch of
+equality table. Then the CDC writer alone (no commit): rows/s writing one batch of
 ``rows`` upserts whose every key comes twice (``rows / 2`` position deletes), v2 files
 against v3 vectors. Last, the peak RSS of the process.
 """
@@ -145,7 +145,7 @@ def main() -> None:
                 f"{duck:>9.3f} {duck / base['duck']:>5.2f}"
             )
         v2, v3 = writer_rate(root, 2, rows), writer_rate(root, 3, rows)
-        print(f"delta writer, {rows} upserts with {rows // 2} deleted by position:")
+        print(f"CDC writer, {rows} upserts with {rows // 2} deleted by position:")
         print(f"  position-delete files (v2): {v2:,.0f} rows/s")
         print(f"  deletion vectors (v3):      {v3:,.0f} rows/s  ({v3 / v2:.2f}x)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -4,7 +4,7 @@
 
 The driver's side of an upsert stream, as ``IcebergSink`` runs it: every commit writes a
 real upsert batch (50 rows onto 2,000 keys, equality and position deletes) with the
-delta writers, passes it through the ``FilesCommitter`` (RocksDB state, synced) into a
+CDC writers, passes it through the ``FilesCommitter`` (RocksDB state, synced) into a
 Hadoop-catalog ``bucket(4, id)`` table, then calls the in-sink maintenance
 (``commit_count=10``, ``max_snapshot_age_ms=60_000``, ``retain_last=5``, in its
 background thread) as the sink does. ``tracemalloc`` snapshots after the first

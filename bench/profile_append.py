@@ -42,8 +42,9 @@ from iceberg_spark import iceberg_session, use_iceberg_pyspark
 
 import stream_sink as ss
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.executor import RESULT_DDL, WriteTask
 from stream_sink.spark.foreach_batch.parquet_route import write_batch
+from stream_sink.spark.tasks.iceberg import WriteTask
+from stream_sink.spark.tasks.shared import RESULT_DDL
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 

@@ -6,7 +6,7 @@ It adds writing and reading of Arrow data to the format-level handle
 (:class:`stream_sink.table.table.Table`: metadata, catalog, commit operations):
 ``append`` writes Parquet through the same task writers the streaming sink runs on
 executors (partitioned tables through the fanout writer) and commits one snapshot;
-``upsert`` writes through the sink's delta writers in upsert mode (equality deletes
+``upsert`` writes through the sink's CDC writers in upsert mode (equality deletes
 by key, then the rows) and commits one row delta;
 ``scan`` reads, with deletes applied (``stream_sink.read``).
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 from stream_sink.exceptions import CommitStateUnknownError, ReadOnlyTableError, ValidationError
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 from stream_sink.table.table import Table
-from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
+from stream_sink.write.change_plan import DEFAULT_ROW_KIND_COLUMN
 from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory

@@ -20,6 +20,8 @@ random kill schedule.
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import random
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from stream_sink.ops.drill_jobs import FAST_START_JVM
+from stream_sink.spark import fast_start
 
 __all__ = [
     "KillJob",
@@ -39,18 +42,35 @@ __all__ = [
     "assert_committed_once",
     "iceberg_marks",
     "kill_rng",
+    "short_driver_submit_args",
     "upsert_batches",
     "write_batches",
 ]
 
 Rows = list[dict[str, Any]]
 
-SHORT_DRIVER_SUBMIT_ARGS = f'--driver-java-options "{FAST_START_JVM}" pyspark-shell'
-"""How pyspark starts a killed job's driver JVM (``PYSPARK_SUBMIT_ARGS``, unless the
-environment sets it): with the drill's driver flags (the JIT's quick tier only, one GC
-thread). A job of a few small batches spends most of its CPU starting, and the
-optimizing JIT would compete with the other worker for the two cores; each driver start
-took about a quarter less wall time here."""
+
+def short_driver_submit_args() -> str:
+    """How pyspark starts a killed job's driver JVM (``PYSPARK_SUBMIT_ARGS``, unless the
+    environment sets it): with the drill's driver flags (the JIT's quick tier only, one GC
+    thread) and Spark's classes mapped from a class data sharing archive
+    (:mod:`stream_sink.spark.fast_start`). A job of a few small batches spends most of its
+    CPU starting, and the optimizing JIT would compete with the other worker for the two
+    cores; the archive saves the class loading every restart repeats. The archive is made
+    once per installation (30-60 s), by one test process at a time (a file lock), and
+    cached for the rest of the run; without one the flags alone apply."""
+    return _short_driver_submit_args()
+
+
+@functools.cache
+def _short_driver_submit_args() -> str:
+    conf = {fast_start.DRIVER_JAVA_OPTIONS: FAST_START_JVM}
+    home = fast_start.archive_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "kill-jobs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        option = fast_start.java_options(conf)
+    return f'--driver-java-options "{FAST_START_JVM} {option}" pyspark-shell'
 
 
 def write_batches(
@@ -121,7 +141,8 @@ class KillJob:
         self.script, self.args, self.log, self.timeout = script, list(args), log, timeout
         self.env = dict(env if env is not None else os.environ, PYSPARK_PYTHON=sys.executable)
         self.env.pop("STREAM_SINK_FAILPOINT", None)
-        self.env.setdefault("PYSPARK_SUBMIT_ARGS", SHORT_DRIVER_SUBMIT_ARGS)
+        if "PYSPARK_SUBMIT_ARGS" not in self.env:
+            self.env["PYSPARK_SUBMIT_ARGS"] = short_driver_submit_args()
 
     def start(self, failpoint: str | None = None) -> subprocess.Popen[str]:
         """The job running, armed with ``failpoint`` (``<name>@<n>``) when given."""

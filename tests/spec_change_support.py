@@ -1,4 +1,4 @@
-"""A keyed change stream written through the delta writers (upsert or changelog mode)
+"""A keyed change stream written through the CDC writers (upsert or changelog mode)
 next to the rows it must leave: shared by the spec-change tests with and without Java."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from stream_sink.cli.output import format_table
-from stream_sink.commit.delta_target import parse_app_id
+from stream_sink.commit.delta.target import parse_app_id
 from stream_sink.delta import AddFile, CommitInfo, DeltaTable, RemoveFile, Txn
 from stream_sink.delta.stats import num_records
 from stream_sink.secrets import masked

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
-from stream_sink.commit.watermark import MAX_COMMITTED_CHECKPOINT_ID, summary_stamp
+from stream_sink.commit.iceberg.watermark import MAX_COMMITTED_CHECKPOINT_ID, summary_stamp
 from stream_sink.demo.data import ChangeStream, generate, table_rows
 from stream_sink.demo.job import (
     SINK_ID,
@@ -46,7 +46,7 @@ from stream_sink.table.snapshots import Snapshot
 from stream_sink.tables import IcebergTable
 
 WATERMARK = MAX_COMMITTED_CHECKPOINT_ID
-"""The summary key of a snapshot's batch id (:mod:`stream_sink.commit.watermark`)."""
+"""The summary key of a snapshot's batch id (:mod:`stream_sink.commit.iceberg.watermark`)."""
 POLL_SECONDS = 0.5
 
 

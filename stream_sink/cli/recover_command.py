@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from stream_sink.cli.output import format_table
-from stream_sink.commit.watermark import MAX_COMMITTED_CHECKPOINT_ID, OPERATOR_ID
+from stream_sink.commit.iceberg.watermark import MAX_COMMITTED_CHECKPOINT_ID, OPERATOR_ID
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.recovery import metadata_versions, plan_recovery, recover
 

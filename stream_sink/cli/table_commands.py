@@ -25,8 +25,8 @@ from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
 from stream_sink.cli.upgrade_command import add_upgrade_parser, run_upgrade
-from stream_sink.commit.watermark import JOB_ID, OPERATOR_ID, summary_stamp
-from stream_sink.commit.watermark import sink_watermarks as read_sink_watermarks
+from stream_sink.commit.iceberg.watermark import JOB_ID, OPERATOR_ID, summary_stamp
+from stream_sink.commit.iceberg.watermark import sink_watermarks as read_sink_watermarks
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
@@ -332,8 +332,8 @@ def snapshot_rows(table: Table) -> list[dict[str, Any]]:
 def sink_watermarks(table: Table) -> list[dict[str, Any]]:
     """Each sink that committed to the main branch: its newest job and its watermark
     (the snapshot summaries' and the durable ``stream-sink.watermark.<sink>`` record's,
-    which outlives expired snapshots), as :func:`stream_sink.commit.watermark.sink_watermarks`
-    reads them."""
+    which outlives expired snapshots), as
+    :func:`stream_sink.commit.iceberg.watermark.sink_watermarks` reads them."""
     return [
         {
             "sink": w.sink,

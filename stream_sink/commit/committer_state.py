@@ -4,7 +4,7 @@ Keys: ``pending/<batch id>`` and ``staged/<checkpoint id>``, ids as 20-digit zer
 decimals so that a prefix scan yields them in numeric order. The job id lives in the
 state's metadata area (``META_JOB_ID``).
 
-A staged value lists ``(batch id, serialized DeltaManifests)`` for every batch of the
+A staged value lists ``(batch id, serialized StagedManifests)`` for every batch of the
 checkpoint in ascending batch order; a batch that produced no files has empty bytes
 (its id is still recorded: it was processed and must count as covered once committed).
 """

@@ -28,7 +28,7 @@ from stream_sink.checkpoints import CompletedCheckpoint
 from stream_sink.exceptions import DataLossError, SkippedBatchError
 from stream_sink.state import OperatorStateBackend
 
-from .watermark import INITIAL_WATERMARK
+from .target import INITIAL_WATERMARK
 
 META_COVERED = "covered-batch-id"
 """State metadata: ``<job id>:<batch id>``, the highest batch of that job whose

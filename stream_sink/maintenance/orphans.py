@@ -51,7 +51,7 @@ KEPT_NAMES = ("version-hint.text",)
 KEPT_SUFFIXES = (".lock",)
 MANIFESTS_LOCATION = "stream-sink.manifests.location"
 """The table property naming where the sink stages its manifests (the sink's own
-``commit.watermark.MANIFESTS_LOCATION``, which this layer cannot import)."""
+``commit.iceberg.watermark.MANIFESTS_LOCATION``, which this layer cannot import)."""
 
 
 @dataclass(frozen=True)

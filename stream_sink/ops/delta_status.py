@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stream_sink.checkpoints import TableIdentity
-from stream_sink.commit.delta_target import app_id, committed_watermark
+from stream_sink.commit.delta.target import app_id, committed_watermark
 from stream_sink.commit.target import INITIAL_WATERMARK
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.actions import CommitInfo, Txn

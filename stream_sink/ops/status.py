@@ -35,8 +35,8 @@ from typing import Any
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
 from stream_sink.checkpoints.metadata import DELTA_CATALOG
-from stream_sink.commit.delta_target import delta_identity as delta_identity_of
-from stream_sink.commit.watermark import committed_watermark, last_stamped
+from stream_sink.commit.delta.target import delta_identity as delta_identity_of
+from stream_sink.commit.iceberg.watermark import committed_watermark, last_stamped
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, metrics_from_report
 from stream_sink.exceptions import (

@@ -16,7 +16,7 @@ this package imports pyspark, and only inside functions, so importing it works
 without a JVM.
 
 The public names are loaded on first use: Spark's Python workers import this package
-to unpickle the executor functions (``executor``, ``read.tasks``), and should not pay
+to unpickle the executor functions (``tasks/``, ``read.tasks``), and should not pay
 for the driver's modules (catalogs, planning) in start-up time and in the garbage
 collection Spark runs after every task.
 """

@@ -25,8 +25,8 @@ from stream_sink.spark.options import SinkOptions
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
 from stream_sink.table.sorting import SortOrder
-from stream_sink.write.delta import ROW_KIND_COLUMN_OPTION
-from stream_sink.write.delta_plan import DEFAULT_ROW_KIND_COLUMN
+from stream_sink.write.cdc_writers import ROW_KIND_COLUMN_OPTION
+from stream_sink.write.change_plan import DEFAULT_ROW_KIND_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,7 +43,7 @@ class BatchPlan:
     sort_order: SortOrder
     columns: tuple[str, ...]
     equality_fields: tuple[str, ...] = ()
-    delta_options: Mapping[str, Any] = field(default_factory=dict)
+    cdc_options: Mapping[str, Any] = field(default_factory=dict)
     data_columns: tuple[str, ...] = ()
     """The DataFrame's columns, in order, as planned (empty: unknown)."""
 

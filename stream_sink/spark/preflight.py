@@ -19,7 +19,7 @@ _PROBE_SOURCE = """
 def probe(_):
     import sys
     try:
-        import stream_sink.spark.executor  # noqa: F401
+        import stream_sink.spark.tasks.iceberg  # noqa: F401
     except Exception as e:
         return f"{sys.executable}: {type(e).__name__}: {e}"
     return ""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
 from stream_sink.commit.loss_check import HadInput
 from stream_sink.commit.schedule import ScheduleName, schedule_for

@@ -1,4 +1,4 @@
-"""Delete files of the delta writers: equality deletes, sorted position deletes (v2)
+"""Delete files of the CDC writers: equality deletes, sorted position deletes (v2)
 and deletion vectors (v3: one Puffin blob per data file, position delete files being
 forbidden there).
 

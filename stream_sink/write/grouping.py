@@ -5,7 +5,7 @@ Invariants:
   are grouped by a stable Arrow sort on those values (nulls form their own group),
   so no Python code runs per row, only per partition.
 - Each group's row indices are ascending: rows keep their input order inside a
-  partition (the delta writers' positions rely on it).
+  partition (the CDC writers' positions rely on it).
 - Groups come in order of their partition values (nulls last).
 - The batch is copied once (one ``take`` in partition order), not once per partition.
 - A group's ``nbytes``, when known, equals ``rows.nbytes`` (Arrow's count for the

@@ -1,4 +1,4 @@
-"""The live keys of a delta writer: key -> position of its live row, in NumPy arrays.
+"""The live keys of a CDC writer: key -> position of its live row, in NumPy arrays.
 
 A key is reduced to a 64-bit fingerprint per row, vectorized over a batch:
 
@@ -11,7 +11,7 @@ A key is reduced to a 64-bit fingerprint per row, vectorized over a batch:
 
 Entries live in an open-addressing hash table (linear probing) of parallel arrays,
 probed for a whole batch at once: each step advances every unresolved row by one slot.
-The delta writer probes each key of a batch once (:meth:`KeyIndex.find`), reads the
+The CDC writer probes each key of a batch once (:meth:`KeyIndex.find`), reads the
 positions from that probe and then sets each key's final position through it
 (:meth:`KeyIndex.settle`); a probe made before a rebuild is probed again.
 The table is rebuilt (deleted entries dropped) when its entries would pass 3/4 of its

@@ -1,6 +1,6 @@
 """The one translator from a WriteResult to a snapshot, used by ``IcebergTable.append``
 (through :func:`commit_write_result`) and by the streaming committer
-(``stream_sink.commit.table_commit``).
+(``stream_sink.commit.iceberg.table_commit``).
 
 Invariants:
 - No delete files: one append (``table.new_append``: Java's newAppend, merging small

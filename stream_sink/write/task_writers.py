@@ -4,7 +4,7 @@ Variants, chosen by ``TaskWriterFactory.create`` (:mod:`stream_sink.write.writer
 from (partitioned?, equality fields?):
 
 ==============  ==========================  ==========================================
-                no equality fields          equality fields (``stream_sink.write.delta``)
+                no equality fields          equality fields (``stream_sink.write.cdc_writers``)
 ==============  ==========================  ==========================================
 unpartitioned   :class:`UnpartitionedWriter`  ``UnpartitionedDeltaWriter``
 partitioned     :class:`PartitionedFanoutWriter`  ``PartitionedDeltaWriter``

@@ -1,6 +1,6 @@
 """``TaskWriterFactory``: everything an executor needs to write one table, and the choice
 of task writer (:mod:`stream_sink.write.task_writers` without equality fields,
-:mod:`stream_sink.write.delta` with them; partitioned or not).
+:mod:`stream_sink.write.cdc_writers` with them; partitioned or not).
 
 Kept apart from the writers so that neither writer module imports the other's chooser.
 """
@@ -15,8 +15,8 @@ from stream_sink.io import FileIO
 from stream_sink.table.metrics_config import MetricsConfig
 from stream_sink.table.partitioning import PartitionSpec
 from stream_sink.table.schema import Schema
+from stream_sink.write.cdc_writers import PartitionedDeltaWriter, UnpartitionedDeltaWriter
 from stream_sink.write.config import WriteConfig
-from stream_sink.write.delta import PartitionedDeltaWriter, UnpartitionedDeltaWriter
 from stream_sink.write.file_factory import OutputFileFactory, new_operation_id
 from stream_sink.write.parquet import FileSpec
 from stream_sink.write.task_writers import (
@@ -35,7 +35,7 @@ class TaskWriterFactory:
     """Everything an executor needs to write for one table; frozen and picklable.
 
     ``operation_id`` names the write (every file name carries it); equality fields
-    select the delta writers, ``upsert`` and the ``delta_options`` mapping configure them.
+    select the CDC writers, ``upsert`` and the ``cdc_options`` mapping configure them.
     """
 
     table_name: str
@@ -49,8 +49,8 @@ class TaskWriterFactory:
     operation_id: str = field(default_factory=new_operation_id)
     equality_field_ids: tuple[int, ...] = ()
     upsert: bool = False
-    delta_options: Mapping[str, Any] = field(default_factory=dict)
-    #: the table's format version: 3 makes delta writers emit deletion vectors
+    cdc_options: Mapping[str, Any] = field(default_factory=dict)
+    #: the table's format version: 3 makes CDC writers emit deletion vectors
     format_version: int = 2
 
     @staticmethod
@@ -60,7 +60,7 @@ class TaskWriterFactory:
         equality_fields: tuple[str, ...] | list[str] | None = None,
         upsert: bool = False,
         operation_id: str | None = None,
-        delta_options: Mapping[str, Any] | None = None,
+        cdc_options: Mapping[str, Any] | None = None,
     ) -> TaskWriterFactory:
         """A factory for ``table``'s current schema, spec and properties."""
         schema = table.schema()
@@ -78,7 +78,7 @@ class TaskWriterFactory:
             operation_id=operation_id or new_operation_id(),
             equality_field_ids=ids,
             upsert=upsert,
-            delta_options=dict(delta_options or {}),
+            cdc_options=dict(cdc_options or {}),
             format_version=table.format_version,
         )
 

@@ -16,22 +16,28 @@ tables/: the sink hands it what it needs, such as its uncommitted files.)
 Besides: only ``spark/`` imports pyspark, only ``state/`` imports rocksdict, only ``io/``
 imports boto3 (S3's conditional PUT, an optional extra), ``table/``
 and ``delta/`` never import each other, nothing outside ``cli/`` imports ``cli/``, and
-the format-agnostic part of ``commit/`` reaches a table format only through the target
-interface (``commit/target.py``).
+the protocol at ``commit/``'s top (every ``commit/*.py``) imports no table format: not
+``table/``, ``write/``, ``delta/``, ``commit/iceberg/`` or ``commit/delta/`` (it reaches a
+format only through the target interface, ``commit/target.py``), nor does importing
+``stream_sink.commit`` load one.
 
 Inside ``spark/``, sub-packages by front door: ``foreach_batch/`` (``IcebergSink``,
 ``DeltaSink``, the router), ``datasource/`` (``format("stream_sink")``), ``read/``
-(``read_table``), and ``cdc/`` (CDC preparation, which every front door uses); what they
-share sits at ``spark/``'s top (among them ``runtime.py``, which opens every front
-door's commit driver). Front doors do not import each other, the shared modules and
-``cdc/`` import no front door, and ``cdc/`` takes from the shared
-modules only ``errors``. Only the commit driver (``commit/driver.py``) calls the
-committer's protocol steps; no file name repeats a folder's name as a prefix.
+(``read_table``), ``cdc/`` (CDC preparation, which every front door uses) and ``tasks/``
+(what the sinks' executors run, one module per table format); what they share sits at
+``spark/``'s top (among them ``runtime.py``, which opens every front door's commit
+driver). Front doors do not import each other, the shared modules, ``cdc/`` and
+``tasks/`` import no front door, ``tasks/`` no sub-package but ``cdc/``, and ``cdc/``
+takes from the shared modules only ``errors``. Only the commit driver
+(``commit/driver.py``) calls the committer's protocol steps; no file name repeats a
+folder's name as a prefix.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,29 +85,21 @@ ONLY_IMPORTED_BY = {
 NEVER_EACH_OTHER = ({"table", "delta"},)
 
 
-FORMAT_AGNOSTIC = {
-    f"stream_sink.commit.{m}"
-    for m in (
-        "committer",
-        "driver",
-        "schedule",
-        "target",
-        "shapes",
-        "committer_state",
-        "state_recovery",
-    )
-}
-"""Modules of ``commit/`` that know no table format."""
-FORMAT_SPECIFIC = (
+TABLE_FORMATS = (
     "stream_sink.table",
     "stream_sink.delta",
     "stream_sink.write",
-    "stream_sink.commit.iceberg_target",
-    "stream_sink.commit.delta_target",
-    "stream_sink.commit.staging",
-    "stream_sink.commit.table_commit",
-    "stream_sink.commit.watermark",
+    "stream_sink.commit.iceberg",
+    "stream_sink.commit.delta",
 )
+"""What the protocol at ``commit/``'s top never imports: Iceberg (``table/``, its writers
+``write/``, its target ``commit/iceberg/``) and Delta Lake (``delta/``, ``commit/delta/``)."""
+
+
+def is_protocol(path: Path) -> bool:
+    """A module at ``commit/``'s top (``commit/*.py``), the package's own ``__init__``
+    (its lazy public names, checked by importing it) aside."""
+    return path.parent == ROOT / "commit" and path.name != "__init__.py"
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -134,6 +132,11 @@ def imports_of(module: str, path: Path) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{target}.{alias.name}"
 
 
+def is_format(module: str) -> bool:
+    """``module`` is, or is inside, one of :data:`TABLE_FORMATS`."""
+    return any(module == f or module.startswith(f"{f}.") for f in TABLE_FORMATS)
+
+
 def top_of(module: str) -> str | None:
     """The ``stream_sink`` top-level package or module of ``module`` (None: outside)."""
     parts = module.split(".")
@@ -152,7 +155,7 @@ def violations() -> list[str]:
             root = target.split(".")[0]
             if root in ONLY_IMPORTED_BY and here not in ONLY_IMPORTED_BY[root]:
                 found.append(f"{where}: only {sorted(ONLY_IMPORTED_BY[root])} may")
-            if module in FORMAT_AGNOSTIC and target.startswith(FORMAT_SPECIFIC):
+            if is_protocol(path) and is_format(target):
                 found.append(f"{where}: {module} must reach formats through the target")
             there = top_of(target)
             if there is None or there == here or there not in FLOORS:
@@ -166,6 +169,18 @@ def violations() -> list[str]:
 
 def test_every_import_points_down_the_floors() -> None:
     assert violations() == []
+
+
+def test_importing_the_commit_package_loads_no_table_format() -> None:
+    """``stream_sink.commit``'s Iceberg names (``IcebergTarget``, …) load on first use."""
+    probe = (
+        "import sys, stream_sink.commit\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({TABLE_FORMATS!r})))"
+    )
+    out = subprocess.run(  # in this checkout (``-c`` puts the working directory first)
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT.parent
+    ).stdout
+    assert out.strip() == "[]"
 
 
 def test_every_top_level_package_has_a_floor() -> None:
@@ -184,6 +199,8 @@ def test_every_top_level_package_has_a_floor() -> None:
         ("stream_sink.table.x", "stream_sink.delta.log", "never import each other"),
         ("stream_sink.write.x", "pyspark.sql", "only ['spark'] may"),
         ("stream_sink.commit.committer", "stream_sink.table.table", "through the target"),
+        ("stream_sink.commit.schedule", "stream_sink.commit.iceberg.staging", "through the target"),
+        ("stream_sink.commit.x", "stream_sink.commit.delta.target", "through the target"),
     ],
 )
 def test_the_checker_catches_an_upward_arrow(
@@ -203,11 +220,12 @@ def test_the_checker_catches_an_upward_arrow(
 SPARK = "stream_sink.spark"
 FRONT_DOORS = {"foreach_batch", "datasource", "read"}
 SPARK_MAY_IMPORT: dict[str | None, set[str]] = {
-    None: {"cdc"},  # the shared modules at spark/'s top
+    None: {"cdc", "tasks"},  # the shared modules at spark/'s top
     "cdc": set(),
+    "tasks": {"cdc"},
     "read": set(),
-    "foreach_batch": {"cdc"},
-    "datasource": {"cdc"},
+    "foreach_batch": {"cdc", "tasks"},
+    "datasource": {"cdc", "tasks"},
 }
 """Which of spark/'s sub-packages the modules of each may import (besides their own)."""
 CDC_SHARED = {"errors"}

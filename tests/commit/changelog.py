@@ -50,7 +50,7 @@ def expected_rows(batches: list[list[Change]] = BATCHES) -> list[tuple[int, str]
 
 
 def write_changes(table: Table, changes: list[Change]) -> WriteResult:
-    """The batch through the real CDC delta writer (equality field ``id``); a batch with
+    """The batch through the real CDC writer (equality field ``id``); a batch with
     a truncate writes the changes after its last one, as a truncating result (what the
     sinks do, ``stream_sink.spark.cdc.truncation``)."""
     cut = [i for i, c in enumerate(changes) if c[0] == TRUNCATE]

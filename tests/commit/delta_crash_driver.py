@@ -23,7 +23,7 @@ from crash_driver import acknowledge
 
 from stream_sink.checkpoints import CheckpointStorage
 from stream_sink.commit import FilesCommitter, StateDirectory, failpoint
-from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.commit.driver import end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 from stream_sink.delta import DeltaTable

@@ -13,10 +13,10 @@ from stream_sink.commit import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
     OPERATOR_ID,
-    DeltaManifests,
+    StagedManifests,
     committed_watermark,
-    deserialize_delta_manifests,
-    serialize_delta_manifests,
+    deserialize_staged_manifests,
+    serialize_staged_manifests,
 )
 from stream_sink.commit.committer_state import (
     decode_staged,
@@ -26,7 +26,11 @@ from stream_sink.commit.committer_state import (
     staged_key,
 )
 from stream_sink.commit.failpoints import ENV_VAR, FAILPOINTS, parse_failpoints
-from stream_sink.commit.staging import ManifestNamer, read_staged_files, write_staging_manifests
+from stream_sink.commit.iceberg.staging import (
+    ManifestNamer,
+    read_staged_files,
+    write_staging_manifests,
+)
 from stream_sink.exceptions import CorruptStateError, InvalidOptionError, UnsupportedError
 from stream_sink.table.table import Table
 
@@ -84,23 +88,22 @@ def test_staged_value_round_trip_and_damage() -> None:
         decode_staged(newer, where="w")
 
 
-def test_delta_manifests_round_trip(table: Table) -> None:
+def test_staged_manifests_round_trip(table: Table) -> None:
     result = write_rows(table, [(1, "a"), (2, "b")])
     namer = ManifestNamer("job", "sink", "0123abcd")
     delta = write_staging_manifests(table, namer, 7, 6, result)
     assert delta.data_manifests[0].manifest_path.endswith("/job-sink-7-6-0123abcd-00001.avro")
-    raw = serialize_delta_manifests(delta)
+    raw = serialize_staged_manifests(delta)
     assert raw.startswith(b"SSDM\x00\x01")
-    back = deserialize_delta_manifests(raw, where="w")
+    back = deserialize_staged_manifests(raw, where="w")
     assert back == delta
     assert read_staged_files(table.io, table.metadata, back) == result
-    assert deserialize_delta_manifests(serialize_delta_manifests(DeltaManifests()), where="w") == (
-        DeltaManifests()
-    )
+    empty = serialize_staged_manifests(StagedManifests())
+    assert deserialize_staged_manifests(empty, where="w") == StagedManifests()
     with pytest.raises(UnsupportedError, match="version 3"):  # 2 adds truncate
-        deserialize_delta_manifests(b"SSDM\x00\x03{}", where="w")
+        deserialize_staged_manifests(b"SSDM\x00\x03{}", where="w")
     with pytest.raises(CorruptStateError, match="w: malformed"):
-        deserialize_delta_manifests(b"SSDM\x00\x01{", where="w")
+        deserialize_staged_manifests(b"SSDM\x00\x01{", where="w")
 
 
 def test_watermark_is_scoped_by_job_and_operator_and_skips_other_writers(table: Table) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from harness import Harness, table_rows, write_rows
 
-from stream_sink.commit import table_commit
+from stream_sink.commit.iceberg import table_commit
 from stream_sink.exceptions import CommitFailedError
 from stream_sink.table.table import Table
 

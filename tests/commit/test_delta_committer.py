@@ -19,7 +19,7 @@ from delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_version
 from kill_harness import KillJob
 
 from stream_sink.commit import FAILPOINTS, FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget, app_id
+from stream_sink.commit.delta.target import DeltaTarget, app_id
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files

@@ -28,7 +28,7 @@ from stream_sink.commit import (
     MAX_COMMITTED_CHECKPOINT_ID,
     MAX_CONTINUOUS_EMPTY_COMMITS,
     OPERATOR_ID,
-    deserialize_delta_manifests,
+    deserialize_staged_manifests,
     read_staged_files,
 )
 from stream_sink.commit.committer_state import decode_staged, staged_key
@@ -45,7 +45,7 @@ def staged_spec_id(h: Harness, checkpoint_id: int) -> int:
     raw = h.c.state.get(staged_key(checkpoint_id))
     assert raw is not None
     (_, payload), *_ = decode_staged(raw, where="test")
-    return deserialize_delta_manifests(payload, where="test").data_manifests[0].partition_spec_id
+    return deserialize_staged_manifests(payload, where="test").data_manifests[0].partition_spec_id
 
 
 def test_commit_txn_without_data_files(table: Table, harness: MakeHarness) -> None:
@@ -305,7 +305,7 @@ def test_flink_manifests(table: Table, harness: MakeHarness) -> None:
     raw = h.c.state.get(staged_key(10))
     assert raw is not None
     ((batch_id, payload),) = decode_staged(raw, where="test")
-    delta = deserialize_delta_manifests(payload, where="test")
+    delta = deserialize_staged_manifests(payload, where="test")
     assert batch_id == 10 and delta.delete_manifests == ()
     assert delta.data_manifests[0].manifest_path.endswith("/" + name)
     assert read_staged_files(table.io, table.refresh().metadata, delta) == result

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness import Harness, live_files, table_rows, write_rows
 
-from stream_sink.commit.watermark import watermark_property
+from stream_sink.commit.iceberg.watermark import watermark_property
 from stream_sink.table.snapshots import SnapshotRef
 from stream_sink.table.table import Table
 

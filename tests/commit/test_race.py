@@ -18,7 +18,7 @@ from stream_sink.commit import (
     IcebergTarget,
     StateDirectory,
 )
-from stream_sink.commit.watermark import OPERATOR_ID
+from stream_sink.commit.iceberg.watermark import OPERATOR_ID
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 

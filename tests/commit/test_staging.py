@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from harness import Harness, staging_manifests, table_rows, upsert_result
 
-from stream_sink.commit.staging import ManifestNamer, name_part
+from stream_sink.commit.iceberg.staging import ManifestNamer, name_part
 from stream_sink.maintenance.orphans import STAGING_MANIFEST
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -15,13 +15,13 @@ from delta_readers import delta_rs_rows, duckdb_delta_rows
 from harness import Harness, latest_summary, live_files, table_rows
 
 from stream_sink.commit import FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget
-from stream_sink.commit.shapes import Shape, StagedBatch, plan_commits
-from stream_sink.commit.staging import (
-    DeltaManifests,
-    deserialize_delta_manifests,
-    serialize_delta_manifests,
+from stream_sink.commit.delta.target import DeltaTarget
+from stream_sink.commit.iceberg.staging import (
+    StagedManifests,
+    deserialize_staged_manifests,
+    serialize_staged_manifests,
 )
+from stream_sink.commit.shapes import Shape, StagedBatch, plan_commits
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.writer import write_data_files
@@ -49,11 +49,11 @@ def test_only_a_truncating_batch_is_written_in_the_format_version_that_says_so()
     assert _version(DeltaBatch().to_bytes(), b"SSDB") == 1
     assert _version(delta.to_bytes(), b"SSDB") == 2
     assert DeltaBatch.from_bytes(delta.to_bytes()) == delta and not delta.is_empty
-    staged = DeltaManifests(truncate=True)
-    raw = serialize_delta_manifests(staged)
+    staged = StagedManifests(truncate=True)
+    raw = serialize_staged_manifests(staged)
     assert _version(raw, b"SSDM") == 2 and not staged.is_empty
-    assert deserialize_delta_manifests(raw, where="test") == staged
-    assert _version(serialize_delta_manifests(DeltaManifests()), b"SSDM") == 1
+    assert deserialize_staged_manifests(raw, where="test") == staged
+    assert _version(serialize_staged_manifests(StagedManifests()), b"SSDM") == 1
 
 
 def _staged(batch_id: int, files: WriteResult) -> StagedBatch:

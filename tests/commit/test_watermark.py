@@ -1,6 +1,6 @@
-"""The one reader of each format's sink watermark: stream_sink/commit/watermark.py
+"""The one reader of each format's sink watermark: stream_sink/commit/iceberg/watermark.py
 (Iceberg: snapshot summaries and the durable record) and the Delta target's
-``committed_watermark`` (stream_sink/commit/delta_target.py: the sink's ``txn``)."""
+``committed_watermark`` (stream_sink/commit/delta/target.py: the sink's ``txn``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from stream_sink.commit.delta_target import app_id
-from stream_sink.commit.delta_target import committed_watermark as delta_watermark
-from stream_sink.commit.watermark import (
+from stream_sink.commit.delta.target import app_id
+from stream_sink.commit.delta.target import committed_watermark as delta_watermark
+from stream_sink.commit.iceberg.watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
     OPERATOR_ID,

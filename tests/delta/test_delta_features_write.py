@@ -152,7 +152,7 @@ def test_our_checkpoints_keep_deletion_vectors(tmp_path):
 
 
 def test_partition_overwrite_under_column_mapping_replaces_only_its_partitions(tmp_path):
-    from stream_sink.commit.delta_target import replace_partitions
+    from stream_sink.commit.delta.target import replace_partitions
     from stream_sink.delta.writer import write_data_files
 
     loc = str(tmp_path / "t")

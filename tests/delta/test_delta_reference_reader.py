@@ -24,7 +24,7 @@ from delta_readers import by_key, delta_rs_rows, duckdb_delta_versions
 from peers.readers import read_with_delta, sql_with_delta
 
 from stream_sink.commit import FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget
+from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.delta import CommitInfo, DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import DeltaLog

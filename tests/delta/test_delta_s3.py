@@ -18,7 +18,7 @@ from delta_readers import by_key, delta_rs_rows, delta_rs_storage_options, duckd
 from s3_proxies import store_ignoring_if_none_match, store_with_conflicts
 
 from stream_sink.commit import FilesCommitter, StateDirectory
-from stream_sink.commit.delta_target import DeltaTarget, app_id
+from stream_sink.commit.delta.target import DeltaTarget, app_id
 from stream_sink.delta import CommitInfo, DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import DeltaLog

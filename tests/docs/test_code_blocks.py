@@ -18,7 +18,7 @@ from pathlib import Path
 import debezium_page
 import pytest
 from code_blocks import REPO, Block, pages, runnable
-from kill_harness import SHORT_DRIVER_SUBMIT_ARGS
+from kill_harness import short_driver_submit_args
 
 HERE = Path(__file__).resolve().parent
 SPARK_HINTS = ("local_session", "pyspark", "SparkSession", "stream-sink demo", "stream-sink drill")
@@ -53,7 +53,8 @@ def sandbox_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env.setdefault("PYSPARK_SUBMIT_ARGS", SHORT_DRIVER_SUBMIT_ARGS)  # JVM flags only
+    if "PYSPARK_SUBMIT_ARGS" not in env:
+        env["PYSPARK_SUBMIT_ARGS"] = short_driver_submit_args()  # JVM flags only
     return env
 
 

@@ -2,7 +2,7 @@
 
 One JVM session does everything Java does here:
 - it reads every snapshot of the v3 tables we write (append, upsert and changelog
-  through the delta writers, so deletion vectors beside equality deletes; after
+  through the CDC writers, so deletion vectors beside equality deletes; after
   equality deletes became vectors; after compaction; a v2 table upgraded in place);
 - it writes into one of ours (a merge-on-read DELETE: a vector merged with ours, and an
   append continuing our row ids);
@@ -61,7 +61,7 @@ def rows(*items: Row) -> pa.Table:
 
 
 def changes(table: IcebergTable, items: Sequence[tuple[str, Row]], upsert: bool) -> None:
-    """One row delta of ``items`` (row kind, row) through the delta writers (key id)."""
+    """One row delta of ``items`` (row kind, row) through the CDC writers (key id)."""
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=upsert)
     writer = factory.create(0, 0)
     batch = rows(*[r for _, r in items]).append_column("_row_kind", pa.array([k for k, _ in items]))

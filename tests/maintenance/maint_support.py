@@ -65,7 +65,7 @@ class CdcTable:
 
 
 def upsert(table: Table, changes: Sequence[tuple[str, Row]]) -> None:
-    """One row delta of ``changes`` through the upsert delta writer (key ``id``)."""
+    """One row delta of ``changes`` through the upsert CDC writer (key ``id``)."""
     factory = TaskWriterFactory.for_table(table, equality_fields=["id"], upsert=True)
     writer = factory.create(0, 0)
     writer.write(to_arrow(changes))

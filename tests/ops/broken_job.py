@@ -18,8 +18,8 @@ def _nothing_committed(*args: Any, **kwargs: Any) -> int:
 
 
 def run(**context: Any) -> None:
-    import stream_sink.commit.iceberg_target as iceberg_target
-    import stream_sink.commit.table_commit as table_commit
+    import stream_sink.commit.iceberg.table_commit as table_commit
+    import stream_sink.commit.iceberg.target as iceberg_target
 
     iceberg_target.committed_watermark = _nothing_committed  # type: ignore[assignment]
     table_commit.watermark_from = _nothing_committed  # type: ignore[assignment]

@@ -14,7 +14,7 @@ import pytest
 import stream_sink as ss
 from stream_sink.checkpoints import TableIdentity
 from stream_sink.cli.main import main
-from stream_sink.commit.iceberg_target import IcebergTarget
+from stream_sink.commit.iceberg.target import IcebergTarget
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.writer import write_data_files

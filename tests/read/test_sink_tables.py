@@ -1,4 +1,4 @@
-"""Tables written the way the sink writes them (upsert delta writers, one row delta per
+"""Tables written the way the sink writes them (upsert CDC writers, one row delta per
 batch): our rows equal a model of the change stream and DuckDB's at every snapshot."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from kill_harness import (
     write_batches,
 )
 
-from stream_sink.commit.delta_target import app_id
+from stream_sink.commit.delta.target import app_id
 from stream_sink.delta import DeltaTable
 from stream_sink.spark.datasource.register import supports_data_source
 from stream_sink.spark.query import read_query_id

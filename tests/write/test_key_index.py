@@ -1,4 +1,4 @@
-"""The delta writer's key index equals a dict of keys, also when fingerprints collide."""
+"""The CDC writer's key index equals a dict of keys, also when fingerprints collide."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.write.delta import BaseDeltaWriter
+from stream_sink.write.cdc_writers import BaseDeltaWriter
 from stream_sink.write.key_index import KeyIndex
 from stream_sink.write.writer_factory import TaskWriterFactory
 

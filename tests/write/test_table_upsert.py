@@ -1,4 +1,4 @@
-"""``table.upsert``: one row-delta snapshot through the sink's delta writers; later rows
+"""``table.upsert``: one row-delta snapshot through the sink's CDC writers; later rows
 of a key win, within one call and across calls; DuckDB reads the same rows."""
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ from stream_sink.spark.datasource.write import (
     check_keys_disjoint,
     runs_as_overwrite,
 )
-from stream_sink.spark.executor import merge_results
 from stream_sink.spark.plan import plan_batch
 from stream_sink.spark.runtime import SinkRuntime, open_iceberg
+from stream_sink.spark.tasks.iceberg import merge_results
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.file_factory import new_operation_id
@@ -118,7 +118,7 @@ def prepare_write(
         equality_fields=plan.equality_fields,
         upsert=sink.mode == "upsert",
         operation_id=new_operation_id(),
-        delta_options=plan.delta_options,
+        cdc_options=plan.cdc_options,
     )
     task = SourceWriteTask(
         factory,

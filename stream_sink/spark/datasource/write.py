@@ -25,7 +25,8 @@ import pyarrow as pa
 from stream_sink.exceptions import InvalidOptionError, ValidationError
 from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.options import SourceOptions
-from stream_sink.spark.executor import current_task_ids, with_insert_kind, write_all
+from stream_sink.spark.tasks.iceberg import with_insert_kind, write_all
+from stream_sink.spark.tasks.shared import current_task_ids
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 HASH_DTYPE = np.dtype("<u8")

@@ -1,7 +1,7 @@
 """``DeltaSink``: a Spark ``foreachBatch`` function that writes a Delta table exactly once.
 
 The same two-phase protocol as ``IcebergSink`` (the FilesCommitter behind a
-:class:`~stream_sink.commit.delta_target.DeltaTarget`): executors write Parquet files,
+:class:`~stream_sink.commit.delta.target.DeltaTarget`): executors write Parquet files,
 the driver records the batch's add/remove actions durably before ``foreach_batch``
 returns, and commits them with a ``txn`` action (appId ``stream-sink:<query id>:<sink
 id>``, version = batch id) in the same log version.
@@ -41,18 +41,11 @@ from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark import query
 from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.control_columns import control_columns
-from stream_sink.spark.delta_tasks import (
-    DeltaAppendTask,
-    DeltaInsertTask,
-    TableShape,
-    merge_batches,
-)
 from stream_sink.spark.errors import (
     find_stream_sink_error,
     raise_if_interrupted,
     reraise_stream_sink_error,
 )
-from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import (
@@ -62,6 +55,13 @@ from stream_sink.spark.options import (
 )
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
+from stream_sink.spark.tasks.delta import (
+    DeltaAppendTask,
+    DeltaInsertTask,
+    TableShape,
+    merge_batches,
+)
+from stream_sink.spark.tasks.shared import RESULT_COLUMN, RESULT_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -34,7 +34,7 @@ from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.merge import files_for_keys, touched_files
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.spark import schema_check
-from stream_sink.spark.delta_tasks import (
+from stream_sink.spark.tasks.delta import (
     FILE_COLUMN,
     PATH_COLUMN,
     DeltaAppendTask,
@@ -43,7 +43,7 @@ from stream_sink.spark.delta_tasks import (
     TableShape,
     merge_batches,
 )
-from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL
+from stream_sink.spark.tasks.shared import RESULT_COLUMN, RESULT_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

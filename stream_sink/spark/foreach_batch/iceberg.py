@@ -51,7 +51,6 @@ from stream_sink.spark.cdc import truncation
 from stream_sink.spark.cdc.ordering import TaskSort
 from stream_sink.spark.errors import raise_if_interrupted, reraise_stream_sink_error
 from stream_sink.spark.evolution import evolve_for_batch, with_evolution_hint
-from stream_sink.spark.executor import RESULT_COLUMN, RESULT_DDL, WriteTask, merge_results
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.parquet_route import (
     ROUTES,
@@ -67,6 +66,8 @@ from stream_sink.spark.foreach_batch.single_task import runs_in_one_task
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.runtime import SinkRuntime, iceberg_job_id, left_state, open_iceberg
+from stream_sink.spark.tasks.iceberg import WriteTask, merge_results
+from stream_sink.spark.tasks.shared import RESULT_COLUMN, RESULT_DDL
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
@@ -541,7 +542,7 @@ class IcebergSink:
             equality_fields=plan.equality_fields,
             upsert=self.options.mode == "upsert",
             operation_id=f"{job_id[:8]}-{batch_id}-{uuid.uuid4().hex[:8]}",
-            delta_options=plan.delta_options,
+            cdc_options=plan.cdc_options,
         )
         route, why = choose_route(self.write_route, self.options.mode, factory)
         if route != self._route:

@@ -66,7 +66,6 @@ from stream_sink.spark.cdc import distribution, truncation
 from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
 from stream_sink.spark.errors import reraise_stream_sink_error
 from stream_sink.spark.evolution import HINT_NONE, evolve_for_batch
-from stream_sink.spark.executor import current_task_ids, with_insert_kind
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
@@ -78,6 +77,8 @@ from stream_sink.spark.runtime import (
     input_reader,
     left_state,
 )
+from stream_sink.spark.tasks.iceberg import with_insert_kind
+from stream_sink.spark.tasks.shared import current_task_ids
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
 from stream_sink.table.metadata import TableMetadata
@@ -555,7 +556,7 @@ class Router:
                 equality_fields=p.equality_fields,
                 upsert=opts.mode == "upsert",
                 operation_id=op,
-                delta_options=p.delta_options,
+                cdc_options=p.cdc_options,
             )
             for name, p in plans.items()
         }

@@ -61,10 +61,10 @@ from stream_sink.spark.cdc.control_columns import control_columns
 from stream_sink.spark.datasource.delta.options import WHERE, DeltaRouteOptions
 from stream_sink.spark.datasource.delta.write import DeltaPreparedWrite, DeltaSourceTask, spills_of
 from stream_sink.spark.datasource.write import TaskOutput, refuse_shared_keys, runs_as_overwrite
-from stream_sink.spark.delta_tasks import TableShape, merge_batches
 from stream_sink.spark.options import DEFAULT_DRIVER_KEY_LIMIT, resolve_location
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
+from stream_sink.spark.tasks.delta import TableShape, merge_batches
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -316,7 +316,7 @@ def abort_stream(
 def commit_batch(prepared: DeltaPreparedWrite, outputs: Sequence[TaskOutput | None]) -> None:
     """One version for a batch write: an append, or a dynamic partition overwrite (the
     partitions the write has rows in are replaced; all of an unpartitioned table)."""
-    from stream_sink.commit.delta_target import replace_partitions
+    from stream_sink.commit.delta.target import replace_partitions
 
     written, _ = _written(prepared, outputs, "batch write")
     _discard_spills(prepared, outputs)

@@ -1,7 +1,7 @@
 """What each Spark task of ``format("stream_sink")`` into a Delta table runs.
 
 The rows are written as ``DeltaSink``'s tasks write them
-(:func:`stream_sink.spark.delta_tasks.write_rows`, ``write_net_changes``):
+(:func:`stream_sink.spark.tasks.delta.write_rows`, ``write_net_changes``):
 
 - append and overwrite: the task's rows as data files.
 - upsert and changelog: the task's net changes (per key, the last change in source
@@ -33,8 +33,8 @@ from stream_sink.io.fileio import FileIO
 from stream_sink.spark.cdc.truncation import refuse_in_task
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.write import TaskOutput, key_hashes
-from stream_sink.spark.delta_tasks import TableShape, table_of, write_net_changes, write_rows
-from stream_sink.spark.executor import current_task_ids
+from stream_sink.spark.tasks.delta import TableShape, table_of, write_net_changes, write_rows
+from stream_sink.spark.tasks.shared import current_task_ids
 
 
 @dataclass(frozen=True)

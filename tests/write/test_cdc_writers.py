@@ -1,4 +1,4 @@
-"""CDC delta writers, named after Iceberg's TestDeltaTaskWriter.
+"""CDC writers, named after Iceberg's TestDeltaTaskWriter.
 
 Each "task" is one writer whose WriteResult is committed as its own row delta, as the
 sink does per batch; the table is then read back by DuckDB (equality deletes) and,
@@ -28,7 +28,7 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.manifest import DataFile, DataFileContent
 from stream_sink.table.metrics_config import DELETE_FILE_PATH_ID
 from stream_sink.table.table import Table
-from stream_sink.write.delta import PartitionedDeltaWriter, UnpartitionedDeltaWriter
+from stream_sink.write.cdc_writers import PartitionedDeltaWriter, UnpartitionedDeltaWriter
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import commit_write_result
 from stream_sink.write.writer_factory import TaskWriterFactory
@@ -77,9 +77,9 @@ def run_task(
     task_id: int = 0,
     **options: Any,
 ) -> WriteResult:
-    """Write ``batches`` with one delta writer and commit its result as one row delta."""
+    """Write ``batches`` with one CDC writer and commit its result as one row delta."""
     factory = TaskWriterFactory.for_table(
-        table, equality_fields=list(keys), upsert=upsert, delta_options=options
+        table, equality_fields=list(keys), upsert=upsert, cdc_options=options
     )
     writer = factory.create(partition_id=0, task_id=task_id)
     for batch in batches:
@@ -421,7 +421,7 @@ def test_row_kind_column_is_configurable_and_found_by_name(catalog: Catalog) -> 
     assert table_rows(table) == [(2, "b")]
     with pytest.raises(InvalidOptionError, match="unknown delta writer options"):
         TaskWriterFactory.for_table(
-            table, equality_fields=["id"], delta_options={"kind": "op"}
+            table, equality_fields=["id"], cdc_options={"kind": "op"}
         ).create(0, 0)
 
 

@@ -1,8 +1,8 @@
 """CDC task writers (Flink's UnpartitionedDeltaWriter / PartitionedDeltaWriter).
 
 A batch holds the table's columns plus a row kind column (``+I``, ``-U``, ``+U``,
-``-D``; name from ``delta_options["row_kind_column"]``, default ``_row_kind``).
-What each row does is decided per batch in :mod:`stream_sink.write.delta_plan`.
+``-D``; name from ``cdc_options["row_kind_column"]``, default ``_row_kind``).
+What each row does is decided per batch in :mod:`stream_sink.write.change_plan`.
 
 Invariants:
 - Per partition there is one data file sequence, one equality delete file sequence
@@ -38,8 +38,7 @@ import pyarrow as pa
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.table.transforms import Void
 from stream_sink.table.types import PrimitiveType
-from stream_sink.write.deletes import PositionDeletes, equality_delete_spec, position_delete_spec
-from stream_sink.write.delta_plan import (
+from stream_sink.write.change_plan import (
     DEFAULT_ROW_KIND_COLUMN,
     OP_SKIP,
     check_no_null_keys,
@@ -50,6 +49,7 @@ from stream_sink.write.delta_plan import (
     plan_changes,
     require_columns,
 )
+from stream_sink.write.deletes import PositionDeletes, equality_delete_spec, position_delete_spec
 from stream_sink.write.file_factory import OutputFileFactory
 from stream_sink.write.grouping import group_by_partition
 from stream_sink.write.key_index import KeyIndex
@@ -68,7 +68,7 @@ _NO_POSITIONS = np.empty(0, dtype=np.int64)
 
 @dataclass(frozen=True)
 class DeltaSettings:
-    """What a delta writer needs beyond the factory, validated once."""
+    """What a CDC writer needs beyond the factory, validated once."""
 
     where: str
     row_kind_column: str
@@ -81,7 +81,7 @@ class DeltaSettings:
     @staticmethod
     def of(factory: TaskWriterFactory) -> DeltaSettings:
         where = f"table {factory.table_name}"
-        row_kind = _row_kind_column(factory.delta_options, where)
+        row_kind = _row_kind_column(factory.cdc_options, where)
         schema = factory.schema
         if row_kind in schema.column_names:
             raise InvalidOptionError(
@@ -240,7 +240,7 @@ def _final_positions(final_inserts: np.ndarray, positions: np.ndarray) -> np.nda
 
 
 class BaseDeltaWriter(BaseTaskWriter):
-    """Input decoding and checks shared by both delta writers."""
+    """Input decoding and checks shared by both CDC writers."""
 
     #: Width of hashed key fingerprints (see write/key_index.py); narrowed only by tests.
     key_hash_bits = 64

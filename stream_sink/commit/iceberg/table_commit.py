@@ -43,8 +43,8 @@ from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import Operation, snapshot_producer
 
-from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
-from .shapes import CommitGroup, Shape
+from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from ..shapes import CommitGroup, Shape
 from .watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -157,7 +157,7 @@ def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: Co
 def _log_commit(
     table: Table, group: CommitGroup, who: SinkIdentity, files: list[DataFile], duration_ms: float
 ) -> None:
-    """The one INFO line per table commit (logger ``stream_sink.commit.table_commit``)."""
+    """The one INFO line per table commit (logger ``stream_sink.commit.iceberg.table_commit``)."""
     if not log.isEnabledFor(logging.INFO):
         return
     data = [f for f in files if not f.is_delete]

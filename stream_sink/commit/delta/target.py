@@ -34,9 +34,9 @@ from stream_sink.delta.stats import num_records
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.metrics.committer import CommitterMetrics
 
-from .failpoints import AFTER_METADATA_FILE_WRITE, failpoint
-from .shapes import CommitGroup, Shape
-from .target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
+from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from ..shapes import CommitGroup, Shape
+from ..target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
 
 log = logging.getLogger(__name__)
 

@@ -22,19 +22,19 @@ from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
-from .shapes import CommitGroup
+from ..shapes import CommitGroup
+from ..target import BatchFiles, CommitTarget, StagingNamer
 from .staging import (
-    DeltaManifests,
     ManifestNamer,
+    StagedManifests,
     delete_manifests,
-    deserialize_delta_manifests,
+    deserialize_staged_manifests,
     read_staged_files,
-    serialize_delta_manifests,
+    serialize_staged_manifests,
     sweep_unreferenced,
     write_staging_manifests,
 )
 from .table_commit import SinkIdentity, commit_group, committed_paths, delete_unreferenced
-from .target import BatchFiles, CommitTarget, StagingNamer
 from .watermark import committed_watermark
 
 log = logging.getLogger(__name__)
@@ -75,20 +75,20 @@ class IcebergTarget(CommitTarget):
         if files.is_empty:
             return b""
         manifests = ManifestNamer(namer.job_id, namer.operator_id, namer.token)
-        delta = write_staging_manifests(self.table, manifests, checkpoint_id, batch_id, files)
+        staged = write_staging_manifests(self.table, manifests, checkpoint_id, batch_id, files)
         if files.truncate:
-            delta = replace(delta, truncate=True)
-        return serialize_delta_manifests(delta) if not delta.is_empty else b""
+            staged = replace(staged, truncate=True)
+        return serialize_staged_manifests(staged) if not staged.is_empty else b""
 
-    def _manifests(self, payload: bytes, where: str) -> DeltaManifests:
-        return deserialize_delta_manifests(payload, where=where) if payload else DeltaManifests()
+    def _manifests(self, payload: bytes, where: str) -> StagedManifests:
+        return deserialize_staged_manifests(payload, where=where) if payload else StagedManifests()
 
     def unstage(self, payload: bytes, *, where: str, committed: bool) -> WriteResult:
-        delta = self._manifests(payload, where)
-        if delta.is_empty:
+        staged = self._manifests(payload, where)
+        if staged.is_empty:
             return WriteResult()
         try:
-            return read_staged_files(self.table.io, self.table.metadata, delta)
+            return read_staged_files(self.table.io, self.table.metadata, staged)
         except MissingFileError:
             if not committed:
                 raise

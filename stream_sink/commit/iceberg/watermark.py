@@ -33,8 +33,8 @@ from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.operations import branch_head
 from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 
-from .target import INITIAL_WATERMARK as INITIAL_WATERMARK
-from .target import MAX_CONTINUOUS_EMPTY_COMMITS as MAX_CONTINUOUS_EMPTY_COMMITS
+from ..target import INITIAL_WATERMARK as INITIAL_WATERMARK
+from ..target import MAX_CONTINUOUS_EMPTY_COMMITS as MAX_CONTINUOUS_EMPTY_COMMITS
 
 JOB_ID = "stream-sink.job-id"
 OPERATOR_ID = "stream-sink.operator-id"

@@ -32,7 +32,7 @@ from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.writer import write_data_files
 from stream_sink.io.fileio import FileIO
 
-from .executor import RESULT_SCHEMA
+from .shared import RESULT_SCHEMA
 
 PATH_COLUMN = "add"
 

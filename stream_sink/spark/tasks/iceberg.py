@@ -27,27 +27,9 @@ from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import write_through
 from stream_sink.write.writer_factory import TaskWriterFactory
 
+from .shared import TaskIds, current_task_ids, result_batch
+
 INSERT = "+I"
-RESULT_COLUMN = "result"
-RESULT_DDL = f"{RESULT_COLUMN} binary"
-RESULT_SCHEMA = pa.schema([pa.field(RESULT_COLUMN, pa.binary())])
-
-
-@dataclass(frozen=True)
-class TaskIds:
-    partition_id: int
-    task_id: int
-    attempt_id: int
-
-
-def current_task_ids() -> TaskIds:
-    """Ids of the running Spark task (zeros outside Spark, for local use)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is None:
-        return TaskIds(0, 0, 0)
-    return TaskIds(ctx.partitionId(), ctx.taskAttemptId(), ctx.attemptNumber())
 
 
 @dataclass(frozen=True)
@@ -94,10 +76,6 @@ def write_all(factory: TaskWriterFactory, batches: Iterator[pa.RecordBatch], ids
     """Write ``batches``; the serialized WriteResult, or the error after an abort."""
     writer = factory.create(ids.partition_id, ids.task_id, ids.attempt_id)
     return write_through(writer, (b for b in batches if b.num_rows)).to_bytes()
-
-
-def result_batch(serialized: bytes) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([serialized], pa.binary())], schema=RESULT_SCHEMA)
 
 
 def merge_results(serialized: list[bytes]) -> WriteResult:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from stream_sink.exceptions import MissingColumnError, NullKeyError, UnknownRowKindError
-from stream_sink.write.delta_plan import (
+from stream_sink.write.change_plan import (
     OP_SKIP,
     check_no_null_keys,
     decode_row_kinds,

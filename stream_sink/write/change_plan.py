@@ -1,4 +1,4 @@
-"""What a CDC delta writer does with each row of a batch, decided for the whole batch at once.
+"""What a CDC writer does with each row of a batch, decided for the whole batch at once.
 
 Semantics (Flink's BaseDeltaTaskWriter over BaseEqualityDeltaWriter):
 

@@ -1,4 +1,4 @@
-"""Random CDC streams written by the delta writers, one row delta per task, read back by
+"""Random CDC streams written by the CDC writers, one row delta per task, read back by
 DuckDB and by Apache Iceberg Java; both must equal a plain dict model of the table."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Phase 1 of the commit writes each batch's data files into a data manifest and it
 delete files into a delete manifest (one per partition spec, normally exactly one of
 each), in the table's metadata location or ``stream-sink.manifests.location``, with a
 placeholder snapshot id as Flink does; operator state then only holds the small
-:class:`DeltaManifests` pointing at them. Phase 2 reads the files back from there.
+:class:`StagedManifests` pointing at them. Phase 2 reads the files back from there.
 
 Invariants:
 - A staging manifest name is unique per committer instance and batch (see
@@ -51,16 +51,18 @@ log = logging.getLogger(__name__)
 PLACEHOLDER_SNAPSHOT_ID = 0
 """Snapshot id written into staging manifests (Flink's DUMMY_SNAPSHOT_ID); never committed."""
 
-DELTA_MANIFESTS_VERSION = 2
+STAGED_MANIFESTS_VERSION = 2
 """Version 2 adds ``truncate``, written only for a truncating batch (a stream_sink
 without it refuses that payload instead of dropping the truncate)."""
-DELTA_MANIFESTS = Envelope(
-    b"SSDM", DELTA_MANIFESTS_VERSION, "serialized DeltaManifests", CorruptStateError
+STAGED_MANIFESTS = Envelope(
+    b"SSDM", STAGED_MANIFESTS_VERSION, "serialized StagedManifests", CorruptStateError
 )
+"""The magic ``SSDM`` is the bytes' first name (Flink's "delta manifests"): states on disk
+carry it, so it stays."""
 
 
 @dataclass(frozen=True)
-class DeltaManifests:
+class StagedManifests:
     """Where one batch's staged files are: its data and delete manifests (one per
     partition spec the files were written with) and the data files its position
     deletes reference."""
@@ -145,7 +147,7 @@ def write_staging_manifests(
     checkpoint_id: int,
     batch_id: int,
     files: WriteResult,
-) -> DeltaManifests:
+) -> StagedManifests:
     """Write ``files`` to new staging manifests; nothing is written for an empty batch.
 
     On failure the manifests already written are deleted again.
@@ -167,7 +169,7 @@ def write_staging_manifests(
     except BaseException:
         delete_manifests(table.io, written)
         raise
-    return DeltaManifests(data, deletes, tuple(files.referenced_data_files))
+    return StagedManifests(data, deletes, tuple(files.referenced_data_files))
 
 
 def _write_grouped(
@@ -211,8 +213,8 @@ def _write_grouped(
     return tuple(out)
 
 
-def read_staged_files(io: FileIO, metadata: TableMetadata, delta: DeltaManifests) -> WriteResult:
-    """The files ``delta`` points at, as they were staged (partition values by the spec
+def read_staged_files(io: FileIO, metadata: TableMetadata, staged: StagedManifests) -> WriteResult:
+    """The files ``staged`` points at, as they were staged (partition values by the spec
     each manifest was written with)."""
 
     def read(manifests: Iterable[ManifestFile]) -> tuple[DataFile, ...]:
@@ -223,10 +225,10 @@ def read_staged_files(io: FileIO, metadata: TableMetadata, delta: DeltaManifests
         return tuple(out)
 
     return WriteResult(
-        read(delta.data_manifests),
-        read(delta.delete_manifests),
-        delta.referenced_data_files,
-        delta.truncate,
+        read(staged.data_manifests),
+        read(staged.delete_manifests),
+        staged.referenced_data_files,
+        staged.truncate,
     )
 
 
@@ -262,32 +264,32 @@ def delete_manifests(io: FileIO, manifests: Iterable[ManifestFile]) -> None:
 # --- serialization -----------------------------------------------------------------------
 
 
-def serialize_delta_manifests(delta: DeltaManifests) -> bytes:
+def serialize_staged_manifests(staged: StagedManifests) -> bytes:
     """Versioned bytes: ``SSDM | version (uint16) | JSON`` (:mod:`stream_sink.envelope`)."""
     doc = {
-        "data": [_manifest_to_json(m) for m in delta.data_manifests],
-        "deletes": [_manifest_to_json(m) for m in delta.delete_manifests],
-        "referenced": list(delta.referenced_data_files),
+        "data": [_manifest_to_json(m) for m in staged.data_manifests],
+        "deletes": [_manifest_to_json(m) for m in staged.delete_manifests],
+        "referenced": list(staged.referenced_data_files),
     }
-    if delta.truncate:
+    if staged.truncate:
         doc["truncate"] = True
     payload = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    return DELTA_MANIFESTS.wrap(payload, DELTA_MANIFESTS_VERSION if delta.truncate else 1)
+    return STAGED_MANIFESTS.wrap(payload, STAGED_MANIFESTS_VERSION if staged.truncate else 1)
 
 
-def deserialize_delta_manifests(data: bytes, *, where: str) -> DeltaManifests:
-    """Parse bytes of :func:`serialize_delta_manifests`; ``where`` is named in errors."""
-    payload = DELTA_MANIFESTS.payload(data, where=where)
+def deserialize_staged_manifests(data: bytes, *, where: str) -> StagedManifests:
+    """Parse bytes of :func:`serialize_staged_manifests`; ``where`` is named in errors."""
+    payload = STAGED_MANIFESTS.payload(data, where=where)
     try:
         doc = json.loads(payload)
-        return DeltaManifests(
+        return StagedManifests(
             tuple(_manifest_from_json(m) for m in doc["data"]),
             tuple(_manifest_from_json(m) for m in doc["deletes"]),
             tuple(str(p) for p in doc["referenced"]),
             bool(doc.get("truncate", False)),
         )
     except (ValueError, KeyError, TypeError) as e:
-        raise CorruptStateError(f"{where}: malformed DeltaManifests ({e!r})") from e
+        raise CorruptStateError(f"{where}: malformed StagedManifests ({e!r})") from e
 
 
 def _manifest_to_json(m: ManifestFile) -> dict[str, Any]:
