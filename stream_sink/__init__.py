@@ -1,4 +1,5 @@
-"""stream_sink: exactly-once streaming writes from Spark into Apache Iceberg tables."""
+"""stream_sink: exactly-once streaming writes from Spark into Apache Iceberg (v2, v3) and
+Delta Lake tables."""
 
 from __future__ import annotations
 

@@ -23,10 +23,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
+from stream_sink.commit.iceberg.watermark import MAX_COMMITTED_CHECKPOINT_ID, summary_stamp
 from stream_sink.demo.data import ChangeStream, generate, table_rows
 from stream_sink.demo.job import (
     SINK_ID,
@@ -44,7 +45,8 @@ from stream_sink.table.catalog import Catalog
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.tables import IcebergTable
 
-WATERMARK = "stream-sink.max-committed-checkpoint-id"
+WATERMARK = MAX_COMMITTED_CHECKPOINT_ID
+"""The summary key of a snapshot's batch id (:mod:`stream_sink.commit.iceberg.watermark`)."""
 POLL_SECONDS = 0.5
 
 
@@ -262,7 +264,7 @@ def _report(
     for snap in now[len(seen) :]:
         s = snap.summary
         say(
-            f"batch {int(s.get(WATERMARK, '-1')):>3} of 0..{batches - 1} committed: "
+            f"batch {_stamp(s):>3} of 0..{batches - 1} committed: "
             f"{s.get('operation', '?')}, +{s.get('added-data-files', '0')} data files, "
             f"+{s.get('added-delete-files', '0')} delete files, "
             f"{int(s.get('total-records', '0')):,} records in data files"
@@ -293,8 +295,14 @@ def _resume_message(cfg: DemoConfig, catalog: Catalog) -> str:
 
 
 def _watermark(snapshots: list[Snapshot]) -> int:
-    marks = [int(s.summary.get(WATERMARK, "-1")) for s in snapshots]
-    return max(marks, default=-1)
+    """The highest batch id the table's snapshots record (its one sink's watermark)."""
+    return max((_stamp(s.summary) for s in snapshots), default=-1)
+
+
+def _stamp(summary: Mapping[str, str]) -> int:
+    """The batch id a snapshot records; -1 for one the sink did not stamp."""
+    stamp = summary_stamp(summary)
+    return -1 if stamp is None else stamp
 
 
 def _summary(table: IcebergTable) -> str:
@@ -304,7 +312,7 @@ def _summary(table: IcebergTable) -> str:
         rows.append(
             [
                 str(snap.snapshot_id),
-                int(s.get(WATERMARK, "-1")),
+                _stamp(s),
                 s.get("operation", "?"),
                 int(s.get("added-data-files", "0")),
                 int(s.get("added-delete-files", "0")),

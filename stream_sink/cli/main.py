@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="a Debezium change stream upserted into an Iceberg table through a kill and a "
         "restart, then checked",
+        description="Generate a Debezium change stream of an orders table as JSON files,\n"
+        "upsert it into the Iceberg table demo.orders with a streaming job, kill the job\n"
+        "with SIGKILL mid-batch once about half the batches are committed, restart it\n"
+        "from its checkpoint location, then check that the table equals the stream's\n"
+        "final state and print its snapshots, totals and timings.",
         formatter_class=HelpFormatter,
     )
     from stream_sink.cli.demo import add_arguments as add_demo_arguments

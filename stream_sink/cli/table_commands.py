@@ -25,14 +25,8 @@ from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
 from stream_sink.cli.upgrade_command import add_upgrade_parser, run_upgrade
-from stream_sink.commit.iceberg.watermark import (
-    JOB_ID,
-    MAX_COMMITTED_CHECKPOINT_ID,
-    OPERATOR_ID,
-    WATERMARK_PROPERTY_PREFIX,
-    iter_ancestry,
-    recorded_watermark,
-)
+from stream_sink.commit.iceberg.watermark import JOB_ID, OPERATOR_ID, summary_stamp
+from stream_sink.commit.iceberg.watermark import sink_watermarks as read_sink_watermarks
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
@@ -329,7 +323,7 @@ def snapshot_rows(table: Table) -> list[dict[str, Any]]:
                 "delete_files": _int(summary.get("total-delete-files")),
                 "sink": summary.get(OPERATOR_ID),
                 "job": (summary.get(JOB_ID) or "")[:8] or None,
-                "watermark": _int(summary.get(MAX_COMMITTED_CHECKPOINT_ID)),
+                "watermark": summary_stamp(summary),
             }
         )
     return rows
@@ -338,38 +332,18 @@ def snapshot_rows(table: Table) -> list[dict[str, Any]]:
 def sink_watermarks(table: Table) -> list[dict[str, Any]]:
     """Each sink that committed to the main branch: its newest job and its watermark
     (the snapshot summaries' and the durable ``stream-sink.watermark.<sink>`` record's,
-    which outlives expired snapshots)."""
-    meta = table.metadata
-    seen: dict[str, dict[str, Any]] = {}
-    for snap in iter_ancestry(meta, table.current_snapshot()):
-        sink = snap.summary.get(OPERATOR_ID)
-        mark = _int(snap.summary.get(MAX_COMMITTED_CHECKPOINT_ID))
-        if sink is None or mark is None or sink in seen:
-            continue
-        seen[sink] = {
-            "sink": sink,
-            "job": snap.summary.get(JOB_ID),
-            "watermark": mark,
-            "snapshot_id": snap.snapshot_id,
-            "committed_at": _time(snap.timestamp_ms),
+    which outlives expired snapshots), as
+    :func:`stream_sink.commit.iceberg.watermark.sink_watermarks` reads them."""
+    return [
+        {
+            "sink": w.sink,
+            "job": w.job,
+            "watermark": w.watermark,
+            "snapshot_id": w.snapshot_id,
+            "committed_at": None if w.timestamp_ms is None else _time(w.timestamp_ms),
         }
-    for key in meta.properties:
-        sink = key[len(WATERMARK_PROPERTY_PREFIX) :]
-        if not key.startswith(WATERMARK_PROPERTY_PREFIX) or "@" in sink:
-            continue  # "@<branch>": another branch's record
-        record = recorded_watermark(meta, sink)
-        if record is None:
-            continue
-        row = seen.get(sink)
-        if row is None or (row["job"] == record.job_id and row["watermark"] < record.checkpoint_id):
-            seen[sink] = {
-                "sink": sink,
-                "job": record.job_id,
-                "watermark": record.checkpoint_id,
-                "snapshot_id": record.snapshot_id,
-                "committed_at": None,
-            }
-    return [seen[k] for k in sorted(seen)]
+        for w in read_sink_watermarks(table.metadata)
+    ]
 
 
 def _live_rows(table: Table, snapshot_id: int) -> int:

@@ -18,13 +18,13 @@ another writer's work never lands; the table is unchanged when commit() raises.
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import CommitFailedError, ConcurrentDeleteReadError
+from stream_sink.retry import Backoff, TryAgain, is_try_again, retrying
 
 from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
 from .checkpoint import write_checkpoint
@@ -122,23 +122,27 @@ class DeltaTransaction:
             frozenset(self._app_ids),
             self._isolation,
         )
-        backoff = MIN_BACKOFF_S
         txn_id = str(uuid.uuid4())  # our bytes differ from any other writer's (S3 retries)
-        for attempt in range(self._max_attempts):
+
+        def attempt(n: int) -> int:
+            nonlocal snapshot
             version = snapshot.version + 1
-            info = self._commit_info(operation, parameters, attempt, txn_id)
-            actions = [info, *self._actions]
+            actions = [self._commit_info(operation, parameters, n, txn_id), *self._actions]
             if table.log.write_commit(version, actions, self._before_publish):
                 table.record_commit(SnapshotBuilder.of(snapshot).apply(version, actions).build())
                 self._post_commit(version)
                 return version
             snapshot = self._rebase(snapshot, read, where)
-            time.sleep(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
-        raise CommitFailedError(
-            f"{where}: gave up after {self._max_attempts} attempts; "
-            "other writers kept winning each version"
-        )
+            raise TryAgain(f"lost version {version}")
+
+        backoff = Backoff(MIN_BACKOFF_S, MAX_BACKOFF_S, self._max_attempts, jitter=(0.5, 1.5))
+        try:
+            return retrying(attempt, backoff, is_try_again)
+        except TryAgain:
+            raise CommitFailedError(
+                f"{where}: gave up after {self._max_attempts} attempts; "
+                "other writers kept winning each version"
+            ) from None
 
     def _prepare(self, snapshot: DeltaSnapshot, where: str) -> None:
         check_writable(snapshot.protocol, where, snapshot.metadata.schema_string)

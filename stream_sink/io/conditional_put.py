@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import threading
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from typing import Any
 
 from stream_sink.exceptions import SinkIOError, UnsupportedError
 from stream_sink.io.endpoint import endpoint_url
+from stream_sink.retry import Backoff, TryAgain, is_try_again, retrying
 
 CONFLICT_ATTEMPTS = 10
 """How often a 409 (a concurrent conditional write in flight) is retried."""
@@ -73,20 +72,24 @@ def put_if_absent(
     ``where`` names the object in errors."""
     store = _store(properties)
     _check_store(store, bucket, key, where)
-    delay = MIN_BACKOFF_S
-    for _ in range(CONFLICT_ATTEMPTS):
+
+    def attempt(_: int) -> bool:
         outcome = _put(store, bucket, key, data, where)
         if outcome is PutOutcome.CREATED:
             return True
         if outcome is PutOutcome.EXISTS or _exists(store.client, bucket, key, where):
             return _holds(store.client, bucket, key, data, where)
-        time.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 2, MAX_BACKOFF_S)
-    raise SinkIOError(
-        f"conditional PUT of {where}: the store reported a concurrent conditional write "
-        f"(409 ConditionalRequestConflict) {CONFLICT_ATTEMPTS} times in a row; nothing "
-        "was written by this attempt, retry"
-    )
+        raise TryAgain("409 ConditionalRequestConflict")
+
+    backoff = Backoff(MIN_BACKOFF_S, MAX_BACKOFF_S, CONFLICT_ATTEMPTS, jitter=(0.5, 1.5))
+    try:
+        return retrying(attempt, backoff, is_try_again)
+    except TryAgain:
+        raise SinkIOError(
+            f"conditional PUT of {where}: the store reported a concurrent conditional write "
+            f"(409 ConditionalRequestConflict) {CONFLICT_ATTEMPTS} times in a row; nothing "
+            "was written by this attempt, retry"
+        ) from None
 
 
 def _put(store: _S3, bucket: str, key: str, data: bytes, where: str) -> PutOutcome:

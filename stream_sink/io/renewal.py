@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -38,6 +36,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from stream_sink.exceptions import RemoteStorageError
+from stream_sink.retry import Backoff, retrying
 from stream_sink.secrets import is_secret, scrub
 
 log = logging.getLogger(__name__)
@@ -45,8 +44,16 @@ log = logging.getLogger(__name__)
 Answer = Literal["credentials", "table"]
 """How to read the answer: a LoadCredentialsResponse, or a LoadTableResult."""
 
-_ATTEMPTS = 4
+_BACKOFF = Backoff(first_s=0.2, max_s=4.0, max_attempts=4)
 _TRANSIENT = frozenset({429, 500, 502, 503, 504})
+
+
+def _transient(e: Exception) -> bool:
+    """A 429 or 5xx answer, a refused, reset or timed-out connection, or a body that is
+    not JSON: worth another attempt."""
+    if isinstance(e, urllib.error.HTTPError):
+        return e.code in _TRANSIENT
+    return isinstance(e, (OSError, ValueError))
 
 
 @dataclass(frozen=True)
@@ -86,30 +93,28 @@ class Renewal:
             headers = {k: v for k, v in headers.items() if not is_secret(f"header.{k}")}
         request = urllib.request.Request(self.url, headers=headers, method="GET")
         opener = urllib.request.build_opener(_RedirectWithoutSecrets)
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                with opener.open(request, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read() or b"null")
-            except urllib.error.HTTPError as e:
-                said = self._said(e)
-                if e.code not in _TRANSIENT or attempt == _ATTEMPTS:
-                    raise self._failure(f"answered {e.code}{said}", e.code) from None
-                cause = str(e.code)
-            except (OSError, ValueError) as e:  # refused, reset, timed out; not JSON
-                if attempt == _ATTEMPTS:
-                    raise self._failure(f"failed ({type(e).__name__})", None) from None
-                cause = type(e).__name__
-            wait_s = min(0.2 * 2 ** (attempt - 1), 4.0) * (0.5 + random.random() / 2)
-            log.warning(
-                "%s: renewing storage credentials: %s; attempt %d of %d in %.1f s",
-                self.what,
-                cause,
-                attempt + 1,
-                _ATTEMPTS,
-                wait_s,
-            )
-            time.sleep(wait_s)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def attempt(_: int) -> Any:
+            with opener.open(request, timeout=self.timeout_s) as resp:
+                return json.loads(resp.read() or b"null")
+
+        try:
+            return retrying(attempt, _BACKOFF, _transient, on_retry=self._log_retry)
+        except urllib.error.HTTPError as e:
+            raise self._failure(f"answered {e.code}{self._said(e)}", e.code) from None
+        except (OSError, ValueError) as e:  # refused, reset, timed out; not JSON
+            raise self._failure(f"failed ({type(e).__name__})", None) from None
+
+    def _log_retry(self, e: Exception, retry: int, wait_s: float) -> None:
+        cause = str(e.code) if isinstance(e, urllib.error.HTTPError) else type(e).__name__
+        log.warning(
+            "%s: renewing storage credentials: %s; attempt %d of %d in %.1f s",
+            self.what,
+            cause,
+            retry + 1,
+            _BACKOFF.max_attempts,
+            wait_s,
+        )
 
     def _said(self, e: urllib.error.HTTPError) -> str:
         try:

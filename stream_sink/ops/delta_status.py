@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stream_sink.checkpoints import TableIdentity
-from stream_sink.commit.delta.target import app_id
+from stream_sink.commit.delta.target import app_id, committed_watermark
+from stream_sink.commit.target import INITIAL_WATERMARK
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.actions import CommitInfo, Txn
 from stream_sink.exceptions import StreamSinkError
@@ -84,16 +85,15 @@ def delta_watermark(
             f"{snapshot.metadata.id}, the sink recorded {identity.table_uuid} (was it "
             "deleted and created again? pass --table PATH of the sink's table)",
         )
-    app = app_id(query_id, sink_id)
-    mark = snapshot.txn_version(app)
+    mark = committed_watermark(snapshot, query_id, sink_id)
     state = DeltaTableState(
         location,
         snapshot.version,
         len(snapshot.files),
         sum(a.size for a in snapshot.files.values()),
     )
-    last = _last_commit(table, app) if mark is not None else None
-    return DeltaWatermark(-1 if mark is None else mark, None, state, last)
+    last = _last_commit(table, app_id(query_id, sink_id)) if mark != INITIAL_WATERMARK else None
+    return DeltaWatermark(mark, None, state, last)
 
 
 def _last_commit(table: DeltaTable, app: str) -> LastCommit | None:

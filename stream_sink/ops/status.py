@@ -36,7 +36,7 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
 from stream_sink.checkpoints.metadata import DELTA_CATALOG
 from stream_sink.commit.delta.target import delta_identity as delta_identity_of
-from stream_sink.commit.iceberg.watermark import committed_watermark, iter_ancestry, stamp_of
+from stream_sink.commit.iceberg.watermark import committed_watermark, last_stamped
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, metrics_from_report
 from stream_sink.exceptions import (
@@ -411,13 +411,11 @@ def _table_watermark(
             None,
             (),
         )
-    head = branch_head(meta, branch)
     mark = committed_watermark(meta, query_id, sink, branch)
     warning = metadata_files_warning(loaded)
     warnings = (f"table {table}: {warning}",) if warning else ()
-    for snap in iter_ancestry(meta, head):
-        stamp = stamp_of(snap.summary, query_id, sink)
-        if stamp is not None:
-            last = LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
-            return mark, None, last, warnings
-    return mark, None, None, warnings
+    stamped = last_stamped(meta, branch_head(meta, branch), query_id, sink)
+    if stamped is None:
+        return mark, None, None, warnings
+    snap, stamp = stamped
+    return mark, None, LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp), warnings

@@ -1,4 +1,9 @@
-"""The sink's options, parsed and checked once from ``IcebergSink``'s keyword arguments.
+"""The sink's options, parsed and checked once per target, whichever front door took them.
+
+An Iceberg sink's options are :func:`parse_options`'s (``IcebergSink``'s keyword
+arguments; ``format("stream_sink")`` turns its string options into the same
+arguments), a Delta sink's are :func:`parse_delta_sink_options`'s (``DeltaSink``'s keyword
+arguments, and the string options of ``format("stream_sink")`` with target delta).
 
 Invariants:
 - Every option is validated here; a bad value raises InvalidOptionError naming it.
@@ -154,6 +159,63 @@ def parse_options(
         table_column=table_column,
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
     )
+
+
+@dataclass(frozen=True)
+class DeltaSinkOptions:
+    """What one Delta sink writes, checked: the same for ``DeltaSink`` and
+    ``format("stream_sink")`` with target delta. Where the sink keeps its state and
+    checkpoints is resolved by ``spark.runtime.DeltaPlaces`` when the sink opens."""
+
+    mode: WriteMode
+    partition_by: tuple[str, ...]
+    equality_fields: tuple[str, ...]
+    row_kind_column: str | None
+    order_by: tuple[str, ...]
+    driver_key_limit: int | None
+    """None: the route's default (:data:`DEFAULT_DRIVER_KEY_LIMIT`), applied where it commits."""
+
+
+def parse_delta_sink_options(
+    *,
+    where: str,
+    mode: str = "append",
+    partition_by: Sequence[str] | None = None,
+    equality_fields: Sequence[str] | None = None,
+    row_kind_column: str | None = None,
+    order_by: Sequence[str] | str | None = None,
+    driver_key_limit: int | None = DEFAULT_DRIVER_KEY_LIMIT,
+    names: CdcOptionNames | None = None,
+    unused_refused: bool = False,
+    prefix: str = "",
+) -> DeltaSinkOptions:
+    """Check the options of a Delta sink: ``mode`` is a write mode, the CDC options fit
+    it (:func:`check_cdc_options` with ``where``, ``names`` and ``unused_refused``; a
+    Delta sink has no identifier fields to fall back on, so a CDC mode needs
+    ``equality_fields``), and ``driver_key_limit`` is not negative. ``prefix`` starts
+    the messages about the mode and the key limit; InvalidOptionError."""
+    if mode not in WRITE_MODES:
+        raise InvalidOptionError(f"{prefix}mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
+    if driver_key_limit is not None and driver_key_limit < 0:
+        raise InvalidOptionError(f"{prefix}driver_key_limit={driver_key_limit}: expected >= 0")
+    options = DeltaSinkOptions(
+        mode=mode,  # type: ignore[arg-type]
+        partition_by=tuple(partition_by or ()),
+        equality_fields=tuple(equality_fields or ()),
+        row_kind_column=row_kind_column,
+        order_by=(order_by,) if isinstance(order_by, str) else tuple(order_by or ()),
+        driver_key_limit=driver_key_limit,
+    )
+    check_cdc_options(
+        where,
+        options.mode,
+        equality_fields=options.equality_fields,
+        row_kind_column=options.row_kind_column,
+        order_by=options.order_by,
+        names=names,
+        unused_refused=unused_refused,
+    )
+    return options
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ expiry and metadata-only changes holds the lock of its table's location. Two
 committers in one process, such as a streaming sink and the maintenance it runs in a
 background thread, then never race each other's compare-and-swap: each attempt builds
 on the other's commit instead of losing to it and starting over. Committers in other
-processes still race through the catalog, and lose and retry as before.
+processes race through the catalog's compare-and-swap: the loser refreshes and retries.
 
 Invariants: the lock is re-entrant (a commit inside an attempt's hook on the same
 thread does not deadlock); it is held for one attempt, never across retries' waits;

@@ -1,17 +1,18 @@
 """Commit retry policy from ``commit.retry.*`` table properties (Java's defaults).
 
 Invariant: only CommitFailedError (a lost compare-and-swap) is retried;
-CommitStateUnknownError and validation failures surface at once.
+CommitStateUnknownError and validation failures surface at once. The loop and its
+jittered backoff are :mod:`stream_sink.retry`'s.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
 from stream_sink.exceptions import CommitFailedError, InvalidOptionError
+from stream_sink.retry import Backoff, retrying
 
 T = TypeVar("T")
 
@@ -46,21 +47,18 @@ class RetryPolicy:
             num("commit.retry.total-timeout-ms", 1_800_000),
         )
 
-    def wait_ms(self, attempt: int) -> float:
-        """Exponential backoff with jitter for the ``attempt``-th retry (1-based)."""
-        base = min(self.min_wait_ms * (2 ** (attempt - 1)), self.max_wait_ms)
-        return float(base) * (0.5 + random.random() / 2)
+    @property
+    def backoff(self) -> Backoff:
+        """The policy as waits: ``num_retries`` retries within ``total_timeout_ms``."""
+        return Backoff(
+            first_s=self.min_wait_ms / 1000,
+            max_s=self.max_wait_ms / 1000,
+            max_attempts=self.num_retries + 1,
+            deadline_s=self.total_timeout_ms / 1000,
+        )
 
     def run(self, attempt_fn: Callable[[int], T], sleep: Callable[[float], None] = time.sleep) -> T:
         """Call ``attempt_fn(attempt)`` until it returns, retrying CommitFailedError."""
-        start = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                return attempt_fn(attempt)
-            except CommitFailedError:
-                attempt += 1
-                elapsed_ms = (time.monotonic() - start) * 1000
-                if attempt > self.num_retries or elapsed_ms >= self.total_timeout_ms:
-                    raise
-                sleep(self.wait_ms(attempt) / 1000)
+        return retrying(
+            attempt_fn, self.backoff, lambda e: isinstance(e, CommitFailedError), sleep=sleep
+        )

@@ -12,10 +12,10 @@ Invariants:
 - Version 2 adds ``truncate`` (the batch empties its table first: a TRUNCATE of the
   source, see ``stream_sink.spark.cdc.truncation``) and is written only for such a
   result, so a stream_sink without it refuses the result (UnsupportedError) instead of
-  dropping the truncate; every other result is written as version 1, as before. A
-  newer version is UnsupportedError (the envelope's policy); damaged bytes are
-  CorruptionError, never guessed at. Bytes written before the common envelope
-  (``b"SSWR\x01"`` + zlib, one version byte) are still read.
+  dropping the truncate; every other result is written as version 1, which every
+  stream_sink reads. A newer version is UnsupportedError (the envelope's policy);
+  damaged bytes are CorruptionError, never guessed at. The form that precedes the
+  common envelope (``b"SSWR\x01"`` + zlib, one version byte) is read too.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ FLOORS: dict[str, int] = {
     "envelope": 1,
     "failpoints": 1,
     "secrets": 1,
+    "retry": 1,
 }
 """Top-level packages and modules of ``stream_sink`` and their floor; the package's own
 ``__init__`` (lazy re-exports for users) is not a floor."""

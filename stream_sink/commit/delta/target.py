@@ -29,6 +29,7 @@ from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.features import check_writable
 from stream_sink.delta.paths import absolute_location
+from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.stats import num_records
 from stream_sink.exceptions import CommitValidationError
 from stream_sink.metrics.committer import CommitterMetrics
@@ -43,6 +44,14 @@ log = logging.getLogger(__name__)
 def app_id(job_id: str, operator_id: str) -> str:
     """The ``txn`` appId of a (job, sink)."""
     return f"stream-sink:{job_id}:{operator_id}"
+
+
+def committed_watermark(snapshot: DeltaSnapshot, job_id: str, operator_id: str) -> int:
+    """The watermark of (job, sink) in ``snapshot``: its ``txn`` version, -1 with none.
+    The one reader of a Delta sink's watermark: the committer and ``stream-sink status``
+    read it here."""
+    version = snapshot.txn_version(app_id(job_id, operator_id))
+    return INITIAL_WATERMARK if version is None else version
 
 
 def parse_app_id(app: str) -> tuple[str, str] | None:
@@ -103,8 +112,7 @@ class DeltaTarget(CommitTarget):
         return None
 
     def watermark(self, job_id: str, operator_id: str) -> int:
-        version = self.table.refresh().snapshot.txn_version(app_id(job_id, operator_id))
-        return INITIAL_WATERMARK if version is None else version
+        return committed_watermark(self.table.refresh().snapshot, job_id, operator_id)
 
     def commit(
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics

@@ -23,11 +23,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stream_sink.exceptions import CommitFailedError, CommitStateUnknownError, CommitValidationError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
+from stream_sink.retry import retrying
 from stream_sink.table.manifest import (
     DataFile,
     ManifestEntryStatus,
@@ -122,33 +123,35 @@ def commit_group(
 def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: CommitGroup) -> None:
     """``producer.commit()``, retried while its outcome is unknown (see the invariants)."""
     policy = RetryPolicy.from_properties(table.properties)
-    attempt = 0
-    while True:
-        try:
-            producer.commit()
-            return
-        except CommitStateUnknownError as e:
-            attempt += 1
-            if attempt > policy.num_retries:
-                raise CommitStateUnknownError(
-                    f"table {table.name}: the outcome of committing batches {group.lowest}.."
-                    f"{group.stamp} stayed unknown after {attempt} attempts: {e}. Nothing is "
-                    "lost or deleted: the batches stay staged, and the sink's restart finds "
-                    "them in the table by their watermark or commits them once"
-                ) from e
-            wait_ms = policy.wait_ms(attempt)
-            log.warning(
-                "table %s: commit of batches %d..%d: outcome unknown (%s); checking the "
-                "table and retrying in %.0f ms (%d of %d)",
-                table.name,
-                group.lowest,
-                group.stamp,
-                e,
-                wait_ms,
-                attempt,
-                policy.num_retries,
-            )
-            time.sleep(wait_ms / 1000)
+
+    def log_retry(e: Exception, retry: int, wait_s: float) -> None:
+        log.warning(
+            "table %s: commit of batches %d..%d: outcome unknown (%s); checking the "
+            "table and retrying in %.0f ms (%d of %d)",
+            table.name,
+            group.lowest,
+            group.stamp,
+            e,
+            wait_s * 1000,
+            retry,
+            policy.num_retries,
+        )
+
+    unknown = replace(policy.backoff, deadline_s=None)  # num-retries bounds it, no timeout
+    try:
+        retrying(
+            lambda _: producer.commit(),
+            unknown,
+            lambda e: isinstance(e, CommitStateUnknownError),
+            on_retry=log_retry,
+        )
+    except CommitStateUnknownError as e:
+        raise CommitStateUnknownError(
+            f"table {table.name}: the outcome of committing batches {group.lowest}.."
+            f"{group.stamp} stayed unknown after {unknown.max_attempts} attempts: {e}. Nothing "
+            "is lost or deleted: the batches stay staged, and the sink's restart finds "
+            "them in the table by their watermark or commits them once"
+        ) from e
 
 
 def _log_commit(

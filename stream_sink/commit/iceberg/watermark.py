@@ -15,6 +15,11 @@ The watermark of a (job, operator) is the larger of
   known but off the branch's history (the branch was rolled back past it) is ignored;
 and -1 when neither gives one. The watermark is scoped by job id: a new job (Spark
 query id) starts at -1 even when a previous job wrote higher ids (Iceberg #18098).
+
+This module is the one reader of an Iceberg sink's watermark: the committer
+(:func:`committed_watermark`), ``stream-sink status`` (with :func:`last_stamped`),
+``stream-sink table show`` (:func:`sink_watermarks`) and the demo
+(:func:`summary_stamp`) all read it here.
 """
 
 from __future__ import annotations
@@ -101,10 +106,9 @@ def iter_ancestry(metadata: TableMetadata, head: Snapshot | None) -> Iterator[Sn
         current = by_id.get(pid)
 
 
-def stamp_of(summary: Mapping[str, str], job_id: str, operator_id: str) -> int | None:
-    """The checkpoint id a snapshot summary records for (job, operator), else None."""
-    if summary.get(JOB_ID) != job_id or summary.get(OPERATOR_ID) != operator_id:
-        return None
+def summary_stamp(summary: Mapping[str, str]) -> int | None:
+    """The batch id a snapshot summary records (:data:`MAX_COMMITTED_CHECKPOINT_ID`),
+    whichever job and sink stamped it; None when it records none or not a number."""
     value = summary.get(MAX_COMMITTED_CHECKPOINT_ID)
     if value is None:
         return None
@@ -112,6 +116,25 @@ def stamp_of(summary: Mapping[str, str], job_id: str, operator_id: str) -> int |
         return int(value)
     except ValueError:
         return None
+
+
+def stamp_of(summary: Mapping[str, str], job_id: str, operator_id: str) -> int | None:
+    """The checkpoint id a snapshot summary records for (job, operator), else None."""
+    if summary.get(JOB_ID) != job_id or summary.get(OPERATOR_ID) != operator_id:
+        return None
+    return summary_stamp(summary)
+
+
+def last_stamped(
+    metadata: TableMetadata, head: Snapshot | None, job_id: str, operator_id: str
+) -> tuple[Snapshot, int] | None:
+    """The newest snapshot of ``head``'s ancestry that (job, operator) stamped, and its
+    stamp; None when none of those still in the metadata carries one."""
+    for snap in iter_ancestry(metadata, head):
+        stamp = stamp_of(snap.summary, job_id, operator_id)
+        if stamp is not None:
+            return snap, stamp
+    return None
 
 
 def watermark_from(
@@ -123,13 +146,8 @@ def watermark_from(
 ) -> int:
     """The watermark of (job, operator) on ``branch`` whose head is ``head``; -1 if
     none. See the module docstring."""
-    stamped: Snapshot | None = None
-    mark = INITIAL_WATERMARK
-    for snap in iter_ancestry(metadata, head):
-        stamp = stamp_of(snap.summary, job_id, operator_id)
-        if stamp is not None:
-            stamped, mark = snap, stamp
-            break
+    last = last_stamped(metadata, head, job_id, operator_id)
+    stamped, mark = last if last is not None else (None, INITIAL_WATERMARK)
     record = recorded_watermark(metadata, operator_id, branch)
     if record is None or record.job_id != job_id or record.checkpoint_id <= mark:
         return mark
@@ -148,3 +166,43 @@ def committed_watermark(
     """The watermark of (job, operator) on ``branch``; a branch not created yet is read
     where its first commit will fork from (main's current snapshot), as commits build."""
     return watermark_from(metadata, branch_head(metadata, branch), job_id, operator_id, branch)
+
+
+@dataclass(frozen=True)
+class SinkWatermark:
+    """One sink's newest job on the main branch and its watermark."""
+
+    sink: str
+    job: str | None
+    watermark: int
+    snapshot_id: int
+    timestamp_ms: int | None
+    """When the stamped snapshot was committed; None when the watermark is the durable
+    record's (its snapshot may have expired)."""
+
+
+def sink_watermarks(metadata: TableMetadata) -> list[SinkWatermark]:
+    """Each sink that committed to the main branch, by sink id: the job of the newest
+    snapshot it stamped and that stamp, or its durable record's job and checkpoint id
+    when no snapshot of it is left or the record of that job is higher."""
+    seen: dict[str, SinkWatermark] = {}
+    for snap in iter_ancestry(metadata, metadata.current_snapshot()):
+        sink = snap.summary.get(OPERATOR_ID)
+        mark = summary_stamp(snap.summary)
+        if sink is None or mark is None or sink in seen:
+            continue
+        job = snap.summary.get(JOB_ID)
+        seen[sink] = SinkWatermark(sink, job, mark, snap.snapshot_id, snap.timestamp_ms)
+    for key in metadata.properties:
+        sink = key[len(WATERMARK_PROPERTY_PREFIX) :]
+        if not key.startswith(WATERMARK_PROPERTY_PREFIX) or "@" in sink:
+            continue  # "@<branch>": another branch's record
+        record = recorded_watermark(metadata, sink)
+        if record is None:
+            continue
+        row = seen.get(sink)
+        if row is None or (row.job == record.job_id and row.watermark < record.checkpoint_id):
+            seen[sink] = SinkWatermark(
+                sink, record.job_id, record.checkpoint_id, record.snapshot_id, None
+            )
+    return [seen[k] for k in sorted(seen)]

@@ -35,7 +35,7 @@ from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
 from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
 from stream_sink.delta.maintenance import write_report as write_maintenance_report
-from stream_sink.exceptions import InvalidOptionError, MissingColumnError, TruncateInBatchError
+from stream_sink.exceptions import MissingColumnError, TruncateInBatchError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark import query
@@ -51,8 +51,7 @@ from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_DRIVER_KEY_LIMIT,
-    WRITE_MODES,
-    check_cdc_options,
+    parse_delta_sink_options,
 )
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
@@ -130,8 +129,6 @@ class DeltaSink:
         maintenance: DeltaMaintenanceOptions | None = None,
         commit_mode: str = "synchronous",
     ) -> None:
-        if mode not in WRITE_MODES:
-            raise InvalidOptionError(f"mode={mode!r} is not one of {', '.join(WRITE_MODES)}")
         self.places = DeltaPlaces.resolve(
             path,
             sink_id=sink_id,
@@ -140,38 +137,35 @@ class DeltaSink:
             state_dir=state_dir,
             storage_options=dict(storage_options or {}),
         )
-        self.path = self.places.path
-        self.mode = mode
-        self.partition_by = tuple(partition_by or ())
-        self.keys = tuple(equality_fields or ())
-        self.row_kind_column = row_kind_column
-        self.order_by = (order_by,) if isinstance(order_by, str) else tuple(order_by or ())
         self.sink_id = self.places.sink_id
+        options = parse_delta_sink_options(
+            where=f"DeltaSink {self.sink_id}",
+            mode=mode,
+            partition_by=partition_by,
+            equality_fields=equality_fields,
+            row_kind_column=row_kind_column,
+            order_by=order_by,
+            driver_key_limit=driver_key_limit,
+        )
+        self.path = self.places.path
+        self.mode = options.mode
+        self.partition_by = options.partition_by
+        self.keys = options.equality_fields
+        self.row_kind_column = options.row_kind_column
+        self.order_by = options.order_by
         self.checkpoint_location = self.places.checkpoint_location
         self.spark_checkpoint_location = self.places.spark_checkpoint_location
         self.state_dir = self.places.state_dir
         self.configuration = dict(configuration or {})
         self.storage_options = self.places.storage_options
-        if driver_key_limit < 0:
-            raise InvalidOptionError(f"driver_key_limit={driver_key_limit}: expected >= 0")
         self.driver_key_limit = driver_key_limit
         self.maintenance = maintenance
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
-        self._check_cdc()
         self._runtime: _Runtime | None = None
         self._opened = False  # by a batch of this run (else close may open it)
         self._gaps = BatchGaps(self.sink_id, self.path, self.places.spark_checkpoint_location)
-
-    def _check_cdc(self) -> None:
-        check_cdc_options(
-            f"DeltaSink {self.sink_id}",
-            self.mode,
-            equality_fields=self.keys,
-            row_kind_column=self.row_kind_column,
-            order_by=self.order_by,
-        )
 
     # --- foreachBatch ---------------------------------------------------------------------
 

@@ -69,8 +69,7 @@ from stream_sink.spark.datasource.keys import (
 from stream_sink.spark.options import (
     CDC_MODES,
     ROUTE_OPTION_NAMES,
-    WRITE_MODES,
-    check_cdc_options,
+    parse_delta_sink_options,
     resolve_location,
     route_commit_mode,
 )
@@ -211,26 +210,38 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
     route_commit_mode(given.get("commit-mode", "synchronous"), where=WHERE)
     spark_root = resolve_location(spark_checkpoint) if spark_checkpoint else None
     lists = {k: split_list(given[k], WHERE) for k in LIST_OPTIONS if k in given}
-    parsed = DeltaRouteOptions(
-        path=resolve_location(given["path"].strip()),
+    key_limit = _key_limit(given.get("driver-key-limit"))
+    sink_maintenance = parse_maintenance(
+        given.get(MAINTENANCE), maintenance, DeltaMaintenanceOptions, WHERE
+    )
+    sink = parse_delta_sink_options(
+        where=WHERE,
         mode=given.get("mode", "append").strip().lower(),
-        partition_by=lists.get("partition-by", ()),
-        equality_fields=lists.get("equality-fields", ()),
+        partition_by=lists.get("partition-by"),
+        equality_fields=lists.get("equality-fields"),
         row_kind_column=given.get("row-kind-column") or None,
-        order_by=lists.get("order-by", ()),
+        order_by=lists.get("order-by"),
+        driver_key_limit=key_limit,
+        names=ROUTE_OPTION_NAMES,
+        unused_refused=True,
+        prefix=f"{WHERE}: ",
+    )
+    return DeltaRouteOptions(
+        path=resolve_location(given["path"].strip()),
+        mode=sink.mode,
+        partition_by=sink.partition_by,
+        equality_fields=sink.equality_fields,
+        row_kind_column=sink.row_kind_column,
+        order_by=sink.order_by,
         sink_id=given.get("sink-id") or None,
         checkpoint_location=given.get("checkpoint-location") or spark_root,
         spark_checkpoint_location=spark_root,
         state_dir=given.get("state-dir", "state"),
-        driver_key_limit=_key_limit(given.get("driver-key-limit")),
+        driver_key_limit=sink.driver_key_limit,
         storage_options=tuple(sorted(storage.items())),
         configuration=tuple(sorted(configuration.items())),
-        maintenance=parse_maintenance(
-            given.get(MAINTENANCE), maintenance, DeltaMaintenanceOptions, WHERE
-        ),
+        maintenance=sink_maintenance,
     )
-    _check_modes(parsed)
-    return parsed
 
 
 DELTA_CONFIGURATION_KEYS = (
@@ -291,18 +302,4 @@ def _refusal(raw_key: str, key: str) -> str:
     return (
         f"{WHERE}: unknown option {raw_key!r}; options are {', '.join(DELTA_OPTIONS)}, "
         f"{STORAGE_PREFIX}<key>, {MAINTENANCE_PREFIX}<field>"
-    )
-
-
-def _check_modes(o: DeltaRouteOptions) -> None:
-    if o.mode not in WRITE_MODES:
-        raise InvalidOptionError(f"{WHERE}: mode={o.mode!r} is not one of {', '.join(WRITE_MODES)}")
-    check_cdc_options(
-        WHERE,
-        o.mode,
-        equality_fields=o.equality_fields,
-        row_kind_column=o.row_kind_column,
-        order_by=o.order_by,
-        names=ROUTE_OPTION_NAMES,
-        unused_refused=True,
     )

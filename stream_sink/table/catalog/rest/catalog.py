@@ -25,7 +25,7 @@ Invariants:
   :class:`~stream_sink.io.renewal.Renewal`: the same request in the same order (named
   endpoint, ``loadCredentials``, table load), with the headers
   :meth:`~stream_sink.table.catalog.rest.client.RestClient.executor_headers` allows; none
-  when those would need a long-lived secret (then executors renew nothing, as before).
+  when those would need a long-lived secret (then executors renew nothing).
 """
 
 from __future__ import annotations

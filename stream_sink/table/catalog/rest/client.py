@@ -31,9 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import random
 import re
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,6 +46,7 @@ from stream_sink.exceptions import (
 )
 from stream_sink.io.credentials import now_ms, refresh_margin_ms
 from stream_sink.io.renewal import same_origin
+from stream_sink.retry import Backoff, OnRetry, TryAgain, retrying
 from stream_sink.secrets import is_secret, scrub
 
 log = logging.getLogger(__name__)
@@ -304,26 +303,10 @@ class RestClient:
         url = self.resolve(absolute) if absolute else self.url(path, prefixed=prefixed)
         session = self.session if same_origin(url, self.uri) else self._public_session()
         refreshed = False
-        attempt = 0
-        while True:
-            try:
-                raw = session.request(
-                    method,
-                    url,
-                    json=body,
-                    params=params,
-                    headers=dict(headers or {}),
-                    timeout=self._timeout,
-                )
-            except self._requests.RequestException as e:
-                if retryable and attempt < self._max_retries:
-                    attempt += 1
-                    self._backoff(attempt, what, type(e).__name__)
-                    continue
-                raise CatalogUnavailableError(
-                    f"catalog {self.catalog!r}: could not {what}: {method} {url} failed "
-                    f"({type(e).__name__}) after {attempt + 1} attempts"
-                ) from None
+
+        def attempt(_: int) -> Response:
+            nonlocal refreshed
+            raw = self._send(session, method, url, body, params, headers)
             if (
                 raw.status_code in (401, 419)
                 and self._auth_manager is not None
@@ -332,12 +315,67 @@ class RestClient:
             ):
                 refreshed = True
                 self._refresh_token()
-                continue
-            if raw.status_code in _TRANSIENT_STATUS and retryable and attempt < self._max_retries:
-                attempt += 1
-                self._backoff(attempt, what, str(raw.status_code))
-                continue
+                raw = self._send(session, method, url, body, params, headers)
+            if raw.status_code in _TRANSIENT_STATUS:
+                raise TryAgain(str(raw.status_code), raw)
             return self._response(raw, method, url, what)
+
+        # one attempt unless retryable, so an error escaping the loop ran them all
+        backoff = self._backoff(retryable)
+        try:
+            return retrying(attempt, backoff, self._transient, on_retry=self._log_retry(what))
+        except TryAgain as e:
+            return self._response(e.seen, method, url, what)
+        except self._requests.RequestException as e:
+            raise CatalogUnavailableError(
+                f"catalog {self.catalog!r}: could not {what}: {method} {url} failed "
+                f"({type(e).__name__}) after {backoff.max_attempts} attempts"
+            ) from None
+
+    def _send(
+        self,
+        session: Any,
+        method: str,
+        url: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str] | None,
+    ) -> Any:
+        return session.request(
+            method,
+            url,
+            json=body,
+            params=params,
+            headers=dict(headers or {}),
+            timeout=self._timeout,
+        )
+
+    def _backoff(self, retryable: bool) -> Backoff:
+        """``rest.max-retries`` retries of a retryable request, none of another."""
+        return Backoff(
+            first_s=0.1,
+            max_s=self._max_wait_ms / 1000,
+            max_attempts=max(0, self._max_retries) + 1 if retryable else 1,
+        )
+
+    def _transient(self, e: Exception) -> bool:
+        """A dropped connection, a timeout, or a 429/502/503/504 answer."""
+        return isinstance(e, (TryAgain, self._requests.RequestException))
+
+    def _log_retry(self, what: str) -> OnRetry:
+        def log_retry(e: Exception, retry: int, wait_s: float) -> None:
+            cause = e.cause if isinstance(e, TryAgain) else type(e).__name__
+            log.warning(
+                "catalog %r: %s: %s; retry %d of %d in %.0f ms",
+                self.catalog,
+                what,
+                cause,
+                retry,
+                self._max_retries,
+                wait_s * 1000,
+            )
+
+        return log_retry
 
     def _refresh_token(self) -> None:
         refresh = getattr(self._auth_manager, "_refresh_token", None)
@@ -349,19 +387,6 @@ class RestClient:
                     f"catalog {self.catalog!r}: refreshing the OAuth2 token failed "
                     f"({type(e).__name__}); check property {CREDENTIAL!r}"
                 ) from None
-
-    def _backoff(self, attempt: int, what: str, cause: str) -> None:
-        wait = min(100 * 2 ** (attempt - 1), self._max_wait_ms) * (0.5 + random.random() / 2)
-        log.warning(
-            "catalog %r: %s: %s; retry %d of %d in %.0f ms",
-            self.catalog,
-            what,
-            cause,
-            attempt,
-            self._max_retries,
-            wait,
-        )
-        time.sleep(wait / 1000)
 
     def _response(self, raw: Any, method: str, url: str, what: str) -> Response:
         try:
