@@ -1,6 +1,6 @@
 """The FilesCommitter: two-phase commit of streamed files into a table, whatever its
 format: everything format-specific sits behind :class:`~.target.CommitTarget` (Iceberg:
-:class:`~.iceberg_target.IcebergTarget`; Delta Lake: :class:`~.delta_target.DeltaTarget`).
+:class:`~.iceberg.target.IcebergTarget`; Delta Lake: :class:`~.delta.target.DeltaTarget`).
 
 Protocol (the steps below; recovery as users see it: ``docs/operations.md``, "Restarts"):
 1. ``process(batch, result)``: a replay (batch at or below the watermark, or already in
