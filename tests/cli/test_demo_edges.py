@@ -102,7 +102,15 @@ def test_the_kill_report_names_what_the_table_held_when_the_job_died(tmp_path: P
         said.append,
         str(tmp_path / "job.log"),
         str(tmp_path / "ready.json"),
-        command=[sys.executable, str(script), cfg.warehouse, TABLE, WATERMARK, OPERATOR_ID, SINK_ID],
+        command=[
+            sys.executable,
+            str(script),
+            cfg.warehouse,
+            TABLE,
+            WATERMARK,
+            OPERATOR_ID,
+            SINK_ID,
+        ],
     )
     assert outcome == "killed"
     marks = [int(s.summary[WATERMARK]) for s in catalog.load_table(TABLE).snapshots()]
