@@ -32,6 +32,21 @@ MAINTENANCE = "maintenance"
 MAINTENANCE_PREFIX = "maintenance."
 """``maintenance.<field>``: a field of the target's maintenance options, ``-`` for ``_``."""
 
+SHARED_OPTIONS = (
+    "mode",
+    "equality-fields",
+    "row-kind-column",
+    "order-by",
+    "sink-id",
+    "state-dir",
+    "checkpoint-location",
+    "checkpoint-interval-batches",
+    "commit-mode",
+    "maintenance",
+)
+"""The sink options both targets take, with the same meaning (each target's module
+doc lists them with its own)."""
+
 NOT_ON_THIS_ROUTE = {
     "distribution": "the route cannot repartition the query: call "
     ".repartition(<key columns>) on the DataFrame before writeStream",

@@ -67,6 +67,7 @@ from stream_sink.spark.datasource.keys import (
     MAINTENANCE,
     MAINTENANCE_PREFIX,
     NOT_ON_THIS_ROUTE,
+    SHARED_OPTIONS,
     SNAPSHOT_PREFIX,
     SPARK_OWN,
     after_prefix,
@@ -88,20 +89,7 @@ from stream_sink.spark.options import (
 __all__ = ["NOT_ON_THIS_ROUTE", "SINK_OPTIONS", "SourceOptions", "parse_route_options"]
 
 WHERE = "format('stream_sink')"
-SINK_OPTIONS = (
-    "table",
-    "mode",
-    "equality-fields",
-    "row-kind-column",
-    "order-by",
-    "sink-id",
-    "state-dir",
-    "checkpoint-location",
-    "checkpoint-interval-batches",
-    "commit-mode",
-    "branch",
-    "maintenance",
-)
+SINK_OPTIONS = ("table", *SHARED_OPTIONS, "branch")
 LIST_OPTIONS = ("equality-fields", "order-by")
 
 

@@ -58,6 +58,7 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.datasource.keys import (
     MAINTENANCE,
     MAINTENANCE_PREFIX,
+    SHARED_OPTIONS,
     after_prefix,
     check_interval_batches,
     not_on_this_route,
@@ -77,21 +78,7 @@ from stream_sink.spark.options import (
 TARGET = "target"
 TARGETS = ("iceberg", "delta")
 WHERE = "format('stream_sink') with target 'delta'"
-DELTA_OPTIONS = (
-    "path",
-    "mode",
-    "partition-by",
-    "equality-fields",
-    "row-kind-column",
-    "order-by",
-    "sink-id",
-    "state-dir",
-    "checkpoint-location",
-    "checkpoint-interval-batches",
-    "commit-mode",
-    "driver-key-limit",
-    "maintenance",
-)
+DELTA_OPTIONS = ("path", *SHARED_OPTIONS, "partition-by", "driver-key-limit")
 ICEBERG_ONLY = {
     "table": "it names an Iceberg table; a Delta table is named by its path: "
     ".option('path', DIR) or .save(DIR) / .start(DIR)",
