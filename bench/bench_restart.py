@@ -169,7 +169,7 @@ def side_catalog(side: str, root: Path) -> Any:
 def spark_conf(side: str, kafka: bool) -> dict[str, str]:
     conf: dict[str, str] = {}
     if side == "ours-jit":
-        from stream_sink.ops.drill_jobs import FAST_START_JVM
+        from stream_sink.ops.drill.jobs import FAST_START_JVM
 
         conf["spark.driver.extraJavaOptions"] = FAST_START_JVM
     if kafka:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stream_sink.ops.drill_jobs import FAST_START_JVM
+from stream_sink.ops.drill.jobs import FAST_START_JVM
 from stream_sink.spark import fast_start
 
 __all__ = [

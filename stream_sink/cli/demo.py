@@ -27,7 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from stream_sink.cli.output import format_table
-from stream_sink.commit.iceberg.watermark import MAX_COMMITTED_CHECKPOINT_ID, summary_stamp
+from stream_sink.commit.iceberg.watermark import (
+    MAX_COMMITTED_CHECKPOINT_ID,
+    sink_watermarks,
+    summary_stamp,
+)
 from stream_sink.demo.data import ChangeStream, generate, table_rows
 from stream_sink.demo.job import (
     SINK_ID,
@@ -236,12 +240,12 @@ def _watch_job(
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
             seen = _report(catalog, seen, batches, say)
-            if kill_after is not None and _watermark(seen) >= kill_after:
+            if kill_after is not None and _watermark(catalog) >= kill_after:
                 time.sleep(random.uniform(0.2, 1.5))  # land somewhere inside the next batch
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 seen = _report(catalog, seen, batches, say)
-                say(f"killed the job with SIGKILL; {_held_when_killed(_watermark(seen))}")
+                say(f"killed the job with SIGKILL; {_held_when_killed(_watermark(catalog))}")
                 return "killed"
         _report(catalog, seen, batches, say)
     return "done" if proc.returncode == 0 else "failed"
@@ -294,9 +298,11 @@ def _resume_message(cfg: DemoConfig, catalog: Catalog) -> str:
     return "; ".join(parts)
 
 
-def _watermark(snapshots: list[Snapshot]) -> int:
-    """The highest batch id the table's snapshots record (its one sink's watermark)."""
-    return max((_stamp(s.summary) for s in snapshots), default=-1)
+def _watermark(catalog: Catalog) -> int:
+    """The demo sink's watermark (-1 before its first commit), read as ``stream-sink
+    table show`` reads every sink's: other writers' stamps on the table do not count."""
+    marks = sink_watermarks(catalog.load_table(TABLE).metadata)
+    return next((w.watermark for w in marks if w.sink == SINK_ID), -1)
 
 
 def _stamp(summary: Mapping[str, str]) -> int:

@@ -9,11 +9,11 @@ from typing import TextIO
 from stream_sink.cli.output import format_table
 from stream_sink.cli.table_commands import add_catalog_options, catalog_properties_of
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.ops.drill import DrillOptions, modes_of, run_drill
-from stream_sink.ops.drill_jobs import DRILL_MODES, TARGETS, JobSpec
-from stream_sink.ops.drill_mistakes import mistake_names
-from stream_sink.ops.drill_report import DrillReport
-from stream_sink.ops.drill_scenarios import failpoint_specs
+from stream_sink.ops.drill.jobs import DRILL_MODES, TARGETS, JobSpec
+from stream_sink.ops.drill.mistakes import mistake_names
+from stream_sink.ops.drill.report import DrillReport
+from stream_sink.ops.drill.run import DrillOptions, modes_of, run_drill
+from stream_sink.ops.drill.scenarios import failpoint_specs
 
 HEADERS = [
     "scenario",

@@ -12,7 +12,8 @@ import pytest
 
 from stream_sink.cli.demo import WATERMARK, _watch_job, run_demo
 from stream_sink.cli.main import main
-from stream_sink.demo.job import TABLE, DemoConfig, open_catalog
+from stream_sink.commit.iceberg.watermark import OPERATOR_ID
+from stream_sink.demo.job import SINK_ID, TABLE, DemoConfig, open_catalog
 from stream_sink.exceptions import InvalidOptionError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +77,9 @@ import pyarrow as pa
 import stream_sink as ss
 
 table = ss.load_catalog("demo", type="hadoop", warehouse=sys.argv[1]).load_table(sys.argv[2])
+sink = {sys.argv[4]: sys.argv[5]}  # the demo's sink id, as the sink stamps it
 for batch in range(100_000):  # commits as fast as it can until it is killed
-    table.append(pa.table({"id": [batch]}), snapshot_properties={sys.argv[3]: str(batch)})
+    table.append(pa.table({"id": [batch]}), snapshot_properties={sys.argv[3]: str(batch), **sink})
 """
 
 
@@ -100,7 +102,15 @@ def test_the_kill_report_names_what_the_table_held_when_the_job_died(tmp_path: P
         said.append,
         str(tmp_path / "job.log"),
         str(tmp_path / "ready.json"),
-        command=[sys.executable, str(script), cfg.warehouse, TABLE, WATERMARK],
+        command=[
+            sys.executable,
+            str(script),
+            cfg.warehouse,
+            TABLE,
+            WATERMARK,
+            OPERATOR_ID,
+            SINK_ID,
+        ],
     )
     assert outcome == "killed"
     marks = [int(s.summary[WATERMARK]) for s in catalog.load_table(TABLE).snapshots()]

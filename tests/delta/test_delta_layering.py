@@ -60,8 +60,8 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "spark/datasource/delta/write.py",
         "spark/datasource/delta/options.py",  # its maintenance options are Delta's
         "cli/delta_commands.py",
-        "ops/drill.py",
-        "ops/drill_jobs.py",
+        "ops/drill/run.py",
+        "ops/drill/jobs.py",
         "ops/status.py",  # a Delta sink's maintenance report, in its own counts
         "ops/delta_status.py",  # a Delta sink's table: version, files, txn watermark
         "cli/status.py",  # their lines; --table as a Delta table's path

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stream_sink.ops.drill_jobs import prepare_demo, run_demo
+from stream_sink.ops.drill.jobs import prepare_demo, run_demo
 
 
 def _nothing_committed(*args: Any, **kwargs: Any) -> int:

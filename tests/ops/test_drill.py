@@ -85,7 +85,7 @@ def test_drill_of_a_committer_without_its_watermark_reports_duplicates(
         "--table",
         "demo.orders",
         "--expected",
-        "stream_sink.ops.drill_jobs:demo_rows",
+        "stream_sink.ops.drill.jobs:demo_rows",
     )
     out, _ = capsys.readouterr()
     assert code == 1

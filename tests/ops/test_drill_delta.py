@@ -16,8 +16,8 @@ from stream_sink.cli.drill import add_arguments, options_from_args
 from stream_sink.cli.main import main
 from stream_sink.delta import DeltaTable
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.ops.drill import verify
-from stream_sink.ops.drill_jobs import JobSpec
+from stream_sink.ops.drill.jobs import JobSpec
+from stream_sink.ops.drill.run import verify
 
 EXPECTED = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]})
 

@@ -14,8 +14,8 @@ from stream_sink.cli.drill import render
 from stream_sink.commit.failpoints import FAILPOINTS
 from stream_sink.demo.data import TABLE_SCHEMA, generate
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.ops.drill_jobs import change_images, demo_rows
-from stream_sink.ops.drill_report import (
+from stream_sink.ops.drill.jobs import change_images, demo_rows
+from stream_sink.ops.drill.report import (
     DrillReport,
     RowCounts,
     ScenarioResult,
@@ -23,7 +23,7 @@ from stream_sink.ops.drill_report import (
     compare_rows,
     problems_of,
 )
-from stream_sink.ops.drill_scenarios import ScenarioSource, failpoint_specs, plan_scenarios
+from stream_sink.ops.drill.scenarios import ScenarioSource, failpoint_specs, plan_scenarios
 
 
 def table(ids: list[int], values: list[str] | None = None) -> pa.Table:

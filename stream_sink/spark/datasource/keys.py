@@ -2,7 +2,9 @@
 
 Spark hands a data source its options as a case-insensitive map of strings (keys arrive
 lower-cased). Both targets (:mod:`.options` for Iceberg, :mod:`.delta.options` for
-Delta) normalize keys the same way, take lists as comma-separated strings, refuse the
+Delta) sort Spark's options into the same buckets (:func:`sort_options`: a target's
+own names, its prefixed families, Spark's checkpoint location), normalize keys the same
+way, take lists as comma-separated strings, refuse the
 same options that have no meaning on this route, check Spark's checkpoint location and
 the commit interval the same way, and read in-sink maintenance from ``maintenance`` and
 ``maintenance.<field>`` options into the target's maintenance options dataclass.
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from stream_sink.exceptions import InvalidOptionError
@@ -28,6 +31,21 @@ SPARK_OWN = frozenset({SPARK_CHECKPOINT, "path", "target"})
 MAINTENANCE = "maintenance"
 MAINTENANCE_PREFIX = "maintenance."
 """``maintenance.<field>``: a field of the target's maintenance options, ``-`` for ``_``."""
+
+SHARED_OPTIONS = (
+    "mode",
+    "equality-fields",
+    "row-kind-column",
+    "order-by",
+    "sink-id",
+    "state-dir",
+    "checkpoint-location",
+    "checkpoint-interval-batches",
+    "commit-mode",
+    "maintenance",
+)
+"""The sink options both targets take, with the same meaning (each target's module
+doc lists them with its own)."""
 
 NOT_ON_THIS_ROUTE = {
     "distribution": "the route cannot repartition the query: call "
@@ -53,6 +71,59 @@ def normalize_key(key: str) -> str:
         if low.startswith(prefix):
             return SNAPSHOT_PREFIX + low[len(prefix) :]
     return low.replace("_", "-")
+
+
+PrefixKey = Callable[[str, str], str]
+"""How a prefixed option's key is kept: called with (the key as given, the normalized
+key), returns the key under which its value is kept in its family."""
+
+
+def after_prefix(prefix: str) -> PrefixKey:
+    """A family keyed by what follows ``prefix`` in the normalized key."""
+    return lambda raw_key, key: key[len(prefix) :]
+
+
+@dataclass(frozen=True)
+class SortedOptions:
+    """Spark's options of one target, sorted: its own names, each prefixed family keyed
+    as the target keeps it, and Spark's checkpoint location."""
+
+    named: dict[str, str]
+    families: dict[str, dict[str, str]]
+    """Keyed by prefix (``catalog.``, ``maintenance.``, …), then by the family's key."""
+    spark_checkpoint: str | None
+
+
+def sort_options(
+    options: Mapping[str, str],
+    *,
+    names: Collection[str],
+    families: Mapping[str, PrefixKey],
+    skip: Collection[str],
+    refusal: Callable[[str, str], str],
+) -> SortedOptions:
+    """Sort ``options`` into a target's buckets: Spark's checkpoint location; ``skip``
+    (keys accepted and not passed on); the first of ``families`` whose prefix the key
+    starts with; the target's own ``names``. Any other key raises InvalidOptionError
+    with ``refusal(key as given, normalized key)``, before anything is opened."""
+    named: dict[str, str] = {}
+    sorted_families: dict[str, dict[str, str]] = {prefix: {} for prefix in families}
+    spark_checkpoint = None
+    for raw, value in options.items():
+        raw_key = str(raw)
+        key = normalize_key(raw_key)
+        family = next((p for p in families if key.startswith(p)), None)
+        if key == SPARK_CHECKPOINT:
+            spark_checkpoint = str(value)
+        elif key in skip:
+            continue
+        elif family is not None:
+            sorted_families[family][families[family](raw_key, key)] = str(value)
+        elif key in names:
+            named[key] = str(value)
+        else:
+            raise InvalidOptionError(refusal(raw_key, key))
+    return SortedOptions(named, sorted_families, spark_checkpoint)
 
 
 def split_list(value: str, where: str) -> tuple[str, ...]:

@@ -67,14 +67,15 @@ from stream_sink.spark.datasource.keys import (
     MAINTENANCE,
     MAINTENANCE_PREFIX,
     NOT_ON_THIS_ROUTE,
+    SHARED_OPTIONS,
     SNAPSHOT_PREFIX,
-    SPARK_CHECKPOINT,
     SPARK_OWN,
+    after_prefix,
     check_interval_batches,
-    normalize_key,
     not_on_this_route,
     parse_maintenance,
     require_spark_checkpoint,
+    sort_options,
     split_list,
 )
 from stream_sink.spark.options import (
@@ -88,20 +89,7 @@ from stream_sink.spark.options import (
 __all__ = ["NOT_ON_THIS_ROUTE", "SINK_OPTIONS", "SourceOptions", "parse_route_options"]
 
 WHERE = "format('stream_sink')"
-SINK_OPTIONS = (
-    "table",
-    "mode",
-    "equality-fields",
-    "row-kind-column",
-    "order-by",
-    "sink-id",
-    "state-dir",
-    "checkpoint-location",
-    "checkpoint-interval-batches",
-    "commit-mode",
-    "branch",
-    "maintenance",
-)
+SINK_OPTIONS = ("table", *SHARED_OPTIONS, "branch")
 LIST_OPTIONS = ("equality-fields", "order-by")
 
 
@@ -135,33 +123,19 @@ def parse_route_options(
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check ``options`` of an Iceberg target (see module doc); raises InvalidOptionError."""
-    sink: dict[str, str] = {}
-    catalog: dict[str, str] = {}
-    props: dict[str, str] = {}
-    maintenance: dict[str, str] = {}
-    spark_checkpoint = None
-    for raw_key, value in options.items():
-        key = normalize_key(str(raw_key))
-        if key == SPARK_CHECKPOINT:
-            spark_checkpoint = str(value)
-        elif key in SPARK_OWN:
-            continue
-        elif key.startswith(CATALOG_PREFIX):
-            catalog[key[len(CATALOG_PREFIX) :]] = str(value)
-        elif key.startswith(SNAPSHOT_PREFIX):
-            props[key[len(SNAPSHOT_PREFIX) :]] = str(value)
-        elif key.startswith(MAINTENANCE_PREFIX):
-            maintenance[key[len(MAINTENANCE_PREFIX) :]] = str(value)
-        elif refusal := not_on_this_route(str(raw_key), key, WHERE):
-            raise InvalidOptionError(refusal)
-        elif key in SINK_OPTIONS:
-            sink[key] = str(value)
-        else:
-            raise InvalidOptionError(
-                f"format('stream_sink'): unknown option {raw_key!r}; options are "
-                f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>, "
-                f"{MAINTENANCE_PREFIX}<field>"
-            )
+    given = sort_options(
+        options,
+        names=SINK_OPTIONS,
+        families={
+            CATALOG_PREFIX: after_prefix(CATALOG_PREFIX),
+            SNAPSHOT_PREFIX: after_prefix(SNAPSHOT_PREFIX),
+            MAINTENANCE_PREFIX: after_prefix(MAINTENANCE_PREFIX),
+        },
+        skip=SPARK_OWN,
+        refusal=_refusal,
+    )
+    sink, spark_checkpoint = given.named, given.spark_checkpoint
+    catalog = given.families[CATALOG_PREFIX]
     if "table" not in sink:
         path = next((v for k, v in options.items() if str(k).lower() == "path"), None)
         delta = f", or .option('target', 'delta') to write a Delta table at {path!r}"
@@ -171,10 +145,21 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         )
     require_spark_checkpoint(spark_checkpoint, streaming=streaming, where=WHERE)
     return SourceOptions(
-        sink=_sink_options(sink, props, spark_checkpoint),
+        sink=_sink_options(sink, given.families[SNAPSHOT_PREFIX], spark_checkpoint),
         catalog_name=catalog.pop("name", "stream_sink"),
         catalog=tuple(sorted(_catalog_args(catalog).items())),
-        maintenance=_maintenance(sink.get(MAINTENANCE), maintenance),
+        maintenance=_maintenance(sink.get(MAINTENANCE), given.families[MAINTENANCE_PREFIX]),
+    )
+
+
+def _refusal(raw_key: str, key: str) -> str:
+    refusal = not_on_this_route(raw_key, key, WHERE)
+    if refusal is not None:
+        return refusal
+    return (
+        f"format('stream_sink'): unknown option {raw_key!r}; options are "
+        f"{', '.join(SINK_OPTIONS)}, catalog.<key>, {SNAPSHOT_PREFIX}<key>, "
+        f"{MAINTENANCE_PREFIX}<field>"
     )
 
 

@@ -58,12 +58,13 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.datasource.keys import (
     MAINTENANCE,
     MAINTENANCE_PREFIX,
-    SPARK_CHECKPOINT,
+    SHARED_OPTIONS,
+    after_prefix,
     check_interval_batches,
-    normalize_key,
     not_on_this_route,
     parse_maintenance,
     require_spark_checkpoint,
+    sort_options,
     split_list,
 )
 from stream_sink.spark.options import (
@@ -77,21 +78,7 @@ from stream_sink.spark.options import (
 TARGET = "target"
 TARGETS = ("iceberg", "delta")
 WHERE = "format('stream_sink') with target 'delta'"
-DELTA_OPTIONS = (
-    "path",
-    "mode",
-    "partition-by",
-    "equality-fields",
-    "row-kind-column",
-    "order-by",
-    "sink-id",
-    "state-dir",
-    "checkpoint-location",
-    "checkpoint-interval-batches",
-    "commit-mode",
-    "driver-key-limit",
-    "maintenance",
-)
+DELTA_OPTIONS = ("path", *SHARED_OPTIONS, "partition-by", "driver-key-limit")
 ICEBERG_ONLY = {
     "table": "it names an Iceberg table; a Delta table is named by its path: "
     ".option('path', DIR) or .save(DIR) / .start(DIR)",
@@ -178,27 +165,21 @@ def target_of(options: Mapping[str, str]) -> str:
 
 def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> DeltaRouteOptions:
     """Check ``options`` of a Delta target (see module doc); raises InvalidOptionError."""
-    given: dict[str, str] = {}
-    storage: dict[str, str] = {}
-    maintenance: dict[str, str] = {}
-    configuration: dict[str, str] = {}
-    spark_checkpoint = None
-    for raw_key, value in options.items():
-        key = normalize_key(str(raw_key))
-        if key == SPARK_CHECKPOINT:
-            spark_checkpoint = str(value)
-        elif key == TARGET:
-            continue
-        elif key.startswith(CONFIGURATION_PREFIX):
-            configuration[_configuration_key(str(raw_key))] = str(value)
-        elif key.startswith(STORAGE_PREFIX):
-            storage[str(raw_key).strip().lower()] = str(value)
-        elif key.startswith(MAINTENANCE_PREFIX):
-            maintenance[key[len(MAINTENANCE_PREFIX) :]] = str(value)
-        elif key in DELTA_OPTIONS:
-            given[key] = str(value)
-        else:
-            raise InvalidOptionError(_refusal(str(raw_key), key))
+    sorted_options = sort_options(
+        options,
+        names=DELTA_OPTIONS,
+        families={
+            CONFIGURATION_PREFIX: lambda raw_key, key: _configuration_key(raw_key),
+            STORAGE_PREFIX: lambda raw_key, key: raw_key.strip().lower(),
+            MAINTENANCE_PREFIX: after_prefix(MAINTENANCE_PREFIX),
+        },
+        skip=(TARGET,),
+        refusal=_refusal,
+    )
+    given, spark_checkpoint = sorted_options.named, sorted_options.spark_checkpoint
+    storage = sorted_options.families[STORAGE_PREFIX]
+    maintenance = sorted_options.families[MAINTENANCE_PREFIX]
+    configuration = sorted_options.families[CONFIGURATION_PREFIX]
     if not given.get("path", "").strip():
         raise InvalidOptionError(
             f"{WHERE} needs the table's location: .option('path', DIR), or .save(DIR) / .start(DIR)"

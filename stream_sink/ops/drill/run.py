@@ -3,9 +3,9 @@ and at random moments, restart it from the same checkpoint location until its in
 consumed, then compare the table with the expected rows (``stream-sink drill``).
 
 How it runs:
-- Each scenario (:mod:`.drill_scenarios`) has its own directory under the work dir:
+- Each scenario (:mod:`.scenarios`) has its own directory under the work dir:
   warehouse, checkpoint location and state; every scenario reads the same input.
-- Driver processes (:mod:`.drill_child`) run a plan of steps: the next run of the
+- Driver processes (:mod:`.child`) run a plan of steps: the next run of the
   scenario in progress, then the first (armed) runs of the scenarios after it. A kill
   ends the process; the next one starts with the killed scenario's restart. One JVM
   start per kill, not per run: starting Spark is most of a restart's cost.
@@ -14,7 +14,7 @@ How it runs:
   what is left of its group.
 - When a scenario's run finishes, the table is read with the project's reader and with
   DuckDB (when installed) and compared with ``expected(**context)``
-  (:mod:`.drill_report`). A driver that fails (exit status other than SIGKILL) fails
+  (:mod:`.report`). A driver that fails (exit status other than SIGKILL) fails
   its scenario ("job-failed"); the other scenarios go on.
 - ``parallel`` > 1 runs that many chains of driver processes at once.
 
@@ -45,7 +45,7 @@ import pyarrow as pa
 from stream_sink.catalogs import load_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
-from stream_sink.ops.drill_jobs import (
+from stream_sink.ops.drill.jobs import (
     CATALOG_ENV,
     DELTA_PREFIX,
     JobSpec,
@@ -53,15 +53,15 @@ from stream_sink.ops.drill_jobs import (
     resolve,
     scenario_table,
 )
-from stream_sink.ops.drill_mistakes import MistakeRun, run_mistake
-from stream_sink.ops.drill_report import (
+from stream_sink.ops.drill.mistakes import MistakeRun, run_mistake
+from stream_sink.ops.drill.report import (
     PRIMARY_READER,
     DrillReport,
     RowCounts,
     ScenarioResult,
     compare,
 )
-from stream_sink.ops.drill_scenarios import Scenario, ScenarioSource, plan_scenarios
+from stream_sink.ops.drill.scenarios import Scenario, ScenarioSource, plan_scenarios
 
 POLL_S = 0.1
 PLAN_AHEAD = 4
@@ -87,7 +87,7 @@ class DrillOptions:
     parallel: int = 1
     run_timeout_s: float = 900.0
     mistakes: tuple[str, ...] = ()
-    """Operator mistakes to drill in each mode (:mod:`.drill_mistakes`), after the kills."""
+    """Operator mistakes to drill in each mode (:mod:`.mistakes`), after the kills."""
     catalog: Mapping[str, str] | None = None
     """``load_catalog`` keyword arguments (``type="rest"``, ``uri``, ...) of a catalog every
     scenario's table lives in, each in a namespace of its own; None: a Hadoop catalog in
@@ -171,7 +171,7 @@ def _run_drill(options: DrillOptions, progress: TextIO | None) -> DrillReport:
 def _mistake(
     options: DrillOptions, work: str, mode: str, name: str, say: _Progress
 ) -> ScenarioResult:
-    """One operator-mistake scenario (:mod:`.drill_mistakes`), verified like the others."""
+    """One operator-mistake scenario (:mod:`.mistakes`), verified like the others."""
     scenario = Scenario(f"{mode}/{name}", mode, "mistake")
     context = scenario_context(options, work, scenario)
     os.makedirs(context["work_dir"], exist_ok=True)
@@ -209,7 +209,7 @@ def _mistake(
 
 
 def scenario_context(options: DrillOptions, work: str, scenario: Scenario) -> dict[str, Any]:
-    """The keyword arguments the job's entry points get (see :mod:`.drill_jobs`)."""
+    """The keyword arguments the job's entry points get (see :mod:`.jobs`)."""
     root = os.path.join(work, scenario.id.replace("/", "_").replace("@", "-"))
     return {
         "work_dir": root,
@@ -346,7 +346,7 @@ class _Chain:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         with open(log, "w") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "stream_sink.ops.drill_child", plan_path, status_path],
+                [sys.executable, "-m", "stream_sink.ops.drill.child", plan_path, status_path],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -46,11 +46,11 @@ from stream_sink.demo.data import TABLE_SCHEMA, ChangeStream, generate
 from stream_sink.demo.job import TABLE, DemoConfig, create_table, open_catalog, run_job, write_input
 from stream_sink.exceptions import InvalidOptionError
 
-DEMO_JOB = "stream_sink.ops.drill_jobs:run_demo"
-DEMO_EXPECTED = "stream_sink.ops.drill_jobs:demo_rows"
-DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_demo"
-DELTA_DEMO_JOB = "stream_sink.ops.drill_jobs:run_delta_demo"
-DELTA_DEMO_PREPARE = "stream_sink.ops.drill_jobs:prepare_delta_demo"
+DEMO_JOB = "stream_sink.ops.drill.jobs:run_demo"
+DEMO_EXPECTED = "stream_sink.ops.drill.jobs:demo_rows"
+DEMO_PREPARE = "stream_sink.ops.drill.jobs:prepare_demo"
+DELTA_DEMO_JOB = "stream_sink.ops.drill.jobs:run_delta_demo"
+DELTA_DEMO_PREPARE = "stream_sink.ops.drill.jobs:prepare_delta_demo"
 DELTA_DEMO_TABLE = "delta:lake/orders"
 TARGETS = ("iceberg", "delta")
 DRILL_MODES = ("append", "changelog", "upsert")

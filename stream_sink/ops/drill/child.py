@@ -1,7 +1,7 @@
 """The drill's driver process: runs a plan of job steps in order, reporting each to a
 status file, until it ends or is killed.
 
-``python -m stream_sink.ops.drill_child PLAN_FILE STATUS_FILE``. PLAN_FILE is JSON:
+``python -m stream_sink.ops.drill.child PLAN_FILE STATUS_FILE``. PLAN_FILE is JSON:
 ``{"job": "module:function", "steps": [{"step": 0, "context": {...}, "failpoint":
 "after-table-commit@1" | null}, ...]}``. For each step the process appends
 ``start <step>`` to STATUS_FILE, sets ``STREAM_SINK_FAILPOINT`` to the step's failpoint
@@ -23,7 +23,7 @@ import traceback
 from typing import Any
 
 from stream_sink.commit.failpoints import ENV_VAR, reset_failpoints
-from stream_sink.ops.drill_jobs import resolve
+from stream_sink.ops.drill.jobs import resolve
 
 JOB_FAILED = 1
 

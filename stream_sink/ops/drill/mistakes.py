@@ -13,7 +13,7 @@
   taken away. The restart must refuse (MissingFileError naming the file) and leave the
   table untouched; with the file put back, the job finishes exactly once.
 
-Each step is one driver process (:mod:`.drill_child`); the mistake happens between
+Each step is one driver process (:mod:`.child`); the mistake happens between
 processes, as an operator's would.
 """
 
@@ -82,7 +82,7 @@ class MistakeRun:
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         with open(log, "w") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "stream_sink.ops.drill_child", plan, status],
+                [sys.executable, "-m", "stream_sink.ops.drill.child", plan, status],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -93,7 +93,7 @@ class MistakeRun:
             except subprocess.TimeoutExpired:
                 code = None
             finally:
-                from stream_sink.ops.drill import _kill_group
+                from stream_sink.ops.drill.run import _kill_group
 
                 _kill_group(proc)
         self.logs.append(log)
