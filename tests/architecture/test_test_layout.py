@@ -1,0 +1,234 @@
+r"""Every module is found from its tests: each ``.py`` file under ``stream_sink/`` is named
+by at least one test file (no Spark). ``docs/design.md``'s "Where a module's tests are"
+states the same rule.
+
+A module's name is its dotted path: ``stream_sink.a.b`` for ``stream_sink/a/b.py``, and
+``stream_sink.a`` for a package's ``stream_sink/a/__init__.py``. A test file (a
+``test_*.py`` under ``tests/``, outside ``tests/architecture/``, whose checks cover every
+module alike) names a module when that name occurs in it whole, not as the start of a
+longer name: ``stream_sink.write.result`` is named neither by ``stream_sink.write.results``
+nor by ``stream_sink.write.result.x``. It occurs in an import (``from stream_sink.spark.query
+import ...``) or, for a module the file reaches through a package's face, in the file's
+docstring (``Tests stream_sink.a.b: ...``). The same search by hand, for one module::
+
+    grep -rlP --include='test_*.py' --exclude-dir=architecture 'stream_sink\.a\.b(?!\w|\.\w)' tests
+
+:data:`NOT_YET_NAMED` lists the modules no test file names yet, a baseline that may only
+shrink: the check fails for a module outside it that no test file names, for an entry some
+test file names now (drop it from the list), and for an entry that is no longer a module.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import stream_sink
+
+ROOT = Path(stream_sink.__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
+
+NOT_YET_NAMED = frozenset(
+    {
+        "stream_sink.bitmaps",
+        "stream_sink.checkpoints.coordinator",
+        "stream_sink.checkpoints.metadata",
+        "stream_sink.checkpoints.storage",
+        "stream_sink.checkpoints.transfer",
+        "stream_sink.cli",
+        "stream_sink.cli.delta_commands",
+        "stream_sink.cli.output",
+        "stream_sink.cli.recover_command",
+        "stream_sink.cli.rewind",
+        "stream_sink.cli.status",
+        "stream_sink.cli.table_paths",
+        "stream_sink.cli.upgrade_command",
+        "stream_sink.commit.committer",
+        "stream_sink.commit.file_check",
+        "stream_sink.commit.iceberg.table_commit",
+        "stream_sink.commit.identity",
+        "stream_sink.commit.io_context",
+        "stream_sink.commit.loss_check",
+        "stream_sink.commit.state_recovery",
+        "stream_sink.commit.target",
+        "stream_sink.delta.column_mapping",
+        "stream_sink.delta.conflicts",
+        "stream_sink.delta.expired_logs",
+        "stream_sink.delta.features",
+        "stream_sink.delta.replay",
+        "stream_sink.delta.roaring",
+        "stream_sink.delta.scan",
+        "stream_sink.delta.schema",
+        "stream_sink.delta.snapshot",
+        "stream_sink.delta.table",
+        "stream_sink.delta.transaction",
+        "stream_sink.delta.type_widening",
+        "stream_sink.demo",
+        "stream_sink.io.errors",
+        "stream_sink.io.locations",
+        "stream_sink.io.private",
+        "stream_sink.io.sigv4",
+        "stream_sink.maintenance.compaction",
+        "stream_sink.maintenance.conversion",
+        "stream_sink.maintenance.dangling",
+        "stream_sink.maintenance.expiry",
+        "stream_sink.maintenance.in_sink",
+        "stream_sink.maintenance.reachable",
+        "stream_sink.maintenance.results",
+        "stream_sink.metrics",
+        "stream_sink.ops",
+        "stream_sink.ops.delta_status",
+        "stream_sink.ops.drill_child",
+        "stream_sink.ops.drill_mistakes",
+        "stream_sink.ops.duckdb_reader",
+        "stream_sink.parquet",
+        "stream_sink.parquet.dictionary",
+        "stream_sink.read.arrow_filter",
+        "stream_sink.read.avro_file",
+        "stream_sink.read.data_files",
+        "stream_sink.read.delete_index",
+        "stream_sink.read.evaluators",
+        "stream_sink.read.filter_parser",
+        "stream_sink.read.literals",
+        "stream_sink.read.orc_file",
+        "stream_sink.read.parquet_file",
+        "stream_sink.read.projection",
+        "stream_sink.read.row_groups",
+        "stream_sink.read.task_reader",
+        "stream_sink.read.threads",
+        "stream_sink.spark.cdc",
+        "stream_sink.spark.cdc.distribution",
+        "stream_sink.spark.cdc.guard",
+        "stream_sink.spark.cdc.ordering",
+        "stream_sink.spark.cdc.truncation",
+        "stream_sink.spark.cdc.wire_types",
+        "stream_sink.spark.datasource.adapter",
+        "stream_sink.spark.datasource.delta",
+        "stream_sink.spark.datasource.delta.commit",
+        "stream_sink.spark.datasource.delta.write",
+        "stream_sink.spark.datasource.keys",
+        "stream_sink.spark.evolution",
+        "stream_sink.spark.foreach_batch",
+        "stream_sink.spark.foreach_batch.batch_gaps",
+        "stream_sink.spark.foreach_batch.delta",
+        "stream_sink.spark.foreach_batch.delta_touched",
+        "stream_sink.spark.foreach_batch.file_columns",
+        "stream_sink.spark.foreach_batch.iceberg",
+        "stream_sink.spark.foreach_batch.routing",
+        "stream_sink.spark.plan",
+        "stream_sink.spark.preflight",
+        "stream_sink.spark.private_session",
+        "stream_sink.spark.read",
+        "stream_sink.spark.read.tasks",
+        "stream_sink.spark.read.types",
+        "stream_sink.spark.schema_check",
+        "stream_sink.spark.tasks",
+        "stream_sink.spark.tasks.delta",
+        "stream_sink.spark.tasks.iceberg",
+        "stream_sink.spark.tasks.shared",
+        "stream_sink.state.backend",
+        "stream_sink.state.batch",
+        "stream_sink.state.encoding",
+        "stream_sink.state.factory",
+        "stream_sink.state.layout",
+        "stream_sink.state.memory_backend",
+        "stream_sink.table.avro_blocks",
+        "stream_sink.table.catalog.base",
+        "stream_sink.table.catalog.hadoop",
+        "stream_sink.table.catalog.purge",
+        "stream_sink.table.catalog.rest",
+        "stream_sink.table.catalog.static",
+        "stream_sink.table.delete_index",
+        "stream_sink.table.expire",
+        "stream_sink.table.operations",
+        "stream_sink.table.promotion",
+        "stream_sink.table.reachable",
+        "stream_sink.table.recovery",
+        "stream_sink.table.rewrite",
+        "stream_sink.table.rewrite_manifests",
+        "stream_sink.table.row_lineage",
+        "stream_sink.table.schema_update",
+        "stream_sink.table.spec_update",
+        "stream_sink.table.summary",
+        "stream_sink.table.utf8",
+        "stream_sink.write.column_stats",
+        "stream_sink.write.deletes",
+        "stream_sink.write.leaves",
+        "stream_sink.write.written_file",
+    }
+)
+"""Modules no test file names yet; a package ``__init__.py`` that only re-exports what its
+modules define may stay here. Only ever remove entries."""
+
+
+def module_names(root: Path = ROOT) -> list[str]:
+    """The dotted name of every ``.py`` file under ``root`` (a package's is its folder's)."""
+    names = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def files_of_tests(tests: Path = TESTS) -> dict[Path, str]:
+    """Every test file's text, but the architecture checks'."""
+    return {
+        path: path.read_text(encoding="utf-8")
+        for path in sorted(tests.rglob("test_*.py"))
+        if "architecture" not in path.relative_to(tests).parts
+    }
+
+
+def named(module: str, texts: dict[Path, str]) -> list[Path]:
+    """The test files naming ``module`` whole (not as the start of a longer name)."""
+    pattern = re.compile(re.escape(module) + r"(?!\w|\.\w)")
+    return [path for path, text in texts.items() if pattern.search(text)]
+
+
+def unnamed(modules: list[str], texts: dict[Path, str]) -> set[str]:
+    return {m for m in modules if not named(m, texts)}
+
+
+def test_every_module_is_named_by_a_test_file() -> None:
+    missing = sorted(unnamed(module_names(), files_of_tests()) - NOT_YET_NAMED)
+    assert not missing, (
+        "modules no test file names (put the module's dotted path in the docstring of the "
+        f"test file that tests it: 'Tests {missing[0]}: ...'): {missing}"
+    )
+
+
+def test_the_baseline_only_shrinks() -> None:
+    modules = module_names()
+    gone = sorted(NOT_YET_NAMED - set(modules))
+    assert not gone, f"NOT_YET_NAMED lists what is no longer a module: {gone}"
+    now_named = sorted(NOT_YET_NAMED - unnamed(modules, files_of_tests()))
+    assert not now_named, f"named by a test file now, drop from NOT_YET_NAMED: {now_named}"
+
+
+def test_the_search_takes_whole_names_only(tmp_path: Path) -> None:
+    package = tmp_path / "stream_sink"
+    (package / "write").mkdir(parents=True)
+    for name in ("__init__.py", "write/__init__.py", "write/result.py", "write/results.py"):
+        (package / name).write_text('"""A module."""\n')
+    assert module_names(package) == [
+        "stream_sink",
+        "stream_sink.write",
+        "stream_sink.write.result",
+        "stream_sink.write.results",
+    ]
+    tests = tmp_path / "tests"
+    (tests / "write").mkdir(parents=True)
+    (tests / "write" / "test_results.py").write_text(
+        '"""Tests stream_sink.write.results: its counts."""\n'
+        "from stream_sink.write.results import Results\n"
+    )
+    (tests / "architecture").mkdir()
+    (tests / "architecture" / "test_layout.py").write_text("NAMES = ['stream_sink.write']\n")
+    (tests / "write" / "helper.py").write_text("import stream_sink.write.result\n")
+    texts = files_of_tests(tests)
+    assert list(texts) == [tests / "write" / "test_results.py"]
+    assert unnamed(module_names(package), texts) == {
+        "stream_sink",
+        "stream_sink.write",
+        "stream_sink.write.result",
+    }
