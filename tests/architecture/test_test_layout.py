@@ -7,9 +7,10 @@ A module's name is its dotted path: ``stream_sink.a.b`` for ``stream_sink/a/b.py
 ``test_*.py`` under ``tests/``, outside ``tests/architecture/``, whose checks cover every
 module alike) names a module when that name occurs in it whole, not as the start of a
 longer name: ``stream_sink.write.result`` is named neither by ``stream_sink.write.results``
-nor by ``stream_sink.write.result.x``. It occurs in an import (``from stream_sink.spark.query
-import ...``) or, for a module the file reaches through a package's face, in the file's
-docstring (``Tests stream_sink.a.b: ...``). The same search by hand, for one module::
+nor by ``stream_sink.write.result.x``. It occurs in an import (``import stream_sink.a.b``,
+``from stream_sink.a.b import x``) or, for a module the file reaches through a package's
+face, in the file's docstring (``Tests stream_sink.a.b: ...``). The same search by hand,
+for one module::
 
     grep -rlP --include='test_*.py' --exclude-dir=architecture 'stream_sink\.a\.b(?!\w|\.\w)' tests
 
