@@ -114,7 +114,7 @@ def test_the_search_takes_whole_names_only(tmp_path: Path) -> None:
     )
     (tests / "architecture").mkdir()
     (tests / "architecture" / "test_layout.py").write_text("NAMES = ['stream_sink.write']\n")
-    (tests / "write" / "helper.py").write_text("import stream_sink.write.result\n")
+    (tests / "write" / "support.py").write_text("import stream_sink.write.result\n")
     texts = files_of_tests(tests)
     assert list(texts) == [tests / "write" / "test_results.py"]
     assert unnamed(module_names(package), texts) == {

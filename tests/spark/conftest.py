@@ -1,8 +1,8 @@
 """The Spark tests sit in the folder of the module they test (``cdc/``, ``datasource/``,
 ``datasource/delta/``, ``foreach_batch/``, ``read/``, or here for a module of
-``stream_sink/spark/`` itself); the helpers several of them share stay here
+``stream_sink/spark/`` itself); the modules several of them share stay here
 (``streams.py``, ``kill_job.py``, ``many_tables.py``, ``cluster.py``, ``test_kill.py``'s
-kill jobs). This folder is put on ``sys.path`` so those helpers import by their basename
+kill jobs). This folder is put on ``sys.path`` so those modules import by their basename
 from a test in any of the sub-folders, as the tests' folders have no ``__init__.py``.
 """
 
