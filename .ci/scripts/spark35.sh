@@ -29,7 +29,8 @@ export JAVA_HOME PATH="$JAVA_HOME/bin:$PWD/$V/bin:$PATH"
 export PYSPARK_PYTHON="$PWD/$V/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/$V/bin/python"
 echo "spark35: $("$V/bin/python" -c 'import pyspark; print("pyspark", pyspark.__version__)')" >&2
 if [ "$#" -eq 0 ]; then
-  set -- tests/spark/test_append.py tests/spark/test_cdc.py tests/spark/test_kill.py \
-    tests/spark/test_start.py tests/spark/test_datasource.py
+  set -- tests/spark/foreach_batch/test_iceberg_append.py tests/spark/cdc/test_cdc.py \
+    tests/spark/test_kill.py tests/spark/foreach_batch/test_iceberg_start.py \
+    tests/spark/datasource/test_datasource.py
 fi
 exec "$V/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -1,4 +1,6 @@
-"""When the coordinator calls for a checkpoint: by batch count, by time, or forced."""
+"""When the coordinator calls for a checkpoint: by batch count, by time, or forced.
+
+Tests stream_sink.checkpoints.coordinator: when a checkpoint is due."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Completed checkpoints on disk: complete, list, retain, ignore incomplete, restore."""
+"""Completed checkpoints on disk: complete, list, retain, ignore incomplete, restore.
+
+Tests stream_sink.checkpoints.storage: completed checkpoints on disk.
+Tests stream_sink.checkpoints.metadata: what each one records.
+Tests stream_sink.io.private: checkpoints and state readable by their owner only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Checkpoints on an S3 server (SeaweedFS): complete, retain, restore."""
+"""Checkpoints on an S3 server (SeaweedFS): complete, retain, restore.
+
+Tests stream_sink.checkpoints.transfer: state directories copied to S3 and back."""
 
 from __future__ import annotations
 

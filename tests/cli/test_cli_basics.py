@@ -1,4 +1,6 @@
-"""The command itself: --version, help texts with defaults, a closed pipe."""
+"""The command itself: --version, help texts with defaults, a closed pipe.
+
+Tests stream_sink.cli.output: terminal output and a closed pipe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`stream-sink table show|snapshots|files` and `stream-sink read` on a Delta table path."""
+"""`stream-sink table show|snapshots|files` and `stream-sink read` on a Delta table path.
+
+Tests stream_sink.cli.delta_commands: the table and read commands on a Delta table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`stream-sink table …` and `stream-sink read`: what a user sees in a terminal."""
+"""`stream-sink table …` and `stream-sink read`: what a user sees in a terminal.
+
+Tests stream_sink.cli.table_paths: Iceberg tables given by a directory or a metadata file."""
 
 from __future__ import annotations
 

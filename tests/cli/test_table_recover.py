@@ -1,5 +1,8 @@
 """A corrupt current metadata file: every reader fails with the file and the way out;
-`stream-sink table recover` shows what going back loses, then does it."""
+`stream-sink table recover` shows what going back loses, then does it.
+
+Tests stream_sink.cli.recover_command: ``stream-sink table recover``.
+Tests stream_sink.table.recovery: the metadata versions a table can go back to."""
 
 from __future__ import annotations
 

@@ -2,6 +2,11 @@
 
 Every test runs on the in-memory (logged) and the RocksDB state backend, against a real
 table in a Hadoop-catalog warehouse; rows are read back with DuckDB's iceberg extension.
+
+Tests stream_sink.commit.committer: the FilesCommitter's two phases.
+Tests stream_sink.commit.target: through the target interface.
+Tests stream_sink.commit.iceberg.table_commit: each commit group one snapshot, guarded by
+the watermark.
 """
 
 from __future__ import annotations

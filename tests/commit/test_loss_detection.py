@@ -1,5 +1,9 @@
 """Lost or corrupt operator state: restore from the newest checkpoint, and refuse to start
-when upstream acknowledged batches that nothing can bring back."""
+when upstream acknowledged batches that nothing can bring back.
+
+Tests stream_sink.commit.loss_check: refusing to start when acknowledged batches are lost.
+Tests stream_sink.commit.state_recovery: operator state opened, or restored from the newest
+checkpoint."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Data, metadata and state directories that fail mid-batch (full disk, read-only):
 the error names the sink, table, batch and path, says nothing is lost and keeps the
-cause; once the storage is repaired a restart commits every batch exactly once."""
+cause; once the storage is repaired a restart commits every batch exactly once.
+
+Tests stream_sink.commit.io_context: storage failures said in the sink's terms."""
 
 from __future__ import annotations
 

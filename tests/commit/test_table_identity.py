@@ -1,5 +1,7 @@
 """A checkpoint location or operator state reused for another table is refused before
-anything is committed: one table's staged batches never land in another."""
+anything is committed: one table's staged batches never land in another.
+
+Tests stream_sink.commit.identity: which table a sink's state and checkpoints belong to."""
 
 from __future__ import annotations
 

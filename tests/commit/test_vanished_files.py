@@ -1,5 +1,7 @@
 """Files that disappear under a stopped sink: a staged or pending batch whose data file,
-or whose staging manifest, is gone is never committed; the table stays readable."""
+or whose staging manifest, is gone is never committed; the table stays readable.
+
+Tests stream_sink.commit.file_check: a restored batch's files checked before its commit."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The one reader of each format's sink watermark: stream_sink/commit/iceberg/watermark.py
 (Iceberg: snapshot summaries and the durable record) and the Delta target's
-``committed_watermark`` (stream_sink/commit/delta/target.py: the sink's ``txn``)."""
+``committed_watermark`` (stream_sink/commit/delta/target.py: the sink's ``txn``).
+
+Tests stream_sink.ops.delta_status: the Delta sink's watermark as status reports it."""
 
 from __future__ import annotations
 

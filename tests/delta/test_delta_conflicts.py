@@ -1,5 +1,8 @@
 """Conflict checks against winning commits (Delta's OptimisticTransaction isolation
-cases): each test names the case it checks."""
+cases): each test names the case it checks.
+
+Tests stream_sink.delta.conflicts: conflict checks against winning commits.
+Tests stream_sink.delta.transaction: the optimistic transaction that runs them."""
 
 from __future__ import annotations
 

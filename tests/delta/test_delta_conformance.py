@@ -6,6 +6,8 @@ problem.
 Shapes delta-rs writes itself are written by it (schema evolution); the others are built
 by hand from the protocol (:mod:`delta_tables`, which says why) and are checked by
 the independent readers as much as ours.
+
+Tests stream_sink.delta.type_widening: tables whose schema records widened types.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Deletion vector encoding: Delta's RoaringBitmapArray against CRoaring (pyroaring) and
-the protocol's own examples, Z85, and the descriptor's derived path."""
+the protocol's own examples, Z85, and the descriptor's derived path.
+
+Tests stream_sink.delta.roaring: Delta's RoaringBitmapArray."""
 
 from __future__ import annotations
 

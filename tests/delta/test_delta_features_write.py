@@ -1,7 +1,9 @@
 """Writing into tables with the features Delta writers turn on by default: appends under
 column mapping (physical names, field ids), the copy-on-write MERGE keeping rows a
 deletion vector deletes deleted and writing deletion vectors itself, and the conflict
-rules for deletion vectors. Every result is read by delta-rs and DuckDB too."""
+rules for deletion vectors. Every result is read by delta-rs and DuckDB too.
+
+Tests stream_sink.delta.column_mapping: physical names and field ids under column mapping."""
 
 from __future__ import annotations
 

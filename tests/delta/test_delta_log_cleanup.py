@@ -1,6 +1,8 @@
 """A writer killed after writing its commit temporary (before linking it to the version
 name) leaves ``_delta_log/.<version>.json.<uuid>.tmp``; the next commit removes such
-leftovers once they are old enough, and never a young one a live writer may still hold."""
+leftovers once they are old enough, and never a young one a live writer may still hold.
+
+Tests stream_sink.delta.expired_logs: expired log entries removed after a checkpoint."""
 
 from __future__ import annotations
 

@@ -1,5 +1,13 @@
 """The Delta table format: log, checkpoints, statistics, features, torn files, and
-interop with delta-rs and DuckDB's delta extension both ways."""
+interop with delta-rs and DuckDB's delta extension both ways.
+
+Tests stream_sink.delta.table: DeltaTable.
+Tests stream_sink.delta.replay: snapshots built from the newest checkpoint and the commits
+after it.
+Tests stream_sink.delta.snapshot: a version's state and its reconciliation rules.
+Tests stream_sink.delta.scan: a snapshot's rows.
+Tests stream_sink.delta.features: unsupported reader and writer features refused by name.
+Tests stream_sink.delta.schema: schema strings, crafted ones refused."""
 
 from __future__ import annotations
 

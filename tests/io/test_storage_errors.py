@@ -1,6 +1,8 @@
 """An object store that cannot be reached: one error naming the location, the endpoint,
 the bucket and what to check, from the file layer, a Delta table and a catalog alike
-(a closed port on this machine stands for an endpoint that is down or mistyped)."""
+(a closed port on this machine stands for an endpoint that is down or mistyped).
+
+Tests stream_sink.io.errors: storage failures turned into errors naming the path."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """``stream-sink maintain``: a readable summary or --json, --dry-run changes nothing, and
-exit 1 with a one-line reason when it gives up."""
+exit 1 with a one-line reason when it gives up.
+
+Tests stream_sink.maintenance.results: each action's result in the summary and --json."""
 
 from __future__ import annotations
 

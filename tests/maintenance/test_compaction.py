@@ -1,6 +1,10 @@
 """Compaction and equality-delete conversion on CDC tables: the rows stay exact for our
 reader and DuckDB (and, once converted, pyiceberg; Java in test_interop), file counts
-drop, and a rewrite that conflicts leaves the table as it was and deletes its files."""
+drop, and a rewrite that conflicts leaves the table as it was and deletes its files.
+
+Tests stream_sink.maintenance.compaction: planning and committing bin-pack rewrites.
+Tests stream_sink.maintenance.conversion: equality deletes converted to position deletes.
+Tests stream_sink.maintenance.dangling: dangling delete files removed."""
 
 from __future__ import annotations
 

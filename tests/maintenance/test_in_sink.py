@@ -1,6 +1,9 @@
 """In-sink maintenance driven the way the sink drives it (committer harness, no Spark):
 file and snapshot counts stay bounded over a long upsert stream, the watermark and
-every row survive, and failures or a held lock are counted, never raised."""
+every row survive, and failures or a held lock are counted, never raised.
+
+Tests stream_sink.maintenance.in_sink: SinkMaintenance driven by the committer.
+Tests stream_sink.maintenance.expiry: snapshot expiry keeping the snapshot count bounded."""
 
 from __future__ import annotations
 

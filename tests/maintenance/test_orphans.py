@@ -1,6 +1,10 @@
 """Orphan cleanup deletes only files no metadata reaches, and never a file a sink has
 written or staged but not committed: staging manifests and what they list always, a
-pending batch's files by age or when the sink names them."""
+pending batch's files by age or when the sink names them.
+
+Tests stream_sink.io.locations: file locations compared across spellings of a scheme.
+Tests stream_sink.maintenance.reachable: the files a table's metadata reaches.
+Tests stream_sink.table.reachable: its metadata files, manifests and data files."""
 
 from __future__ import annotations
 

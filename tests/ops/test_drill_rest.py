@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
 FAILPOINTS = "after-table-commit"
 """Killed with the REST commit done and the operator state not yet cleaned up: the restart
 must find its commit in the catalog's snapshots. A kill with the batch staged but not
-committed, on both REST servers, is in tests/spark/test_rest_kill.py."""
+committed, on both REST servers, is in tests/spark/foreach_batch/test_iceberg_rest_kill.py."""
 
 
 def test_drill_on_a_rest_catalog_keeps_rows_exactly_once_and_leaks_no_secret(

@@ -1,6 +1,8 @@
 """``stream-sink rewind``: Spark's logs edited so that its next start runs a batch again,
 in an order Spark restarts from safely when interrupted; refused when the batch's input
-is not logged."""
+is not logged.
+
+Tests stream_sink.cli.rewind: ``stream-sink rewind``."""
 
 from __future__ import annotations
 

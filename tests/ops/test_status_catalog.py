@@ -1,5 +1,7 @@
 """What a sink records of its catalog for ``stream-sink status``: enough to open it again,
-never a credential."""
+never a credential.
+
+Tests stream_sink.cli.status: ``stream-sink status`` from a sink's checkpoints."""
 
 from __future__ import annotations
 

@@ -3,7 +3,12 @@ writes it: no field ids, the partition column only in the metadata) read through
 name mapping, Avro (the layout Apache Iceberg's Avro writer uses: field ids, logical
 types, maps with non-string keys as key/value records) by field id, each with deletes;
 and a Parquet file pyarrow cannot decode, refused naming the file and what to do.
-(Files written by Apache Iceberg Java itself: tests/interop/test_orc_avro_interop.py.)"""
+(Files written by Apache Iceberg Java itself: tests/interop/test_orc_avro_interop.py.)
+
+Tests stream_sink.read.data_files: opening a data or delete file by its format.
+Tests stream_sink.read.parquet_file: Parquet files.
+Tests stream_sink.read.orc_file: ORC files.
+Tests stream_sink.read.avro_file: Avro files."""
 
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 Data files come from our writers, delete files are written by hand (read_support),
 and every table is also read by DuckDB's iceberg extension at each snapshot.
+
+Tests stream_sink.read.task_reader: a task's rows minus its deleted rows.
+Tests stream_sink.table.delete_index: which delete files apply to which data file.
 """
 
 from __future__ import annotations

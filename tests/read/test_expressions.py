@@ -1,4 +1,7 @@
-"""Row filters: building, parsing, binding to a schema, and the errors users see."""
+"""Row filters: building, parsing, binding to a schema, and the errors users see.
+
+Tests stream_sink.read.filter_parser: the string form of row filters.
+Tests stream_sink.read.literals: literals bound to a column's type."""
 
 from __future__ import annotations
 

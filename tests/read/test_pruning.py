@@ -1,4 +1,7 @@
-"""Pruning: a selective predicate opens only the files (and manifests) that can match."""
+"""Pruning: a selective predicate opens only the files (and manifests) that can match.
+
+Tests stream_sink.read.evaluators: whether a file or manifest can match.
+Tests stream_sink.read.projection: filters projected onto partition specs."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 A skipped row group is proven unread by damaging its bytes on disk: the filtered scan
 still returns the right rows, an unfiltered one fails on the damaged pages.
+
+Tests stream_sink.read.row_groups: row groups skipped by their statistics.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """TableScan over tables written by ``table.append``: rows, projection, filters,
-streaming, time travel and the errors a user meets."""
+streaming, time travel and the errors a user meets.
+
+Tests stream_sink.read.arrow_filter: filters applied to rows as Arrow expressions."""
 
 from __future__ import annotations
 

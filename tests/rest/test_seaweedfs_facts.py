@@ -1,7 +1,9 @@
 """What SeaweedFS (``weed mini``) does that the REST catalog and S3 code rely on, checked
 against the running server: conditional PUT, SigV4 signing names, ``/v1/config``, the
 table bucket layout, and LoadTable's ``config``; and that two servers never share a
-port."""
+port.
+
+Tests stream_sink.io.sigv4: SigV4 signing names the server takes."""
 
 from __future__ import annotations
 

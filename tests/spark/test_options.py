@@ -1,5 +1,8 @@
 """Sink options, the sink's table, and Spark checkpoint reading: pure Python, no Spark
-session."""
+session.
+
+Tests stream_sink.spark.datasource.keys: string option keys normalized alike for both
+targets."""
 
 from __future__ import annotations
 

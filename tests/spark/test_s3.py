@@ -3,8 +3,8 @@ and sink checkpoints on ``s3://``, a SQL catalog (SQLite here, PostgreSQL in
 docker-compose), data files written by Spark executors straight to S3.
 
 Spark's own checkpointLocation stays local here: the session-wide Spark has no ``s3a://``
-filesystem (hadoop-aws); ``tests/spark/test_rest_kill.py`` runs its drivers with
-``local_session(s3a=...)`` and Spark's checkpoints on ``s3a://``.
+filesystem (hadoop-aws); ``tests/spark/foreach_batch/test_iceberg_rest_kill.py`` runs its
+drivers with ``local_session(s3a=...)`` and Spark's checkpoints on ``s3a://``.
 
 The Delta test writes a Delta table on ``s3://`` with DeltaSink (upsert: executors read
 the touched files from S3 and write their rewrites there; each version is a conditional

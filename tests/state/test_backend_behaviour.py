@@ -1,4 +1,9 @@
-"""The behaviour every state backend shares; each test runs against RocksDB and in-memory."""
+"""The behaviour every state backend shares; each test runs against RocksDB and in-memory.
+
+Tests stream_sink.state.backend: the behaviour every backend shares.
+Tests stream_sink.state.batch: write batches applied whole or not at all.
+Tests stream_sink.state.factory: backends opened by name.
+Tests stream_sink.state.memory_backend: the in-memory backend."""
 
 from __future__ import annotations
 

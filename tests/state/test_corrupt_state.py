@@ -1,4 +1,7 @@
-"""Foreign, corrupt or newer state is refused with an error naming the directory."""
+"""Foreign, corrupt or newer state is refused with an error naming the directory.
+
+Tests stream_sink.state.encoding: the versioned value encoding.
+Tests stream_sink.state.layout: what a state directory holds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Avro container files as the metadata readers see them, whatever codec and block layout
-the writer chose: records under the writer's names, logical types left undecoded."""
+the writer chose: records under the writer's names, logical types left undecoded.
+
+Tests stream_sink.table.avro_blocks: Avro blocks decoded without trusting their counts."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The Hadoop catalog: Java HadoopCatalog's directory layout, version hints that lag
 or break, compressed metadata written by Java, and what the catalog refuses.
-Behaviour shared with the SQL catalog is tested in test_catalog_sql.py."""
+Behaviour shared with the SQL catalog is tested in test_catalog_sql.py.
+
+Tests stream_sink.table.catalog.hadoop: the Hadoop catalog."""
 
 from __future__ import annotations
 

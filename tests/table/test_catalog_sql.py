@@ -1,6 +1,9 @@
 """Catalog behaviour every catalog shares (hadoop, sqlite, postgres), then the SQL
 catalog's own: the Iceberg JDBC schema, file naming, pyiceberg interop, and how a
-commit settles when the database fails."""
+commit settles when the database fails.
+
+Tests stream_sink.table.catalog.base: the contract every catalog shares.
+Tests stream_sink.table.catalog.purge: what a purging drop deletes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Snapshot expiry (Java's RemoveSnapshots) and manifest rewriting: which snapshots
 stay (count, age, refs and their own limits), which files go (only those no retained
-snapshot references), and the rows every retained snapshot reads."""
+snapshot references), and the rows every retained snapshot reads.
+
+Tests stream_sink.table.expire: snapshot expiry.
+Tests stream_sink.table.rewrite_manifests: manifest rewriting."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Format version 3 metadata: creating and upgrading v3 tables, row lineage ids
 (next-row-id, snapshot first-row-id/added-rows, manifest and data-file first_row_id),
-the v3 manifest and manifest-list schemas, and what is refused."""
+the v3 manifest and manifest-list schemas, and what is refused.
+
+Tests stream_sink.cli.upgrade_command: ``stream-sink table upgrade``.
+Tests stream_sink.table.row_lineage: row lineage ids."""
 
 from __future__ import annotations
 

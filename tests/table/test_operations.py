@@ -1,4 +1,7 @@
-"""Commit operations: one snapshot each, the right manifests, totals, retries and hooks."""
+"""Commit operations: one snapshot each, the right manifests, totals, retries and hooks.
+
+Tests stream_sink.table.operations: the commit operations.
+Tests stream_sink.table.summary: their snapshot summaries and running totals."""
 
 from __future__ import annotations
 

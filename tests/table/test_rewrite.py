@@ -1,6 +1,8 @@
 """The rewrite operation (Java's RewriteFiles): one ``replace`` snapshot with the same
 rows, sequence numbers as asked, refusal of rewrites that conflict with concurrent
-deletes or with another rewrite, and nothing left behind by a refused one."""
+deletes or with another rewrite, and nothing left behind by a refused one.
+
+Tests stream_sink.table.rewrite: RewriteFiles."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Schema and partition-spec evolution through ``table.update_schema()`` / ``update_spec()``:
-new schema ids, ids never reused, old files read with their own schema, bad changes refused."""
+new schema ids, ids never reused, old files read with their own schema, bad changes refused.
+
+Tests stream_sink.table.schema_update: schema evolution.
+Tests stream_sink.table.spec_update: partition spec evolution.
+Tests stream_sink.table.promotion: the type promotions allowed."""
 
 from __future__ import annotations
 

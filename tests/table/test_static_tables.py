@@ -1,7 +1,9 @@
 """Tables opened from a metadata file, without their catalog (``load_static_table``):
 every version readable by its file, a table directory of a SQL or REST catalog's layout
 (``<NNNNN>-<uuid>.metadata.json``, no version hint) by its newest file, and every write
-refused before anything is written."""
+refused before anything is written.
+
+Tests stream_sink.table.catalog.static: a table opened from its metadata file."""
 
 from __future__ import annotations
 

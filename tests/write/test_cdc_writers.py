@@ -3,6 +3,8 @@
 Each "task" is one writer whose WriteResult is committed as its own row delta, as the
 sink does per batch; the table is then read back by DuckDB (equality deletes) and,
 where only position deletes exist, also by pyiceberg.
+
+Tests stream_sink.write.deletes: the equality and position delete files.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Iceberg data files dictionary-encode only the columns where a dictionary pays (as
 parquet-mr, Iceberg Java's writer, ends up writing them); the files and their metrics
-read back the same everywhere."""
+read back the same everywhere.
+
+Tests stream_sink.parquet.dictionary: which columns keep a dictionary."""
 
 from __future__ import annotations
 

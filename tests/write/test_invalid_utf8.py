@@ -1,4 +1,6 @@
-"""Strings that are not UTF-8: refused naming the column and row, or repaired on request."""
+"""Strings that are not UTF-8: refused naming the column and row, or repaired on request.
+
+Tests stream_sink.table.utf8: strings checked as UTF-8, refused or repaired."""
 
 from __future__ import annotations
 

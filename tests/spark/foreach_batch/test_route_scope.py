@@ -1,7 +1,7 @@
 """Where a routed sink may write (``IcebergSink(table_column=..., namespaces=...,
 tables=...)``), checked without Spark: the names a source's events carry are confined to
 the namespaces and tables the operator names, validated for every catalog, and a
-TRUNCATE is honoured only for a table the sink owns. ``test_many_tables.py`` runs the
+TRUNCATE is honoured only for a table the sink owns. ``test_routing.py`` runs the
 same rules through a streaming query."""
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from kill_harness import assert_committed_once, iceberg_marks, kill_rng
+from test_iceberg_rest_catalog import duckdb_rest_rows
 from test_kill import APPEND_ROWS, kill_job, prepare
-from test_rest_sink import duckdb_rest_rows
 
 from stream_sink.catalogs import load_catalog
 

@@ -1,5 +1,7 @@
 """``IcebergSink.start``: configuration mistakes raise before the query starts, and the
-executor pre-flight says in one sentence how to fix a worker without stream_sink."""
+executor pre-flight says in one sentence how to fix a worker without stream_sink.
+
+Tests stream_sink.spark.preflight: the executors' pre-flight."""
 
 from __future__ import annotations
 

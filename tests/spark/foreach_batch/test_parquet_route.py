@@ -1,5 +1,11 @@
 """Which route writes a batch's data files (``write_route``), decided before any Spark
-job: Spark's own Parquet writer only where it writes exactly the files Iceberg expects."""
+job: Spark's own Parquet writer only where it writes exactly the files Iceberg expects.
+
+Tests stream_sink.spark.foreach_batch.file_columns: what Spark's writer cannot write as
+Iceberg does.
+Tests stream_sink.spark.private_session: the Spark route's settings kept off the user's
+session.
+Tests stream_sink.write.written_file: data files described from the footers Spark wrote."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """``format("stream_sink")`` with ``.option("target", "delta")``: append and upsert
 streams into Delta tables exactly once across restarts, batch append and overwrite, and
 the errors a user meets at the start of the query; every table read back by delta-rs and
-DuckDB's delta extension."""
+DuckDB's delta extension.
+
+Tests stream_sink.spark.datasource.delta.commit: the driver's commit.
+Tests stream_sink.spark.datasource.delta.write: the executors' task."""
 
 from __future__ import annotations
 

@@ -1,5 +1,13 @@
 """Append streams through IcebergSink on local Spark: one snapshot per micro-batch,
-every row exactly once across restarts, bad input stops the query before a commit."""
+every row exactly once across restarts, bad input stops the query before a commit.
+
+Tests stream_sink.spark.foreach_batch.iceberg: IcebergSink appending and overwriting.
+Tests stream_sink.spark.plan: a batch refused before anything is written, and shaped.
+Tests stream_sink.spark.schema_check: a DataFrame that does not fit the table refused by
+column.
+Tests stream_sink.spark.cdc.distribution: hash distribution of a partitioned table's rows.
+Tests stream_sink.spark.tasks.iceberg: the executors' WriteTask.
+Tests stream_sink.spark.tasks.shared: each task's one result row."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Reading tables through Spark: a partitioned table with position and equality deletes
 and every kind of column, read by ``read_table`` on executors, must equal
-``table.scan().to_arrow()`` row for row, at every snapshot, with projections and filters."""
+``table.scan().to_arrow()`` row for row, at every snapshot, with projections and filters.
+
+Tests stream_sink.spark.read.tasks: the splits executors read.
+Tests stream_sink.spark.read.types: Iceberg types as Spark's."""
 
 from __future__ import annotations
 

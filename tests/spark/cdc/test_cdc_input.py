@@ -2,7 +2,10 @@
 refused naming the batch and the input row; ties keep input order, whether the batch is
 ordered in its one task or shuffled by key; Debezium updates
 without a before image retract the old row in changelog mode; Kafka tombstones delete
-their key."""
+their key.
+
+Tests stream_sink.spark.cdc.guard: null keys and order values refused, naming the row.
+Tests stream_sink.spark.cdc.ordering: a batch read in one task, checked and ordered there."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """``format("stream_sink")`` (Spark's Python Data Source API, pyspark >= 4.0): append and
 upsert streams exactly once across restarts, batch append and overwrite, and the
-errors a user meets at the start of the query."""
+errors a user meets at the start of the query.
+
+Tests stream_sink.spark.datasource.adapter: the classes Spark calls."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ that returns early for such a batch loses its deletes: the sink says so at the n
 batch (SkippedBatchError, nothing of that batch written) or at the restart after a
 graceful stop, never blaming a stale state, and ``stream-sink rewind`` makes Spark run
 the skipped batch again, after which the table is exact.
+
+Tests stream_sink.spark.foreach_batch.batch_gaps: batches a foreachBatch function skipped.
 """
 
 from __future__ import annotations

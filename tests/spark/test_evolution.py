@@ -1,7 +1,9 @@
 """Schema evolution while streaming (``IcebergSink(schema_evolution=...)``): later batches
 add a column, widen a type and bring nulls into a required column; the schema change is
 committed before the batch's data, a replay does not apply it twice, and bad changes stop
-the query naming the column, both types and the option that would allow them."""
+the query naming the column, both types and the option that would allow them.
+
+Tests stream_sink.spark.evolution: schema evolution driven by the stream."""
 
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# run as a script: kill_job.py is in the folder above
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from kill_job import run
 
 import stream_sink as ss

@@ -1,6 +1,11 @@
 """DeltaSink end to end in the shared Spark session: append, dynamic partition
 overwrite, upsert and changelog (copy-on-write MERGE); every table read back by delta-rs
-and DuckDB's delta extension at every version."""
+and DuckDB's delta extension at every version.
+
+Tests stream_sink.spark.foreach_batch.delta: DeltaSink.
+Tests stream_sink.spark.foreach_batch.delta_touched: the files holding a batch's keys, on
+the driver or the executors.
+Tests stream_sink.spark.tasks.delta: the executors' Delta tasks."""
 
 from __future__ import annotations
 

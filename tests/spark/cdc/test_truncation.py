@@ -5,7 +5,9 @@ alone empties the table. IcebergSink in upsert mode (its batch read in one task)
 changelog mode (shuffled), DeltaSink, and the routed sink (a truncate names its table).
 Read back by ours and DuckDB (Iceberg), delta-rs and DuckDB (Delta). A driver killed
 around the truncating batch's commit applies it exactly once. The
-``format("stream_sink")`` route refuses a truncate, saying what to use instead."""
+``format("stream_sink")`` route refuses a truncate, saying what to use instead.
+
+Tests stream_sink.spark.cdc.truncation: a truncate applied at its place in the stream."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """One Debezium stream of three tables into three Iceberg tables through one query
 (``IcebergSink(table_column=..., create_tables=True)``): tables created with their own
-schema and key, each exact, each with its own watermark; bad routing values stop the query."""
+schema and key, each exact, each with its own watermark; bad routing values stop the query.
+
+Tests stream_sink.spark.foreach_batch.routing: one stream routed into many tables."""
 
 from __future__ import annotations
 

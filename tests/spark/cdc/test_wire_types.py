@@ -2,7 +2,10 @@
 naming the column, its type, the value and the event: plain strings of
 ``decimal.handling.mode=string`` taking a table's types (``types=``), values without
 Connect schemas typed by ``row_schema``, and naive timestamps that do not move with the
-session's time zone."""
+session's time zone.
+
+Tests stream_sink.spark.cdc.wire_types: Debezium's JSON values converted to the row schema's
+types."""
 
 from __future__ import annotations
 
