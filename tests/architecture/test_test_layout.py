@@ -36,9 +36,9 @@ NOT_YET_NAMED = frozenset(
         "stream_sink.demo",  # a package docstring only
         "stream_sink.metrics",  # a package docstring only
         "stream_sink.ops",  # a package docstring only
+        "stream_sink.ops.drill",  # a package docstring only
         "stream_sink.parquet",  # a package docstring only
         "stream_sink.read.delete_index",  # re-exports stream_sink.table.delete_index
-        "stream_sink.read.threads",  # usable_cpus: no test of its own yet
         "stream_sink.spark.cdc",  # re-exports .debezium lazily
         "stream_sink.spark.datasource.delta",  # a package docstring only
         "stream_sink.spark.foreach_batch",  # a package docstring only

@@ -5,8 +5,8 @@ deliberately broken committer fails, naming the duplicates.
 Each scenario starts Spark in a child process once per kill, so this module takes
 minutes; it needs no in-process Spark session.
 
-Tests stream_sink.ops.drill_child: the drill's driver process.
-Tests stream_sink.ops.drill_mistakes: operator mistakes refused, nothing lost.
+Tests stream_sink.ops.drill.child: the drill's driver process.
+Tests stream_sink.ops.drill.mistakes: operator mistakes refused, nothing lost.
 Tests stream_sink.ops.duckdb_reader: DuckDB as the drill's second reader.
 """
 
