@@ -75,7 +75,7 @@ class _Runtime:
     commit driver (a checkpoint per batch: a MERGE must see the previous batch)."""
 
     table: DeltaTable
-    commits: SinkRuntime
+    commits: SinkRuntime[DeltaTable]
 
 
 class DeltaSink:
@@ -183,13 +183,10 @@ class DeltaSink:
             raise_if_interrupted(e, f"DeltaSink {self.sink_id}", batch_id)
             raise
 
-    def _maintain_committed(self) -> None:
+    def _maintain_committed(self, committed: Mapping[str, DeltaTable]) -> None:
         """After each commit (on the commit's thread when pipelined): maintenance on the
         handle the commit went through."""
-        runtime = self._runtime
-        if runtime is not None:
-            table = runtime.commits.committed_table()
-            assert isinstance(table, DeltaTable)
+        for table in committed.values():
             self._maintain(table)
 
     def _maintain(self, table: DeltaTable) -> None:
@@ -275,7 +272,7 @@ class DeltaSink:
             table,
             self.mode,
             job_id,
-            after_checkpoint=lambda _: self._maintain_committed(),
+            after_checkpoint=self._maintain_committed,
             commit_mode=self.commit_mode,
         )
         self._runtime = _Runtime(table, commits)

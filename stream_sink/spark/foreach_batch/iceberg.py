@@ -85,7 +85,7 @@ class _Runtime:
     """What the sink holds open between micro-batches of one query."""
 
     table: Table
-    commits: SinkRuntime
+    commits: SinkRuntime[Table]
 
     @property
     def job_id(self) -> str:
@@ -600,14 +600,12 @@ class IcebergSink:
             self._projections[key] = projection
         return projection
 
-    def _committed(self, tables: tuple[str, ...]) -> None:
+    def _committed(self, committed: Mapping[str, Table]) -> None:
         """After each checkpoint's commit (on the commit's thread when pipelined): offer
-        the metadata it left to in-job maintenance."""
-        runtime = self._runtime
-        if self._maintenance is not None and runtime is not None:
-            table = runtime.commits.committed_table()
-            assert isinstance(table, Table)
-            self._maintenance.after_commit(table.metadata)
+        the metadata the commit left to in-job maintenance."""
+        if self._maintenance is not None:
+            for table in committed.values():
+                self._maintenance.after_commit(table.metadata)
 
     def _abandon(self) -> None:
         if self._router is not None:

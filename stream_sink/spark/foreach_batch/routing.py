@@ -72,7 +72,6 @@ from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.plan import BatchPlan, plan_batch
 from stream_sink.spark.runtime import (
-    committed_table,
     iceberg_committer,
     input_reader,
     left_state,
@@ -81,7 +80,6 @@ from stream_sink.spark.tasks.iceberg import with_insert_kind
 from stream_sink.spark.tasks.shared import current_task_ids
 from stream_sink.table.catalog.base import Catalog, table_identifier
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES
-from stream_sink.table.metadata import TableMetadata
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 from stream_sink.write.task_writers import TaskWriter
@@ -243,7 +241,7 @@ class _TableSink:
 class RoutedRuntime:
     job_id: str
     tables: dict[str, _TableSink]
-    driver: CommitDriver
+    driver: CommitDriver[Table]
     routes: RouteLog
     acknowledged: list[int] = field(default_factory=list)
     """Batches Spark had acknowledged when the runtime was opened."""
@@ -607,7 +605,7 @@ class Router:
             job_id,
         )
         acknowledged = query.acknowledged_batch_ids(opts.spark_checkpoint_location, spark_io)
-        driver = CommitDriver(
+        driver: CommitDriver[Table] = CommitDriver(
             CheckpointCoordinator(config),
             schedule=schedule_for(opts.commit_mode),
             after_checkpoint=self._committed,
@@ -640,7 +638,7 @@ class Router:
             self.maintenance.open_table(name, committer.uncommitted_paths)
         return _TableSink(table, replace(opts, table=name, table_column=None))
 
-    def _committed(self, names: tuple[str, ...]) -> None:
+    def _committed(self, committed: Mapping[str, Table]) -> None:
         """After each checkpoint's commits (on the commit's thread when pipelined): the
         route log forgets what every table's watermark covers; the committed tables are
         offered to their maintenance with the metadata the commits left."""
@@ -648,9 +646,9 @@ class Router:
         if runtime is None:
             return
         runtime.routes.drop_committed(runtime.driver.watermarks())
-        if self.maintenance is not None and names:
+        if self.maintenance is not None and committed:
             self.maintenance.after_checkpoint(
-                {name: _metadata(committed_table(runtime.driver, name)) for name in names}
+                {name: table.metadata for name, table in committed.items()}
             )
 
     def end_input(self) -> None:
@@ -689,11 +687,6 @@ class Router:
                 runtime.close()
             except Exception as e:  # closing must not hide the original error
                 log.warning("sink %s: closing operator state failed: %s", self.options.sink_id, e)
-
-
-def _metadata(table: object) -> TableMetadata:
-    assert isinstance(table, Table)
-    return table.metadata
 
 
 def _sub_schema(schema: StructType, names: set[str] | frozenset[str]) -> StructType:
