@@ -1,4 +1,4 @@
-"""What a front door holds open between micro-batches of one query: its commit driver.
+"""What a front door holds open between micro-batches of one query: its table and driver.
 
 Every front door opens its tables' committers here, so a table's commit target, state
 directory and checkpoint storage are named the same way whichever door writes it:
@@ -50,11 +50,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SinkRuntime(Generic[Handle]):
-    """One table's commit driver for query ``job_id`` (the table is ``name`` in it)."""
+    """One table of query ``job_id`` held open: ``table``, the front door's handle of it
+    (it plans and writes batches through it), and the commit driver, in which the table
+    is ``name``. The methods are the driver's seen from that one table; what concerns
+    every table (``drain``, ``end_input``) is the driver's own."""
 
     job_id: str
     name: str
     driver: CommitDriver[Handle]
+    table: Handle
 
     @property
     def watermark(self) -> int:
@@ -68,14 +72,6 @@ class SinkRuntime(Generic[Handle]):
 
     def holds(self, batch_id: int) -> bool:
         return self.driver.holds(self.name, batch_id)
-
-    def drain(self) -> None:
-        """Wait for the table commit in flight, if any (``commit_mode="pipelined"``)."""
-        self.driver.drain()
-
-    def end_input(self) -> None:
-        """Checkpoint and commit every batch not yet committed."""
-        self.driver.end_input()
 
     def metrics(self) -> CommitterMetricsSnapshot:
         return self.driver.metrics()[self.name]
@@ -96,6 +92,7 @@ class SinkRuntime(Generic[Handle]):
                 log.warning("sink %s: could not delete %s: %s", self.name, path, e)
 
     def close(self) -> None:
+        """Release the operator state (never raises, see ``CommitDriver.close``)."""
         self.driver.close()
 
 
@@ -174,7 +171,7 @@ def open_iceberg(
     driver.open(
         table.name, committer, acknowledged, input_reader(location, catalog.io_for(location))
     )
-    return SinkRuntime(job_id, table.name, driver)
+    return SinkRuntime(job_id, table.name, driver, table)
 
 
 # --- Delta ---------------------------------------------------------------------------------
@@ -234,10 +231,11 @@ def open_delta(
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left: pipelined, the sink drains first).
     Pipelined, the target commits through a handle of its own."""
+    committing = table
     if commit_mode == "pipelined":
-        table = DeltaTable.load(table.location, storage_options=places.storage_options)
+        committing = DeltaTable.load(table.location, storage_options=places.storage_options)
     committer = FilesCommitter(
-        DeltaTarget(table),
+        DeltaTarget(committing),
         StateDirectory(places.state_dir),
         CheckpointStorage(
             places.checkpoint_location,
@@ -255,4 +253,4 @@ def open_delta(
     )
     acknowledged = query.acknowledged_batch_ids(location, io)
     driver.open(places.sink_id, committer, acknowledged, input_reader(location, io))
-    return SinkRuntime(job_id, places.sink_id, driver)
+    return SinkRuntime(job_id, places.sink_id, driver, table)

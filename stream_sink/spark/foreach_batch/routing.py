@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,8 @@ from stream_sink.exceptions import (
 )
 from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceOptions
+from stream_sink.metrics.committer import CommitterMetricsSnapshot
+from stream_sink.metrics.sink import WriterMetrics
 from stream_sink.spark import query, schema_check
 from stream_sink.spark.cdc import distribution, truncation
 from stream_sink.spark.cdc.control_columns import KEY_FIELDS_COLUMN, data_columns
@@ -274,8 +277,11 @@ class Router:
         scope: RouteScope,
         dead_letter_table: str | None = None,
         maintenance: MaintenanceOptions | None = None,
+        *,
+        writer_metrics: WriterMetrics | None = None,
     ) -> None:
         self.catalog = catalog
+        self._writer_metrics = writer_metrics or WriterMetrics()
         self.scope = scope
         self.maintenance = (
             None
@@ -299,6 +305,23 @@ class Router:
     def table_column(self) -> str:
         assert self.options.table_column is not None
         return self.options.table_column
+
+    # --- the destination ------------------------------------------------------------------
+
+    @property
+    def job_id(self) -> str | None:
+        """None: a routed sink reports the progress events of every query of the session."""
+        return None
+
+    def committer_metrics(self) -> CommitterMetricsSnapshot | None:
+        """None: a routed sink's committers are one per table (not one sink's)."""
+        return None
+
+    def write_batch(self, df: DataFrame, batch_id: int) -> None:
+        """Write micro-batch ``batch_id`` of ``df`` into its tables; durable on return."""
+        started = time.perf_counter()
+        result = self.foreach_batch(df, batch_id)
+        self._writer_metrics.flushed(batch_id, result, (time.perf_counter() - started) * 1e3)
 
     # --- per batch ---------------------------------------------------------------------------
 
