@@ -32,9 +32,9 @@ from stream_sink.spark.errors import raise_if_interrupted
 from stream_sink.spark.foreach_batch.destination import Destination
 from stream_sink.spark.foreach_batch.one_table import OneTable
 from stream_sink.spark.foreach_batch.parquet_route import ROUTES
-from stream_sink.spark.foreach_batch.route_scope import RouteScope
-from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
+from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
+from stream_sink.spark.foreach_batch.routing.scope import RouteScope
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import plan_batch
 from stream_sink.table.catalog.base import Catalog
@@ -58,11 +58,11 @@ class IcebergSink:
     ``table_column``: one stream into many tables; each row goes to the table its value
     names (``create_tables=True`` creates missing ones from ``table_template``; see
     ``.routing``), within ``namespaces`` (the namespaces whose tables rows may name) and
-    ``tables`` (tables given by name), one of which is required (``.route_scope``); a
+    ``tables`` (tables given by name), one of which is required (``.routing.scope``); a
     TRUNCATE empties only a table the sink created or was given in ``tables``. Rows
     whose value names no table, or one outside that scope, stop the query, or go to
     ``dead_letter_table`` (append only, every column) when given. ``maintenance``
-    then runs per table, one table's run at a time (``.routed_maintenance``).
+    then runs per table, one table's run at a time (``.routing.maintenance``).
 
     ``write_route``: who writes the data files in append and overwrite modes: ``"auto"``
     (Spark's own Parquet writer where it writes the table's files exactly, pyarrow

@@ -13,6 +13,8 @@ Split by job, as Iceberg's Flink dynamic sink is:
 - ``writer.py``: the one Spark job that writes every table.
 - ``committers.py``: the per-table committers behind one commit driver, the route log.
 - ``registry.py``: the tables the sink has written, and those it created.
+- ``scope.py``: the namespaces and tables the operator lets rows name.
+- ``maintenance.py``: in-job maintenance per routed table, one table's run at a time.
 
 Invariants (each module states its own): exactly once per table, each under its own
 operator id ``<sink id>=<table>`` and watermark; tables absent from a batch are not

@@ -30,7 +30,7 @@ from stream_sink.checkpoints.route_log import RouteLog
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
 from stream_sink.commit.schedule import schedule_for
 from stream_sink.spark import query
-from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
+from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
 from stream_sink.spark.options import SinkOptions
 from stream_sink.spark.runtime import iceberg_committer, input_reader
 from stream_sink.table.catalog.base import Catalog

@@ -1,7 +1,7 @@
 """Rows a routed sink may not write where they point, and the dead-letter table.
 
 A routing value is refused when it is null, names no table a catalog should take or
-one outside the sink's scope (:mod:`..route_scope`), or names a missing table while
+one outside the sink's scope (:mod:`.scope`), or names a missing table while
 the sink does not create tables. Refused rows stop the query (ValidationError saying
 why and how to keep them aside) unless ``dead_letter_table`` is given: they then go
 there, every column of the batch kept.
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from stream_sink.exceptions import AlreadyExistsError
 from stream_sink.spark import schema_check
-from stream_sink.spark.foreach_batch.route_scope import RouteScope
+from stream_sink.spark.foreach_batch.routing.scope import RouteScope
 from stream_sink.spark.foreach_batch.routing.template import ensure_namespace
 from stream_sink.table.catalog.base import Catalog
 from stream_sink.table.catalog.metadata_files import STREAMING_METADATA_PROPERTIES

@@ -3,7 +3,7 @@
 Two JSON lists beside the sink's checkpoints, ``<sink id>.tables.json`` (every table
 written: their committers are opened, and restored, when the sink opens) and
 ``<sink id>.created.json`` (the tables the sink created: the only ones, with those
-given in ``tables=``, a TRUNCATE may empty; see :mod:`..route_scope`).
+given in ``tables=``, a TRUNCATE may empty; see :mod:`.scope`).
 
 Invariants: each list is replaced atomically and only grows; a table is recorded as
 created after it is created, and registered before anything is written to it, so a

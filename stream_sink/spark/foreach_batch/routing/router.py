@@ -13,7 +13,7 @@ Per micro-batch (driver):
 4. ONE Spark job writes every table (:mod:`.writer`).
 5. Each table's committer records its result; when a checkpoint is due every table
    with work is checkpointed and committed under its own watermark; the committed
-   tables are then offered to their maintenance (:mod:`..routed_maintenance`).
+   tables are then offered to their maintenance (:mod:`.maintenance`).
 
 Invariants: the batch is persisted for the discovery aggregate and the write job, and
 unpersisted however the batch ends; every check runs before any table is created or
@@ -36,8 +36,6 @@ from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.metrics.sink import WriterMetrics
 from stream_sink.spark import query
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
-from stream_sink.spark.foreach_batch.route_scope import RouteScope
-from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing.committers import RoutedCommits, TableSink
 from stream_sink.spark.foreach_batch.routing.dead_letters import (
     Admission,
@@ -45,7 +43,9 @@ from stream_sink.spark.foreach_batch.routing.dead_letters import (
     widen,
 )
 from stream_sink.spark.foreach_batch.routing.discovery import BatchTables, Discovery
+from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing.registry import TableRegistry
+from stream_sink.spark.foreach_batch.routing.scope import RouteScope
 from stream_sink.spark.foreach_batch.routing.table_updates import plan_table
 from stream_sink.spark.foreach_batch.routing.template import TableTemplate
 from stream_sink.spark.foreach_batch.routing.truncates import Truncates

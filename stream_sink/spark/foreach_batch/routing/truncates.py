@@ -1,7 +1,7 @@
 """TRUNCATE rows (row kind ``-T``) of a routed CDC batch: which tables they empty.
 
 A truncate empties only the table its rows name, and only one the sink owns (one it
-created, or one given in ``tables=``; :mod:`..route_scope`); the rows before a table's
+created, or one given in ``tables=``; :mod:`.scope`); the rows before a table's
 last truncate in the batch are dropped for that table, the rows after it are written,
 and the table's result is committed as one that empties the table first
 (:mod:`stream_sink.spark.cdc.truncation`).
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from stream_sink.exceptions import ValidationError
 from stream_sink.spark.cdc import truncation
-from stream_sink.spark.foreach_batch.route_scope import RouteScope
 from stream_sink.spark.foreach_batch.routing.registry import TableRegistry
+from stream_sink.spark.foreach_batch.routing.scope import RouteScope
 from stream_sink.spark.options import SinkOptions
 from stream_sink.table.catalog.base import Catalog
 
