@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from stream_sink.commit.driver import AfterCheckpoint
 from stream_sink.io.fileio import FileIO
 from stream_sink.maintenance import MaintenanceOptions
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -242,9 +241,13 @@ class Router:
         if self.commits is not None and self.commits.job_id == job_id:
             return self.commits
         self.abandon()
-        committed: AfterCheckpoint[Table] = self._committed
         self.commits = RoutedCommits.open(
-            self.catalog, self.options, job_id, self.registry.load(), self.maintenance, committed
+            self.catalog,
+            self.options,
+            job_id,
+            self.registry.load(),
+            self.maintenance,
+            self._committed,
         )
         self._opened = True
         return self.commits
