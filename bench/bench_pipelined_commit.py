@@ -109,8 +109,9 @@ def timed(sink: Any, df: Any) -> Run:
         starts.append(started)
         sink.foreach_batch(batch, batch_id)
         in_batch.append(time.perf_counter() - started)
-        runtime = sink._runtime  # the bench reads the driver's metrics of either sink
-        m = runtime.commits.metrics() if runtime is not None else None
+        door = getattr(sink, "_destination", sink)  # IcebergSink's OneTable, or a DeltaSink
+        runtime = door._runtime  # the bench reads the driver's metrics of either sink
+        m = runtime.metrics() if runtime is not None else None
         if m is not None and m.last_commit_duration_ms is not None:
             commits.append(m.last_commit_duration_ms)
         if m is not None and m.last_commit_wait_ms is not None:

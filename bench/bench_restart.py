@@ -129,7 +129,7 @@ class Phases:
 def time_restore(phases: Phases, catalog: Any) -> None:
     """Wrap what the sink does before and around its first batch (no product change)."""
     import stream_sink.commit.committer as committer
-    import stream_sink.spark.foreach_batch.iceberg as door
+    import stream_sink.spark.foreach_batch.one_table as door
     import stream_sink.spark.runtime as runtime
     from stream_sink.checkpoints import CheckpointStorage
     from stream_sink.commit import FilesCommitter, IcebergTarget
@@ -148,9 +148,9 @@ def time_restore(phases: Phases, catalog: Any) -> None:
     wrap(CheckpointStorage, "sweep_temporaries", "checkpoint temporaries swept")
     wrap(CheckpointStorage, "recorded_table", "checkpoint identity read")
     wrap(IcebergTarget, "watermark", "table watermark read")
-    wrap(door.IcebergSink, "_start_maintenance", "in-sink maintenance started")
-    wrap(door.IcebergSink, "_plan", "batch planned (table refresh, schema check)")
-    wrap(door.IcebergSink, "_write_changes", "batch written (Spark job, Python worker)")
+    wrap(door.OneTable, "_start_maintenance", "in-sink maintenance started")
+    wrap(door.OneTable, "_plan", "batch planned (table refresh, schema check)")
+    wrap(door.OneTable, "_write_changes", "batch written (Spark job, Python worker)")
     wrap(runtime.SinkRuntime, "record", "batch recorded and committed")
     wrap(type(catalog), "load_table", "table loads (catalog)")
     wrap(Table, "refresh", "table refreshes")

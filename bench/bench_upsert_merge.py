@@ -51,7 +51,7 @@ from iceberg_spark import iceberg_session, use_iceberg_pyspark
 from streams import dedup_merge_sql, drain_into, jvm_peak_mib, parquet_stream
 
 import stream_sink as ss
-import stream_sink.spark.foreach_batch.iceberg as sink_module
+import stream_sink.spark.foreach_batch.one_table as sink_module
 from stream_sink.spark import IcebergSink
 
 COLUMNS = "id BIGINT NOT NULL, name STRING, amount DOUBLE, qty INT, seq BIGINT"

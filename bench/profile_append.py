@@ -120,7 +120,8 @@ def sink_batches(spark: Any, catalog: Any, root: Path, rows: int, repeats: int) 
     )
     write_ms: list[float] = []
     whole_ms: list[float] = []
-    inner = sink._write
+    destination = sink._destination  # the sink's OneTable
+    inner = destination._write
 
     def timed_write(*args: Any) -> Any:
         started = time.perf_counter()
@@ -133,7 +134,7 @@ def sink_batches(spark: Any, catalog: Any, root: Path, rows: int, repeats: int) 
         sink.foreach_batch(df, batch_id)
         whole_ms.append((time.perf_counter() - started) * 1e3)
 
-    sink._write = timed_write  # type: ignore[method-assign]
+    destination._write = timed_write  # type: ignore[attr-defined]
     source = root / "stream-in"
     q = (
         spark.readStream.schema(spark.read.parquet(str(source)).schema)

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Generic
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
 from stream_sink.exceptions import (
@@ -78,6 +78,7 @@ from .target import (
     MAX_CONTINUOUS_EMPTY_COMMITS,
     BatchFiles,
     CommitTarget,
+    Handle,
     StagingNamer,
     new_instance_token,
 )
@@ -89,7 +90,7 @@ META_STAGING_TOKEN = "staging-token"
 """State metadata naming this state's staging artifacts (see StagingNamer)."""
 
 
-class FilesCommitter:
+class FilesCommitter(Generic[Handle]):
     """Commits the WriteResults of micro-batches exactly once (see module docstring).
 
     ``target`` is the table behind the target interface. ``state`` is an open backend
@@ -100,7 +101,7 @@ class FilesCommitter:
 
     def __init__(
         self,
-        target: CommitTarget,
+        target: CommitTarget[Handle],
         state: OperatorStateBackend | StateDirectory,
         checkpoint_storage: CheckpointStorage | None,
         *,
@@ -119,7 +120,7 @@ class FilesCommitter:
                 f"FilesCommitter needs a CommitTarget (e.g. IcebergTarget(table)), got "
                 f"{type(target).__name__}"
             )
-        self.target = target
+        self.target: CommitTarget[Handle] = target
         self.job_id = job_id
         self.operator_id = validate_sink_id(operator_id)
         self.mode: CommitMode = mode
@@ -668,7 +669,7 @@ class FilesCommitter:
         if opened is not None and opened.owned:
             opened.backend.close()
 
-    def __enter__(self) -> FilesCommitter:
+    def __enter__(self) -> FilesCommitter[Handle]:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -13,8 +13,9 @@ committer's protocol steps (``tests/architecture`` checks it):
 - :meth:`CommitDriver.checkpoint`: for every table with work, ``snapshot_state`` then
   ``complete_checkpoint`` (phase 1: staged and durable), then phase 2
   (``notify_checkpoint_complete``: the table commits) through the
-  :class:`~.schedule.CommitSchedule`, then the ``after_checkpoint`` hook (maintenance,
-  route log).
+  :class:`~.schedule.CommitSchedule`, then the ``after_checkpoint`` hook with what
+  was committed: each table's handle as its target committed it (maintenance, route
+  log).
 - :meth:`CommitDriver.end_input`, :meth:`CommitDriver.close`, :meth:`CommitDriver.metrics`.
 - :meth:`CommitDriver.drain`: wait for the commit in flight (a pipelined schedule); a
   front door calls it before it reads a table the commit changes (a Delta MERGE's file
@@ -36,6 +37,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Generic
 
 from stream_sink.checkpoints import CheckpointCoordinator
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -44,19 +46,21 @@ from .committer import FilesCommitter
 from .failpoints import AFTER_DATA_FILES, failpoint
 from .loss_check import HadInput
 from .schedule import CommitSchedule, Synchronous
-from .target import BatchFiles
+from .target import BatchFiles, Handle
 
 log = logging.getLogger(__name__)
 
-AfterCheckpoint = Callable[[tuple[str, ...]], None]
-"""Called after each checkpoint's commits with the names of the tables it committed."""
+AfterCheckpoint = Callable[[Mapping[str, Handle]], None]
+"""Called after each checkpoint's commits with what it committed: the tables by name (in
+name order), each the handle its target committed through (``CommitTarget.committed``)."""
 
 
-class CommitDriver:
+class CommitDriver(Generic[Handle]):
     """Drives the :class:`~.committer.FilesCommitter` of each of its tables (see module).
 
     ``coordinator`` says when a checkpoint is due; ``schedule`` when its table commits
-    run (default :class:`~.schedule.Synchronous`); ``clock`` returns seconds.
+    run (default :class:`~.schedule.Synchronous`); ``clock`` returns seconds. ``Handle``
+    is the tables' format handle the ``after_checkpoint`` hook receives.
     """
 
     def __init__(
@@ -64,24 +68,24 @@ class CommitDriver:
         coordinator: CheckpointCoordinator | None = None,
         *,
         schedule: CommitSchedule | None = None,
-        after_checkpoint: AfterCheckpoint | None = None,
+        after_checkpoint: AfterCheckpoint[Handle] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.coordinator = coordinator or CheckpointCoordinator()
         self._schedule: CommitSchedule = schedule or Synchronous()
         self._after_checkpoint = after_checkpoint
         self._clock = clock
-        self._committers: dict[str, FilesCommitter] = {}
+        self._committers: dict[str, FilesCommitter[Handle]] = {}
 
     # --- tables ------------------------------------------------------------------------
 
     def open(
         self,
         name: str,
-        committer: FilesCommitter,
+        committer: FilesCommitter[Handle],
         acknowledged: Iterable[int] | None,
         had_input: HadInput | None = None,
-    ) -> FilesCommitter:
+    ) -> FilesCommitter[Handle]:
         """Restore ``committer`` as table ``name`` (loss checks against ``acknowledged``,
         of which ``had_input`` tells those that read input; then what its state holds is
         finished); closed again when that fails."""
@@ -112,7 +116,7 @@ class CommitDriver:
         for name in self.names:
             self._committers[name].record_skipped(ids, upstream)
 
-    def committer(self, name: str) -> FilesCommitter:
+    def committer(self, name: str) -> FilesCommitter[Handle]:
         return self._committers[name]
 
     def watermark(self, name: str) -> int:
@@ -163,7 +167,7 @@ class CommitDriver:
         for name in names:
             self._committers[name].notify_checkpoint_complete(checkpoint_id)
         if self._after_checkpoint is not None:
-            self._after_checkpoint(names)
+            self._after_checkpoint({n: self._committers[n].target.committed for n in names})
 
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed (end of input or stop)."""

@@ -11,7 +11,9 @@ failpoints, metrics) is format-agnostic; a table format plugs in by implementing
 - ``watermark`` for (job, operator) on the table as it is now,
 - ``commit`` a group of staged batches as one table version stamped with the watermark,
   validated at commit time against what other writers committed meanwhile,
-- ``delete_unreferenced`` files of a refused replay (never one the table references).
+- ``delete_unreferenced`` files of a refused replay (never one the table references),
+- ``committed``: the format's own handle its commits go through (Iceberg: the ``Table``;
+  Delta: the ``DeltaTable``), handed to the front door after each checkpoint's commits.
 
 Invariants every implementation keeps: a commit either lands whole (data and watermark
 in the same table version) or not at all; ``commit`` returns the refusing watermark
@@ -25,7 +27,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from stream_sink.checkpoints.metadata import TableIdentity
 from stream_sink.metrics.committer import CommitterMetrics
@@ -37,6 +39,10 @@ INITIAL_WATERMARK = -1
 """The watermark of a (job, operator) that committed nothing yet."""
 MAX_CONTINUOUS_EMPTY_COMMITS = "stream-sink.max-continuous-empty-commits"
 """Table property: every that many empty checkpoints, an empty commit moves the watermark."""
+
+Handle = TypeVar("Handle")
+"""A format's table handle (Iceberg's ``Table``, Delta's ``DeltaTable``): the protocol
+passes it through to the front door without knowing its format."""
 
 
 class BatchFiles(Protocol):
@@ -76,8 +82,14 @@ def new_instance_token() -> str:
     return uuid.uuid4().hex[:8]
 
 
-class CommitTarget(ABC):
+class CommitTarget(ABC, Generic[Handle]):
     """A table format behind the commit protocol (see module docstring)."""
+
+    @property
+    @abstractmethod
+    def committed(self) -> Handle:
+        """The handle the target's commits go through, as its last commit left it (the
+        front door's own unless pipelined); read on the commit's thread."""
 
     @property
     @abstractmethod

@@ -1,4 +1,4 @@
-"""What a front door holds open between micro-batches of one query: its commit driver.
+"""What a front door holds open between micro-batches of one query: its table and driver.
 
 Every front door opens its tables' committers here, so a table's commit target, state
 directory and checkpoint storage are named the same way whichever door writes it:
@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Generic
 
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator, CheckpointStorage
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
@@ -27,7 +28,7 @@ from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
 from stream_sink.commit.loss_check import HadInput
 from stream_sink.commit.schedule import ScheduleName, schedule_for
-from stream_sink.commit.target import BatchFiles
+from stream_sink.commit.target import BatchFiles, Handle
 from stream_sink.delta import DeltaTable
 from stream_sink.exceptions import CheckpointError
 from stream_sink.io.fileio import FileIO
@@ -48,12 +49,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class SinkRuntime:
-    """One table's commit driver for query ``job_id`` (the table is ``name`` in it)."""
+class SinkRuntime(Generic[Handle]):
+    """One table of query ``job_id`` held open: ``table``, the front door's handle of it
+    (it plans and writes batches through it), and the commit driver, in which the table
+    is ``name``. The methods are the driver's seen from that one table; what concerns
+    every table (``drain``, ``end_input``) is the driver's own."""
 
     job_id: str
     name: str
-    driver: CommitDriver
+    driver: CommitDriver[Handle]
+    table: Handle
 
     @property
     def watermark(self) -> int:
@@ -68,22 +73,8 @@ class SinkRuntime:
     def holds(self, batch_id: int) -> bool:
         return self.driver.holds(self.name, batch_id)
 
-    def drain(self) -> None:
-        """Wait for the table commit in flight, if any (``commit_mode="pipelined"``)."""
-        self.driver.drain()
-
-    def end_input(self) -> None:
-        """Checkpoint and commit every batch not yet committed."""
-        self.driver.end_input()
-
     def metrics(self) -> CommitterMetricsSnapshot:
         return self.driver.metrics()[self.name]
-
-    def committed_table(self) -> Table | DeltaTable:
-        """The handle the table commits go through (the front door's own unless
-        pipelined): read it on the commit's thread (the after-checkpoint hook) or after
-        :meth:`drain`."""
-        return committed_table(self.driver, self.name)
 
     def uncommitted_paths(self) -> frozenset[str]:
         """Files of batches recorded but not yet in the table (maintenance keeps them)."""
@@ -101,15 +92,8 @@ class SinkRuntime:
                 log.warning("sink %s: could not delete %s: %s", self.name, path, e)
 
     def close(self) -> None:
+        """Release the operator state (never raises, see ``CommitDriver.close``)."""
         self.driver.close()
-
-
-def committed_table(driver: CommitDriver, name: str) -> Table | DeltaTable:
-    """The handle through which table ``name`` of ``driver`` commits (see
-    :meth:`SinkRuntime.committed_table`)."""
-    target = driver.committer(name).target
-    assert isinstance(target, (IcebergTarget, DeltaTarget))
-    return target.table
 
 
 def input_reader(spark_checkpoint_location: str, io: FileIO) -> HadInput:
@@ -137,7 +121,7 @@ def left_state(state_dir: str, spark_checkpoint_location: str, io: FileIO) -> bo
 
 def iceberg_committer(
     catalog: Catalog, table: Table, options: SinkOptions, *, operator_id: str, job_id: str
-) -> FilesCommitter:
+) -> FilesCommitter[Table]:
     """A committer (not yet restored) of ``table`` under ``operator_id`` for query
     ``job_id``: state in ``<state_dir>/<operator_id>``, checkpoints under the sink's
     checkpoint location. Pipelined, its target commits through a handle of its own."""
@@ -168,15 +152,15 @@ def open_iceberg(
     table: Table,
     *,
     job_id: str | None = None,
-    after_checkpoint: AfterCheckpoint | None = None,
-) -> SinkRuntime:
+    after_checkpoint: AfterCheckpoint[Table] | None = None,
+) -> SinkRuntime[Table]:
     """The runtime of one-table sink ``options`` writing ``table``, restored (loss checks
     against Spark's commit log, then what the state holds is finished)."""
     location = options.spark_checkpoint_location
     job_id = job_id or iceberg_job_id(catalog, options)
     acknowledged = query.acknowledged_batch_ids(location, catalog.io_for(location))
     config = CheckpointConfig(options.checkpoint_interval_batches, options.checkpoint_interval_ms)
-    driver = CommitDriver(
+    driver: CommitDriver[Table] = CommitDriver(
         CheckpointCoordinator(config),
         schedule=schedule_for(options.commit_mode),
         after_checkpoint=after_checkpoint,
@@ -187,7 +171,7 @@ def open_iceberg(
     driver.open(
         table.name, committer, acknowledged, input_reader(location, catalog.io_for(location))
     )
-    return SinkRuntime(job_id, table.name, driver)
+    return SinkRuntime(job_id, table.name, driver, table)
 
 
 # --- Delta ---------------------------------------------------------------------------------
@@ -241,16 +225,17 @@ def open_delta(
     mode: str,
     job_id: str,
     *,
-    after_checkpoint: AfterCheckpoint | None = None,
+    after_checkpoint: AfterCheckpoint[DeltaTable] | None = None,
     commit_mode: ScheduleName = "synchronous",
-) -> SinkRuntime:
+) -> SinkRuntime[DeltaTable]:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left: pipelined, the sink drains first).
     Pipelined, the target commits through a handle of its own."""
+    committing = table
     if commit_mode == "pipelined":
-        table = DeltaTable.load(table.location, storage_options=places.storage_options)
+        committing = DeltaTable.load(table.location, storage_options=places.storage_options)
     committer = FilesCommitter(
-        DeltaTarget(table),
+        DeltaTarget(committing),
         StateDirectory(places.state_dir),
         CheckpointStorage(
             places.checkpoint_location,
@@ -263,7 +248,9 @@ def open_delta(
     )
     location = places.spark_checkpoint_location
     io = query.io_for(location, places.storage_options)
-    driver = CommitDriver(schedule=schedule_for(commit_mode), after_checkpoint=after_checkpoint)
+    driver: CommitDriver[DeltaTable] = CommitDriver(
+        schedule=schedule_for(commit_mode), after_checkpoint=after_checkpoint
+    )
     acknowledged = query.acknowledged_batch_ids(location, io)
     driver.open(places.sink_id, committer, acknowledged, input_reader(location, io))
-    return SinkRuntime(job_id, places.sink_id, driver)
+    return SinkRuntime(job_id, places.sink_id, driver, table)

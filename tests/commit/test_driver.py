@@ -57,7 +57,9 @@ def test_a_batch_into_two_tables_commits_each_under_its_own_watermark(
     tmp_path: Path, table: Table, other: Table
 ) -> None:
     checkpoints: list[tuple[str, ...]] = []
-    driver = CommitDriver(after_checkpoint=checkpoints.append)
+    driver: CommitDriver[Table] = CommitDriver(
+        after_checkpoint=lambda committed: checkpoints.append(tuple(committed))
+    )
     driver.open("t", committer(tmp_path, table, "s=t"), [])
     driver.open("u", committer(tmp_path, other, "s=u"), [])
     try:

@@ -1,4 +1,4 @@
-"""In-sink maintenance of a routed sink (``stream_sink.spark.foreach_batch.routed_maintenance``, no
+"""In-sink maintenance of a routed sink (``stream_sink.spark.foreach_batch.routing.maintenance``, no
 Spark): each table has its own triggers, one table's run at a time per sink, at most one
 run started per micro-batch, the tables due meanwhile served oldest first."""
 
@@ -14,7 +14,7 @@ from maint_support import CdcTable, live_counts, ours
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.maintenance import MaintenanceOptions
-from stream_sink.spark.foreach_batch.routed_maintenance import RoutedMaintenance
+from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
 from stream_sink.table.catalog import Catalog
 
 NAMES = ("db.a", "db.b", "db.c")

@@ -73,7 +73,7 @@ class _Counted:
     file_size_in_bytes: int
 
 
-class DeltaTarget(CommitTarget):
+class DeltaTarget(CommitTarget[DeltaTable]):
     """A Delta table as the sink's target."""
 
     def __init__(self, table: DeltaTable) -> None:
@@ -82,6 +82,10 @@ class DeltaTarget(CommitTarget):
             snapshot.protocol, f"Delta table {table.location}", snapshot.metadata.schema_string
         )
         self.table = table
+
+    @property
+    def committed(self) -> DeltaTable:
+        return self.table
 
     @property
     def name(self) -> str:

@@ -40,7 +40,7 @@ from .watermark import committed_watermark
 log = logging.getLogger(__name__)
 
 
-class IcebergTarget(CommitTarget):
+class IcebergTarget(CommitTarget[Table]):
     """An Iceberg table (one branch) as the sink's target."""
 
     def __init__(
@@ -53,6 +53,10 @@ class IcebergTarget(CommitTarget):
         self.table = table
         self.branch = branch
         self.snapshot_properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
+
+    @property
+    def committed(self) -> Table:
+        return self.table
 
     @property
     def name(self) -> str:

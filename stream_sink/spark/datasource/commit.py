@@ -153,10 +153,12 @@ def commit_stream(
     result = _merged(prepared, outputs, f"batch {batch_id}")
     opts = prepared.options.sink
     with _catalog(prepared.options) as catalog:
-        runtime = open_iceberg(catalog, opts, catalog.load_table(opts.table))
+        table = catalog.load_table(opts.table)
+        handed: dict[str, Table] = {}
+        runtime = open_iceberg(catalog, opts, table, after_checkpoint=handed.update)
         try:
             watermark = runtime.record(batch_id, result)
-            committed = _committed(runtime, prepared.options)
+            committed = _committed(runtime, handed.get(runtime.name, table), prepared.options)
         finally:
             runtime.close()
         rows = sum(f.record_count for f in result.data_files)
@@ -176,13 +178,15 @@ def commit_stream(
         _maintain(prepared.options, catalog, *committed)
 
 
-def _committed(runtime: SinkRuntime, options: SourceOptions) -> tuple[Table, frozenset[str]] | None:
-    """With maintenance on: the table as the commit left it, and the files the sink
-    still holds uncommitted (none once a batch is committed; kept from orphan removal)."""
+def _committed(
+    runtime: SinkRuntime[Table], table: Table, options: SourceOptions
+) -> tuple[Table, frozenset[str]] | None:
+    """With maintenance on: ``table`` as the commit left it (the handle the after-checkpoint
+    hook handed over; a replay commits nothing, and the synchronous route's target commits
+    through the handle loaded for the batch), and the files the sink still holds
+    uncommitted (none once a batch is committed; kept from orphan removal)."""
     if options.maintenance is None:
         return None
-    table = runtime.committed_table()
-    assert isinstance(table, Table)
     return table, runtime.uncommitted_paths()
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -67,15 +66,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Runtime:
-    """What the sink holds open between micro-batches of one query: the table and its
-    commit driver (a checkpoint per batch: a MERGE must see the previous batch)."""
-
-    table: DeltaTable
-    commits: SinkRuntime
 
 
 class DeltaSink:
@@ -163,7 +153,7 @@ class DeltaSink:
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
-        self._runtime: _Runtime | None = None
+        self._runtime: SinkRuntime[DeltaTable] | None = None
         self._opened = False  # by a batch of this run (else close may open it)
         self._gaps = BatchGaps(self.sink_id, self.path, self.places.spark_checkpoint_location)
 
@@ -173,23 +163,20 @@ class DeltaSink:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
             runtime = self._open(df)
-            self._gaps.arrived(batch_id, runtime.commits.driver, self._spark_io())
+            self._gaps.arrived(batch_id, runtime.driver, self._spark_io())
             if self.mode in CDC_MODES:
-                runtime.commits.drain()  # the MERGE reads the table the last batch left
+                runtime.driver.drain()  # the MERGE reads the table the last batch left
             result = self._write(df, runtime.table.refresh(), batch_id)
-            runtime.commits.record(batch_id, result)
+            runtime.record(batch_id, result)
         except BaseException as e:
             self._release()
             raise_if_interrupted(e, f"DeltaSink {self.sink_id}", batch_id)
             raise
 
-    def _maintain_committed(self) -> None:
+    def _maintain_committed(self, committed: Mapping[str, DeltaTable]) -> None:
         """After each commit (on the commit's thread when pipelined): maintenance on the
         handle the commit went through."""
-        runtime = self._runtime
-        if runtime is not None:
-            table = runtime.commits.committed_table()
-            assert isinstance(table, DeltaTable)
+        for table in committed.values():
             self._maintain(table)
 
     def _maintain(self, table: DeltaTable) -> None:
@@ -220,7 +207,7 @@ class DeltaSink:
             self._end_run_gaps()
             runtime = self._runtime or self._reopen()
             if runtime is not None:
-                runtime.commits.drain()
+                runtime.driver.drain()
         finally:
             self._release()
             self._opened = False  # the sink may serve another run
@@ -234,11 +221,11 @@ class DeltaSink:
         recorded and logged as skipped (:mod:`.batch_gaps`); never raises."""
         runtime = self._runtime
         try:
-            self._gaps.run_ended(runtime.commits.driver if runtime else None, self._spark_io())
+            self._gaps.run_ended(runtime.driver if runtime else None, self._spark_io())
         except Exception as e:
             log.warning("DeltaSink %s: skipped batches not checked at close: %s", self.sink_id, e)
 
-    def _reopen(self) -> _Runtime | None:
+    def _reopen(self) -> SinkRuntime[DeltaTable] | None:
         """The runtime, restored (committing what an earlier run left staged), when no
         batch of this run opened it but an earlier run left state; None otherwise."""
         places = self.places
@@ -255,30 +242,29 @@ class DeltaSink:
         logged: it must not hide the error that led here)."""
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
-            runtime.commits.close()  # logs, never raises: must not hide the original error
+            runtime.close()  # logs, never raises: must not hide the original error
 
     # --- steps ------------------------------------------------------------------------------
 
-    def _open(self, df: DataFrame | None) -> _Runtime:
+    def _open(self, df: DataFrame | None) -> SinkRuntime[DeltaTable]:
         """The runtime for the current query id (restored on first use); the table is
         created from ``df``'s schema when there is none yet."""
         job_id = self.places.job_id()
-        if self._runtime is not None and self._runtime.commits.job_id == job_id:
+        if self._runtime is not None and self._runtime.job_id == job_id:
             return self._runtime
         self._release()
         table = self._table(df)
         if df is not None:  # a batch to write; close() only commits what a run staged
             where = f"DeltaSink {self.sink_id} ({table.location})"
             check_mode_allowed(table.snapshot.configuration, self.mode, where)
-        commits = open_delta(
+        self._runtime = open_delta(
             self.places,
             table,
             self.mode,
             job_id,
-            after_checkpoint=lambda _: self._maintain_committed(),
+            after_checkpoint=self._maintain_committed,
             commit_mode=self.commit_mode,
         )
-        self._runtime = _Runtime(table, commits)
         self._opened = True
         return self._runtime
 

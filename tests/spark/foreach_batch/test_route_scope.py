@@ -14,7 +14,7 @@ import pytest
 import stream_sink as ss
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.foreach_batch.route_scope import RouteScope
+from stream_sink.spark.foreach_batch.routing.scope import RouteScope
 
 SCOPE = RouteScope.parse(["inv", "a.b"], ["finance.ledger"], "errors.dead")
 

@@ -229,7 +229,7 @@ def _places(options: DeltaRouteOptions) -> DeltaPlaces:
     )
 
 
-def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime]:
+def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime[DeltaTable]]:
     """The table and the sink's runtime for the current query, restored."""
     places = _places(options)
     job_id = places.job_id()
