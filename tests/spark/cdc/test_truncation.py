@@ -7,7 +7,8 @@ Read back by ours and DuckDB (Iceberg), delta-rs and DuckDB (Delta). A driver ki
 around the truncating batch's commit applies it exactly once. The
 ``format("stream_sink")`` route refuses a truncate, saying what to use instead.
 
-Tests stream_sink.spark.cdc.truncation: a truncate applied at its place in the stream."""
+Tests stream_sink.spark.cdc.truncation: a truncate applied at its place in the stream.
+Tests stream_sink.spark.foreach_batch.routing.truncates: a truncate empties its own table."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ Tests stream_sink.spark.schema_check: a DataFrame that does not fit the table re
 column.
 Tests stream_sink.spark.cdc.distribution: hash distribution of a partitioned table's rows.
 Tests stream_sink.spark.tasks.iceberg: the executors' WriteTask.
-Tests stream_sink.spark.tasks.shared: each task's one result row."""
+Tests stream_sink.spark.tasks.shared: each task's one result row.
+Tests stream_sink.spark.foreach_batch.destination: the sink's one destination.
+Tests stream_sink.spark.foreach_batch.one_table: the single-table destination."""
 
 from __future__ import annotations
 

@@ -2,7 +2,15 @@
 (``IcebergSink(table_column=..., create_tables=True)``): tables created with their own
 schema and key, each exact, each with its own watermark; bad routing values stop the query.
 
-Tests stream_sink.spark.foreach_batch.routing: one stream routed into many tables."""
+Tests stream_sink.spark.foreach_batch.routing: one stream routed into many tables.
+Tests stream_sink.spark.foreach_batch.routing.router: each routed batch's walk.
+Tests stream_sink.spark.foreach_batch.routing.discovery: what a routed batch holds.
+Tests stream_sink.spark.foreach_batch.routing.template: tables created on first sight.
+Tests stream_sink.spark.foreach_batch.routing.dead_letters: bad routing values.
+Tests stream_sink.spark.foreach_batch.routing.committers: a committer per table.
+Tests stream_sink.spark.foreach_batch.routing.registry: the tables written, reopened.
+Tests stream_sink.spark.foreach_batch.routing.table_updates: each table's write plan.
+Tests stream_sink.spark.foreach_batch.routing.writer: one Spark job for every table."""
 
 from __future__ import annotations
 
