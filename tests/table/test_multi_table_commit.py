@@ -69,7 +69,7 @@ def test_a_stale_second_table_leaves_the_first_untouched(tmp_path: Path) -> None
     cat.commit_tables([property_change(cat, NAMES[1], "other")])
     before = pointers(cat)
     files_before = sorted(p.name for p in (tmp_path / "wh").rglob("*.metadata.json"))
-    with pytest.raises(CommitFailedError, match="db.lines.*no table of the commit moved"):
+    with pytest.raises(CommitFailedError, match=r"db\.lines.*no table of the commit moved"):
         cat.commit_tables(commits)
     assert pointers(cat) == before
     assert "checkpoint" not in cat.load_table(NAMES[0]).properties
@@ -117,7 +117,7 @@ def test_a_failing_database_statement_moves_no_table(tmp_path: Path) -> None:
 
 def test_each_table_once_and_at_least_one(tmp_path: Path) -> None:
     cat = with_tables(sqlite_catalog(tmp_path))
-    with pytest.raises(ValidationError, match="db.orders twice"):
+    with pytest.raises(ValidationError, match=r"db\.orders twice"):
         cat.commit_tables([property_change(cat, NAMES[0], "1")] * 2)
     with pytest.raises(ValidationError, match="at least one"):
         cat.commit_tables([])
