@@ -21,8 +21,11 @@ Invariants:
   (CommitStateUnknownError) keeps every file and is settled by the next attempt's
   watermark checks: every table of the transaction refuses (it landed: returned as
   refused at the stamp) or none does (it did not: committed again; the compare-and-swap
-  of each table keeps a late landing of the first from doubling it). Some refusing and
-  some not is a torn transaction: PartialCommitError, nothing retried or deleted.
+  of each table keeps a late landing of the first from doubling it).
+- After either, the next attempt first checks that the transaction's snapshots (their
+  ids are this commit's own) are in all its tables or in none: some and not others is
+  a torn transaction (a catalog that is not atomic after all), PartialCommitError,
+  nothing retried or deleted.
 - The commit locks of every table are taken in the order of their locations, so two
   committers of overlapping table sets in one process cannot deadlock.
 - Failpoints: ``after-tables-metadata-write`` before the transaction,
@@ -176,7 +179,7 @@ def _attempt(
             locks.enter_context(commit_lock(location))
         prepared = _prepare(live, refused, n)
         try:
-            _check_torn(in_flight, refused)
+            _check_torn(parts, in_flight)
         except PartialCommitError:
             for p, ready in prepared:
                 p.producer.abandon(ready)
@@ -213,19 +216,29 @@ def _prepare(
     return prepared
 
 
-def _check_torn(in_flight: list[str], refused: dict[str, int]) -> None:
-    """After an unknown outcome: the transaction's tables all show it, or none does."""
+def _check_torn(parts: list[_Part], in_flight: list[str]) -> None:
+    """After a transaction that failed or whose outcome was unknown (``in_flight``, the
+    tables it carried, each just refreshed): its snapshots are in all of those tables
+    or in none. A server that validates every table first and then commits them one
+    by one (Apache Iceberg's reference ``CatalogHandlers``) can answer 409 or 5xx with
+    some of them applied; the snapshot ids (random, this commit's own) tell."""
     if not in_flight:
         return
-    shown = [name for name in in_flight if name in refused]
-    if shown and len(shown) != len(in_flight):
-        missing = [name for name in in_flight if name not in refused]
-        raise PartialCommitError(
-            f"the atomic commit of tables {', '.join(in_flight)} (outcome unknown) shows on "
-            f"{', '.join(shown)} but not on {', '.join(missing)}. Nothing was deleted or "
-            "retried; look at the tables before restarting the sink"
-        )
+    carried = [p for p in parts if p.checkpoint.name in in_flight]
+    shown = [p.checkpoint.name for p in carried if _holds_ours(p)]
     in_flight.clear()
+    if shown and len(shown) != len(carried):
+        missing = [p.checkpoint.name for p in carried if not _holds_ours(p)]
+        raise PartialCommitError(
+            f"the atomic commit of tables {', '.join(p.checkpoint.name for p in carried)} "
+            f"shows on {', '.join(shown)} but not on {', '.join(missing)}: the catalog did "
+            "not apply it atomically. Nothing was deleted or retried; look at the tables "
+            "before restarting the sink"
+        )
+
+
+def _holds_ours(p: _Part) -> bool:
+    return p.checkpoint.table.metadata.has_snapshot(p.producer.snapshot_id)
 
 
 def _swap(
@@ -243,7 +256,12 @@ def _swap(
     except CommitStateUnknownError:
         in_flight[:] = [p.checkpoint.name for p, _ in prepared]
         raise
-    except (CommitFailedError, AtomicCommitUnsupportedError):  # no table moved
+    except CommitFailedError:  # the catalog read every table back: none moved
+        in_flight[:] = [p.checkpoint.name for p, _ in prepared]
+        for p, ready in prepared:
+            p.producer.abandon(ready)
+        raise
+    except AtomicCommitUnsupportedError:
         for p, ready in prepared:
             p.producer.abandon(ready)
         raise

@@ -15,9 +15,10 @@ Invariants:
   each table's ``CommitTableRequest`` (built as for one table) under an
   ``Idempotency-Key``; offered when ``/v1/config`` lists that endpoint or, from a
   server that lists no endpoints, until it answers 404/405/501 (then never again).
-  409 → CommitFailedError (none landed); 5xx and lost answers are settled by reading
-  every table back: all landed → success, none → CommitStateUnknownError, some →
-  PartialCommitError (the server is not atomic: reported, never papered over).
+  Every failed answer is settled by reading every table back: 409 → CommitFailedError
+  when no table shows the commit; 5xx and lost answers → success when all show it,
+  CommitStateUnknownError when none does; some showing it and others not →
+  PartialCommitError (the server was not atomic: reported, never papered over).
 - Tables are read through the FileIO configured from the catalog's properties, overlaid
   with the load result's ``config`` and the longest matching ``storage-credentials``
   prefix (vended credentials, endpoints).
@@ -639,9 +640,10 @@ class RestCatalog(Catalog[TableT]):
                 f"cannot commit to tables {names}: a requirement failed on the server "
                 f"({said}); no table moved; refresh and retry"
             )
-            if not self.client.idempotency:
-                raise lost from None
-            self._settle_tables(changes, said, not_landed=lost)  # maybe our own retry's 409
+            # read back even so: the request may have been sent twice (Idempotency-Key),
+            # and a server that validates every table first and then commits them one by
+            # one (Apache Iceberg's CatalogHandlers) can answer 409 with some applied
+            self._settle_tables(changes, said, not_landed=lost)
             return
         if e.status == 404:
             raise NoSuchTableError(f"commit to tables {names}: {said}") from None
