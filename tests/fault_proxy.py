@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy on loopback in front of a real REST catalog server.
 
 Requests pass through unchanged (the Host header too, so SigV4 signatures stay valid)
-unless a fault is armed for commits (POST to ``.../tables/<name>``):
+unless a fault is armed for commits (POST to ``.../tables/<name>`` or to
+``.../transactions/commit``, a commit of several tables):
 - ``fail_after_apply(n, status)``: forward the next n commits, then answer ``status``
   instead of the server's reply (the server applied them; the client cannot know);
 - ``conflict(n)``: answer 409 to the next n commits without forwarding them;
@@ -13,7 +14,8 @@ unless a fault is armed for commits (POST to ``.../tables/<name>``):
 ``slow_down(n)`` answers the next n requests of any kind with S3's ``503 SlowDown`` (in
 front of an S3 endpoint: throttling), without forwarding them; ``slowed`` counts them.
 ``advertise_idempotency()`` adds ``idempotency-key-lifetime`` to the server's ``/v1/config``
-answer; ``commit_headers`` records each commit's headers.
+answer; ``hide_endpoint(e)`` removes ``e`` from its ``endpoints`` list; ``commit_headers``
+records each commit's headers.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ SLOW_DOWN = (
     '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     "<Message>Please reduce your request rate.</Message></Error>"
 )
-_COMMIT = re.compile(r"/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
+_COMMIT = re.compile(r"/v1/(.+/)?(namespaces/[^/]+/tables/[^/]+|transactions/commit)$")
 
 
 class FaultProxy:
@@ -50,6 +52,7 @@ class FaultProxy:
         self.commit_bodies: list[dict[str, object]] = []
         self.commit_headers: list[dict[str, str]] = []
         self.idempotency = False
+        self.hidden: set[str] = set()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -93,13 +96,12 @@ class FaultProxy:
                         },
                     )
                     return
-                status, headers, data = proxy._forward(
-                    self.command, self.path, dict(self.headers), body
-                )
-                if proxy.idempotency and self.path.startswith("/v1/config") and status == 200:
-                    doc = json.loads(data)
-                    doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
-                    data = json.dumps(doc).encode()
+                sent = dict(self.headers)
+                if self.path.startswith("/v1/config"):  # read as plain JSON, to rewrite it
+                    sent = {k: v for k, v in sent.items() if k.lower() != "accept-encoding"}
+                status, headers, data = proxy._forward(self.command, self.path, sent, body)
+                if self.path.startswith("/v1/config") and status == 200:
+                    data = proxy._config(data)
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.close()
@@ -234,6 +236,19 @@ class FaultProxy:
     def conflict(self, n: int) -> None:
         with self.lock:
             self.conflicts += n
+
+    def _config(self, data: bytes) -> bytes:
+        if not self.idempotency and not self.hidden:
+            return data
+        doc = json.loads(data)
+        if self.idempotency:
+            doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
+        if self.hidden and doc.get("endpoints"):
+            doc["endpoints"] = [e for e in doc["endpoints"] if e not in self.hidden]
+        return json.dumps(doc).encode()
+
+    def hide_endpoint(self, endpoint: str) -> None:
+        self.hidden.add(endpoint)
 
     def advertise_idempotency(self) -> None:
         self.idempotency = True
