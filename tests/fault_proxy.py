@@ -97,10 +97,12 @@ class FaultProxy:
                     )
                     return
                 sent = dict(self.headers)
-                if self.path.startswith("/v1/config"):  # read as plain JSON, to rewrite it
+                if self.path.split("?")[0].endswith(
+                    "/v1/config"
+                ):  # read as plain JSON, to rewrite it
                     sent = {k: v for k, v in sent.items() if k.lower() != "accept-encoding"}
                 status, headers, data = proxy._forward(self.command, self.path, sent, body)
-                if self.path.startswith("/v1/config") and status == 200:
+                if self.path.split("?")[0].endswith("/v1/config") and status == 200:
                     data = proxy._config(data)
                 if fault == "drop":
                     self.close_connection = True

@@ -121,3 +121,20 @@ def test_delta_tables_are_read_at_the_version_carrying_the_batch(tmp_path: Path)
     assert read.checkpoint_id == 1
     assert [t.version for t in read.tables] == at_1
     assert tables[0].to_arrow(read.tables[0].version).column("id").to_pylist() == [1]
+
+
+def test_the_cli_names_the_snapshot_of_each_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from stream_sink.cli.main import main
+
+    cat = catalog(tmp_path)
+    at_1 = {n: commit(cat, n, 1) for n in NAMES}
+    commit(cat, "db.orders", 2)
+    args = ["table", "consistent", *NAMES, "--job-id", JOB, "--sink-id", SINK]
+    assert main([*args, "--warehouse", str(tmp_path / "wh"), "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["table"]: r["snapshot_id"] for r in rows} == at_1
+    assert {r["read_checkpoint"] for r in rows} == {1}

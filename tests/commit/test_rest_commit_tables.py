@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from fault_proxy import FaultProxy
@@ -53,7 +54,8 @@ def proxy(server: tuple[str, dict[str, str]]) -> Iterator[FaultProxy]:
 
 def open_catalog(proxy: FaultProxy, server: tuple[str, dict[str, str]]) -> Any:
     props = {**server[1], "rest.retry-max-wait-ms": "50"}
-    return load_catalog(f"c{uuid.uuid4().hex[:6]}", type="rest", uri=proxy.uri, **props)
+    uri = proxy.uri + urlsplit(server[0]).path  # Nessie serves under /iceberg
+    return load_catalog(f"c{uuid.uuid4().hex[:6]}", type="rest", uri=uri, **props)
 
 
 def tables(catalog: Any, n: int = 2) -> list[Any]:
