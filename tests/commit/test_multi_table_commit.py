@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,9 @@ JOB = "job-1"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def open_sql(root: Path) -> Catalog:
-    return load_catalog(
-        "shop", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=str(root / "wh")
-    )
+def open_sql(root: Path, uri: str | None = None, name: str = "shop") -> Catalog:
+    uri = uri or f"sqlite:///{root}/catalog.db"
+    return load_catalog(name, type="sql", uri=uri, warehouse=str(root / "wh"))
 
 
 def make_tables(cat: Catalog) -> list[Table]:
@@ -195,12 +195,15 @@ sys.path.insert(0, {tests!r})
 from pathlib import Path
 from test_multi_table_commit import checkpoint, open_sql, NAMES
 from stream_sink.commit.iceberg.multi_table import commit_checkpoint
-cat = open_sql(Path({root!r}))
+cat = open_sql(Path({root!r}), {uri!r}, {name!r})
 commit_checkpoint(checkpoint([cat.load_table(n) for n in NAMES], 9))
 print("committed", flush=True)
 """
 
 
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 @pytest.mark.parametrize(
     ("point", "landed"),
     [
@@ -210,11 +213,15 @@ print("committed", flush=True)
     ],
 )
 def test_a_kill_in_the_multi_table_commit_leaves_all_or_nothing(
-    tmp_path: Path, point: str, landed: bool
+    tmp_path: Path, point: str, landed: bool, database: str, request: pytest.FixtureRequest
 ) -> None:
-    cat = open_sql(tmp_path)
+    uri = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    name = f"shop_{uuid.uuid4().hex[:8]}"
+    cat = open_sql(tmp_path, uri, name)
     make_tables(cat)
-    code = textwrap.dedent(CHILD).format(tests=str(REPO / "tests" / "commit"), root=str(tmp_path))
+    code = textwrap.dedent(CHILD).format(
+        tests=str(REPO / "tests" / "commit"), root=str(tmp_path), uri=uri, name=name
+    )
     proc = subprocess.run(
         [sys.executable, "-c", code],
         env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
@@ -223,7 +230,7 @@ def test_a_kill_in_the_multi_table_commit_leaves_all_or_nothing(
         timeout=120,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-    after = open_sql(tmp_path)
+    after = open_sql(tmp_path, uri, name)
     assert marks(after) == ([9, 9, 9] if landed else [-1, -1, -1])
     # the restart commits what is missing, exactly once
     tables = [after.load_table(n) for n in NAMES]

@@ -1,9 +1,12 @@
-"""Commits of several tables at once (``Catalog.commit_tables``): the SQL catalog swaps
-every pointer in one database transaction, so a failure on any table leaves every
-table where it was; catalogs that cannot (Hadoop) say so and commit nothing."""
+"""Commits of several tables at once (``Catalog.commit_tables``): the SQL catalog (SQLite
+and PostgreSQL) swaps every pointer in one database transaction, so a failure on any
+table leaves every table where it was; catalogs that cannot (Hadoop) say so and commit
+nothing."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,30 @@ def sqlite_catalog(root: Path) -> SqlCatalog:
     return cat
 
 
+Opener = Callable[[], SqlCatalog]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def open_sql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens the same SQL catalog each call (a second one is another connection)."""
+    opened: list[SqlCatalog] = []
+    if request.param == "sqlite":
+        uri = f"sqlite:///{tmp_path}/catalog.db"
+    else:
+        uri = request.getfixturevalue("postgres_url")
+    name = f"shop_{uuid.uuid4().hex[:8]}"
+
+    def open_one() -> SqlCatalog:
+        cat = load_catalog(name, type="sql", uri=uri, warehouse=str(tmp_path / "wh"))
+        assert isinstance(cat, SqlCatalog)
+        opened.append(cat)
+        return cat
+
+    yield open_one
+    for cat in opened:
+        cat.close()
+
+
 def with_tables(cat: Catalog) -> Catalog:
     cat.create_namespace("db")
     for name in NAMES:
@@ -50,8 +77,8 @@ def pointers(cat: Catalog) -> dict[str, str]:
     return {n: cat.current_metadata_location(n) for n in NAMES}
 
 
-def test_sql_catalog_moves_every_table_in_one_commit(tmp_path: Path) -> None:
-    cat = with_tables(sqlite_catalog(tmp_path))
+def test_sql_catalog_moves_every_table_in_one_commit(open_sql: Opener) -> None:
+    cat = with_tables(open_sql())
     before = pointers(cat)
     assert cat.multi_table_commit_problem() is None
     done = cat.commit_tables([property_change(cat, n, "7") for n in NAMES])
@@ -62,8 +89,8 @@ def test_sql_catalog_moves_every_table_in_one_commit(tmp_path: Path) -> None:
         assert d.metadata.metadata_log[-1].value == before[".".join(d.identifier)]
 
 
-def test_a_stale_second_table_leaves_the_first_untouched(tmp_path: Path) -> None:
-    cat = with_tables(sqlite_catalog(tmp_path))
+def test_a_stale_second_table_leaves_the_first_untouched(open_sql: Opener, tmp_path: Path) -> None:
+    cat = with_tables(open_sql())
     commits = [property_change(cat, n, "7") for n in NAMES]
     # another writer moves the second table after the change was computed
     cat.commit_tables([property_change(cat, NAMES[1], "other")])
@@ -77,8 +104,8 @@ def test_a_stale_second_table_leaves_the_first_untouched(tmp_path: Path) -> None
     assert sorted(p.name for p in (tmp_path / "wh").rglob("*.metadata.json")) == files_before
 
 
-def test_a_failure_inside_the_transaction_rolls_every_swap_back(tmp_path: Path) -> None:
-    cat = with_tables(sqlite_catalog(tmp_path))
+def test_a_failure_inside_the_transaction_rolls_every_swap_back(open_sql: Opener) -> None:
+    cat = with_tables(open_sql())
     before = pointers(cat)
     moved: list[str] = []
 
@@ -86,9 +113,8 @@ def test_a_failure_inside_the_transaction_rolls_every_swap_back(tmp_path: Path) 
         moved.append(".".join(ident))
         if len(moved) == 2:
             # a reader outside the transaction still sees the first table unmoved
-            other = sqlite_catalog(tmp_path)
+            other = open_sql()
             assert other.current_metadata_location(NAMES[0]) == before[NAMES[0]]
-            other.close()
             raise RuntimeError("crash inside the swap of the second table")
 
     with pytest.raises(RuntimeError, match="second table"):
