@@ -238,3 +238,64 @@ def test_a_kill_in_the_multi_table_commit_leaves_all_or_nothing(
     assert commit_checkpoint(checkpoint(tables, 9)) == expected
     assert marks(after) == [9, 9, 9]
     assert snapshots(after) == [1, 1, 1]
+
+
+# --- through the commit driver, from each table's FilesCommitter ----------------------------
+
+
+def files_committer(root: Path, table: Table, operator_id: str) -> Any:
+    from stream_sink.checkpoints import CheckpointStorage
+    from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+
+    return FilesCommitter(
+        IcebergTarget(table),
+        StateDirectory(str(root / "state" / operator_id)),
+        CheckpointStorage(str(root / "checkpoints"), operator_id),
+        job_id=JOB,
+        operator_id=operator_id,
+    )
+
+
+def open_driver(root: Path, cat: Catalog) -> Any:
+    from stream_sink.commit.driver import CommitDriver
+    from stream_sink.commit.iceberg.multi_table import commit_together
+
+    driver = CommitDriver(commit_together=commit_together)
+    for n in NAMES:
+        driver.open(n, files_committer(root, cat.load_table(n), f"sink={n}"), [])
+    return driver
+
+
+def test_the_driver_commits_each_checkpoint_of_several_tables_in_one_transaction(
+    tmp_path: Path,
+) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = open_driver(tmp_path, cat)
+    try:
+        driver.record(0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)})
+        driver.record(1, {t.name: write_rows(t, [(10 + i, "b")]) for i, t in enumerate(tables[:2])})
+        assert driver.watermarks() == {NAMES[0]: 1, NAMES[1]: 1, NAMES[2]: 0}
+    finally:
+        driver.close()
+    assert calls == [3, 2]  # one transaction per checkpoint, of the tables it wrote
+    assert marks(cat) == [1, 1, 0]
+    assert snapshots(cat) == [2, 2, 1]
+
+
+def test_a_replay_after_the_transaction_landed_is_dropped_by_every_table(
+    tmp_path: Path,
+) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    driver = open_driver(tmp_path, cat)
+    try:
+        driver.record(0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)})
+        assert not driver.record(
+            0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)}
+        )
+    finally:
+        driver.close()
+    assert marks(cat) == [0, 0, 0] and snapshots(cat) == [1, 1, 1]

@@ -5,9 +5,14 @@ checkpoint on every table or on none.
 
 The entry point is :func:`commit_checkpoint`, given each table's staged commit of the
 checkpoint (its commit group and sink identity, as :func:`.table_commit.commit_group`
-gets it). A routed sink asks :func:`atomic_commit_problem` once at start and says why
-when its catalog cannot (Hadoop, a REST server without ``transactions/commit``); then
-:func:`commit_checkpoint` commits the tables one by one, exactly as before.
+gets it); :func:`commit_together` is the same as the commit driver's hook
+(``CommitDriver(commit_together=commit_together)``), fed from each table's
+``FilesCommitter``. A routed sink says once at start how its checkpoints commit
+(:func:`log_commit_mode`); where the catalog cannot commit atomically (Hadoop, a REST
+server without ``transactions/commit``) the tables commit one by one, exactly as before.
+Only each table's last snapshot of a checkpoint goes into the transaction: a table
+whose checkpoint is several snapshots (one per batch of a row delta, a TRUNCATE) commits
+the earlier ones on its own first.
 
 Invariants:
 - Each table's snapshot is the single-table path's (:func:`.table_commit.stamped_producer`):
@@ -40,6 +45,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from stream_sink.exceptions import (
     AtomicCommitUnsupportedError,
@@ -61,6 +67,11 @@ from ..failpoints import AFTER_TABLES_COMMIT, AFTER_TABLES_METADATA_WRITE, INSID
 from ..failpoints import failpoint as _failpoint
 from ..shapes import CommitGroup
 from .table_commit import SinkIdentity, commit_group, group_files, log_commit, stamped_producer
+from .target import IcebergTarget
+
+if TYPE_CHECKING:
+    from ..committer import FilesCommitter
+    from ..driver import TogetherPart
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +118,7 @@ def commit_checkpoint(tables: Sequence[TableCheckpoint]) -> dict[str, int | None
     if not tables:
         return {}
     catalog = _one_catalog(tables)
-    if len(tables) == 1 or atomic_commit_problem(catalog) is not None:
+    if catalog is None or len(tables) == 1 or atomic_commit_problem(catalog) is not None:
         return _one_by_one(tables)
     try:
         return _atomically(catalog, tables)
@@ -116,15 +127,15 @@ def commit_checkpoint(tables: Sequence[TableCheckpoint]) -> dict[str, int | None
         return _one_by_one(tables)
 
 
-def _one_catalog(tables: Sequence[TableCheckpoint]) -> Catalog:
+def _one_catalog(tables: Sequence[TableCheckpoint]) -> Catalog | None:
+    """The one catalog object every table was loaded from; None (logged) when not."""
     catalog = tables[0].table.catalog
     names = [t.name for t in tables]
     if len(set(names)) != len(names):
         raise ValidationError(f"a checkpoint commit names a table twice: {sorted(names)}")
     if any(t.table.catalog is not catalog for t in tables):
-        raise ValidationError(
-            f"tables {', '.join(names)} are not in one catalog: they cannot commit together"
-        )
+        log.warning("tables %s are not in one catalog: committing them one by one", names)
+        return None
     return catalog
 
 
@@ -299,3 +310,48 @@ def _settling_unknown(run: Callable[[int], None], policy: RetryPolicy, names: li
             "deleted: the batches stay staged, and the sink's restart finds them in the "
             "tables by their watermarks or commits them once"
         ) from e
+
+
+# --- the commit driver's hook --------------------------------------------------------------
+
+
+def commit_together(parts: Sequence[TogetherPart]) -> dict[str, int | None]:
+    """``CommitDriver(commit_together=...)`` for Iceberg tables: each part's group
+    committed as :func:`commit_checkpoint` does, under its committer's job and operator
+    ids, on its target's branch with its snapshot properties. Tables of different
+    catalog objects commit one by one."""
+    checkpoints = [_checkpoint_of(committer, group) for _, committer, group in parts]
+    results = commit_checkpoint(checkpoints)
+    return {name: results[c.name] for (name, _, _), c in zip(parts, checkpoints, strict=True)}
+
+
+def _checkpoint_of(committer: FilesCommitter, group: CommitGroup) -> TableCheckpoint:
+    target = committer.target
+    if not isinstance(target, IcebergTarget):
+        raise ValidationError(
+            f"sink {committer.operator_id}: only Iceberg tables commit together here"
+        )
+    who = SinkIdentity(
+        committer.job_id, committer.operator_id, target.branch, target.snapshot_properties
+    )
+    return TableCheckpoint(target.table, group, who, committer.metrics)
+
+
+def log_commit_mode(catalog: Catalog, sink_id: str) -> bool:
+    """Say once (at start) how ``sink_id``'s checkpoints reach its tables in ``catalog``;
+    True when in one transaction."""
+    problem = atomic_commit_problem(catalog)
+    if problem is None:
+        log.info(
+            "sink %s: each checkpoint commits all its tables in one transaction of catalog %r",
+            sink_id,
+            catalog.name,
+        )
+        return True
+    log.warning(
+        "sink %s: tables commit one after another, so a reader may see them at different "
+        "checkpoints (`stream-sink table consistent` reads them at one): %s",
+        sink_id,
+        problem,
+    )
+    return False
