@@ -24,8 +24,10 @@ from stream_sink.commit.iceberg.multi_table import (
 from stream_sink.commit.iceberg.table_commit import SinkIdentity
 from stream_sink.commit.iceberg.watermark import committed_watermark
 from stream_sink.commit.shapes import CommitGroup, Shape, StagedBatch
+from stream_sink.exceptions import PartialCommitError
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.table.catalog.rest.catalog import COMMIT_TRANSACTION
+from stream_sink.table.manifest import read_manifest_list
 
 pytestmark = pytest.mark.slow
 
@@ -148,3 +150,33 @@ def test_a_server_without_the_endpoint_commits_table_by_table(
     assert commit_checkpoint(checkpoint(ts, 5)) == {t.name: None for t in ts}
     assert transactions(proxy) == 0 and len(proxy.commit_bodies) == 2
     assert state(catalog, ts) == [(5, 1)] * 2
+
+
+def test_a_torn_transaction_is_reported_and_nothing_is_deleted(
+    proxy: FaultProxy, server: Any
+) -> None:
+    catalog = open_catalog(proxy, server)
+    ts = tables(catalog)
+    proxy.tear(1)  # the server applies the first table's change only, then answers 500
+    with pytest.raises(PartialCommitError, match=r"\.t0 but not on .*\.t1"):
+        commit_checkpoint(checkpoint(ts, 6))
+    assert transactions(proxy) == 1  # never retried
+    assert state(catalog, ts) == [(6, 1), (-1, 0)]
+    snap = catalog.load_table(ts[0].name).current_snapshot()
+    for m in read_manifest_list(ts[0].io, snap.manifest_list):  # what it references is kept
+        assert ts[0].io.exists(m.manifest_path)
+
+
+def test_a_server_answering_404_is_found_out_and_tables_commit_one_by_one(
+    proxy: FaultProxy, server: Any
+) -> None:
+    proxy.hide_endpoint("*")  # lists no endpoints: transactions/commit is tried
+    catalog = open_catalog(proxy, server)
+    ts = tables(catalog)
+    assert atomic_commit_problem(catalog) is None
+    proxy.missing(1)
+    assert commit_checkpoint(checkpoint(ts, 7)) == {t.name: None for t in ts}
+    problem = atomic_commit_problem(catalog)
+    assert problem is not None and "404" in problem
+    assert transactions(proxy) == 1 and len(proxy.commit_bodies) == 3  # then one by one
+    assert state(catalog, ts) == [(7, 1)] * 2

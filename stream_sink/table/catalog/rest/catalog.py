@@ -630,6 +630,8 @@ class RestCatalog(Catalog[TableT]):
     ) -> None:
         names = ", ".join(dotted(i) for i, _ in changes)
         said = f"{e.status} {e.error_type}: {e.server_message}"
+        if e.status == 404 and "NoSuchTable" in (e.error_type or ""):
+            raise NoSuchTableError(f"commit to tables {names}: {said}") from None
         if e.status in _NO_ENDPOINT and not self.client.endpoints:
             self._no_transactions = (
                 f"REST catalog {self.name!r} answered {said} to transactions/commit"
