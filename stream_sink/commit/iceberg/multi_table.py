@@ -149,7 +149,7 @@ def _one_by_one(tables: Sequence[TableCheckpoint]) -> dict[str, int | None]:
 def _atomically(catalog: Catalog, tables: Sequence[TableCheckpoint]) -> dict[str, int | None]:
     parts = [_part(t) for t in tables]
     refused: dict[str, int] = {}
-    in_flight: list[str] = []  # the tables of a transaction whose outcome is unknown
+    in_flight: list[str] = []  # the tables of the last transaction that failed or went unanswered
     policy = RetryPolicy.from_properties(tables[0].table.properties)
     started = time.perf_counter()
 
