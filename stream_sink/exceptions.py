@@ -163,6 +163,11 @@ class CommitValidationError(CommitError):
     """A validation hook refused the commit (e.g. the watermark moved past it)."""
 
 
+class PartialCommitError(CommitError):
+    """A commit of several tables that had to be atomic shows on some of them and not on
+    the others. Never retried or cleaned up: what each table holds must be looked at."""
+
+
 class CommitConflictError(CommitValidationError):
     """A concurrent commit that won conflicts with this one (Delta's
     ConcurrentModificationException); the table is unchanged, re-plan and retry."""
@@ -275,6 +280,11 @@ class UnsupportedTypeError(UnsupportedError):
     def within(self, name: str) -> UnsupportedTypeError:
         """The same error for the column ``name`` holding this one."""
         return UnsupportedTypeError(self.type_name, self.fmt, (name, *self.path))
+
+
+class AtomicCommitUnsupportedError(UnsupportedError):
+    """The catalog cannot commit several tables in one transaction (Hadoop, a REST
+    server without ``transactions/commit``): the caller commits them one by one."""
 
 
 class ReadOnlyTableError(UnsupportedError):

@@ -30,6 +30,11 @@ AFTER_TABLE_COMMIT = "after-table-commit"
 AFTER_STATE_CLEANUP = "after-state-cleanup"
 BETWEEN_BATCH_COMMITS = "between-batch-commits"
 
+# the commit of several tables in one catalog transaction (commit.iceberg.multi_table)
+AFTER_TABLES_METADATA_WRITE = "after-tables-metadata-write"
+INSIDE_TABLES_SWAP = "inside-tables-swap"
+AFTER_TABLES_COMMIT = "after-tables-commit"
+
 # maintenance (table operations and the maintenance actions)
 AFTER_REWRITE_FILES = "after-rewrite-files"
 BEFORE_REWRITE_SWAP = "before-rewrite-swap"
@@ -52,6 +57,18 @@ FAILPOINTS: tuple[str, ...] = (
 reached by the Spark adapter (data files written, WriteResult not yet handed to the
 committer)."""
 
+MULTI_TABLE_FAILPOINTS: tuple[str, ...] = (
+    AFTER_TABLES_METADATA_WRITE,
+    INSIDE_TABLES_SWAP,
+    AFTER_TABLES_COMMIT,
+)
+"""Crash points of a checkpoint committed to several tables at once:
+``after-tables-metadata-write`` (every table's snapshot and, for the SQL catalog, its
+new metadata file written; no pointer moved), ``inside-tables-swap`` (reached after
+each table's pointer moved inside the still-open database transaction: a kill there
+rolls every table back), ``after-tables-commit`` (the transaction committed, nothing
+of it recorded by the sink yet)."""
+
 MAINTENANCE_FAILPOINTS: tuple[str, ...] = (
     AFTER_REWRITE_FILES,
     BEFORE_REWRITE_SWAP,
@@ -71,7 +88,9 @@ AFTER_SCHEMA_CHANGE = "after-schema-change"
 """Reached by the Spark adapter once a batch's schema change is committed and before any
 of its files is written (``IcebergSink(schema_evolution=...)``)."""
 
-KNOWN_FAILPOINTS: tuple[str, ...] = FAILPOINTS + MAINTENANCE_FAILPOINTS + (AFTER_SCHEMA_CHANGE,)
+KNOWN_FAILPOINTS: tuple[str, ...] = (
+    FAILPOINTS + MULTI_TABLE_FAILPOINTS + MAINTENANCE_FAILPOINTS + (AFTER_SCHEMA_CHANGE,)
+)
 
 _armed: dict[str, int] | None = None
 """name -> remaining hits before the kill; None until the environment is parsed."""

@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy on loopback in front of a real REST catalog server.
 
 Requests pass through unchanged (the Host header too, so SigV4 signatures stay valid)
-unless a fault is armed for commits (POST to ``.../tables/<name>``):
+unless a fault is armed for commits (POST to ``.../tables/<name>`` or to
+``.../transactions/commit``, a commit of several tables):
 - ``fail_after_apply(n, status)``: forward the next n commits, then answer ``status``
   instead of the server's reply (the server applied them; the client cannot know);
 - ``conflict(n)``: answer 409 to the next n commits without forwarding them;
@@ -9,11 +10,16 @@ unless a fault is armed for commits (POST to ``.../tables/<name>``):
   forwarding them;
 - ``lose(n)``: close the connection on the next n commits without forwarding them.
 ``down()``/``up()`` make every request fail with a dropped connection, as a stopped server;
+``tear(n)``: forward only the first table of the next n commits of several tables, then
+answer 500 (a server that did not apply them atomically); ``missing(n)``: answer 404 to
+the next n commits without forwarding them (a server without the endpoint);
 ``refuse(n)`` does that to the next n requests of any kind (none reaches the server).
 ``slow_down(n)`` answers the next n requests of any kind with S3's ``503 SlowDown`` (in
 front of an S3 endpoint: throttling), without forwarding them; ``slowed`` counts them.
 ``advertise_idempotency()`` adds ``idempotency-key-lifetime`` to the server's ``/v1/config``
-answer; ``commit_headers`` records each commit's headers.
+answer; ``hide_endpoint(e)`` removes ``e`` from its ``endpoints`` list (``"*"``: the
+whole list, as a server that lists none); ``commit_headers``
+records each commit's headers.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ SLOW_DOWN = (
     '<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     "<Message>Please reduce your request rate.</Message></Error>"
 )
-_COMMIT = re.compile(r"/v1/(.+/)?namespaces/[^/]+/tables/[^/]+$")
+_COMMIT = re.compile(r"/v1/(.+/)?(namespaces/[^/]+/tables/[^/]+|transactions/commit)$")
 
 
 class FaultProxy:
@@ -46,10 +52,13 @@ class FaultProxy:
         self.slow_downs = 0
         self.slowed = 0
         self.losses = 0
+        self.tears = 0
+        self.missings = 0
         self.commits_seen = 0
         self.commit_bodies: list[dict[str, object]] = []
         self.commit_headers: list[dict[str, str]] = []
         self.idempotency = False
+        self.hidden: set[str] = set()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +90,17 @@ class FaultProxy:
                     self.close_connection = True
                     self.connection.close()
                     return
+                if fault == "missing":
+                    self._reply(
+                        404,
+                        {"error": {"message": "no such route", "type": "NotFound", "code": 404}},
+                    )
+                    return
+                if fault == "tear":
+                    doc = json.loads(body)
+                    body = json.dumps({"table-changes": doc["table-changes"][:1]}).encode()
+                    self.headers.replace_header("Content-Length", str(len(body)))
+                    fault = 500
                 if fault == "conflict":
                     self._reply(
                         409,
@@ -93,13 +113,13 @@ class FaultProxy:
                         },
                     )
                     return
-                status, headers, data = proxy._forward(
-                    self.command, self.path, dict(self.headers), body
-                )
-                if proxy.idempotency and self.path.startswith("/v1/config") and status == 200:
-                    doc = json.loads(data)
-                    doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
-                    data = json.dumps(doc).encode()
+                sent = dict(self.headers)
+                config = self.path.split("?")[0].endswith("/v1/config")
+                if config:  # read as plain JSON, to rewrite it
+                    sent = {k: v for k, v in sent.items() if k.lower() != "accept-encoding"}
+                status, headers, data = proxy._forward(self.command, self.path, sent, body)
+                if self.path.split("?")[0].endswith("/v1/config") and status == 200:
+                    data = proxy._config(data)
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.close()
@@ -197,6 +217,12 @@ class FaultProxy:
             if self.losses:
                 self.losses -= 1
                 return "lose"
+            if self.missings:
+                self.missings -= 1
+                return "missing"
+            if self.tears and b"table-changes" in body:
+                self.tears -= 1
+                return "tear"
             if self.conflicts:
                 self.conflicts -= 1
                 return "conflict"
@@ -234,6 +260,29 @@ class FaultProxy:
     def conflict(self, n: int) -> None:
         with self.lock:
             self.conflicts += n
+
+    def _config(self, data: bytes) -> bytes:
+        if not self.idempotency and not self.hidden:
+            return data
+        doc = json.loads(data)
+        if self.idempotency:
+            doc.setdefault("overrides", {})["idempotency-key-lifetime"] = "PT30M"
+        if "*" in self.hidden:
+            doc.pop("endpoints", None)
+        elif self.hidden and doc.get("endpoints"):
+            doc["endpoints"] = [e for e in doc["endpoints"] if e not in self.hidden]
+        return json.dumps(doc).encode()
+
+    def hide_endpoint(self, endpoint: str) -> None:
+        self.hidden.add(endpoint)
+
+    def tear(self, n: int = 1) -> None:
+        with self.lock:
+            self.tears += n
+
+    def missing(self, n: int = 1) -> None:
+        with self.lock:
+            self.missings += n
 
     def advertise_idempotency(self) -> None:
         self.idempotency = True

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
+from stream_sink.cli.consistent_command import add_consistent_parser, consistent_rows
 from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
 from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
@@ -117,6 +118,7 @@ def add_table_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None
                 default=None,
                 help="snapshot to list (default: the current one)",
             )
+    add_consistent_parser(tsub, formatter)
     for p in tsub.choices.values():
         add_catalog_options(p)
         p.add_argument(
@@ -273,6 +275,8 @@ def require_catalog_location(catalog_uri: str | None, warehouse: str) -> None:
 
 
 def run_table(args: argparse.Namespace) -> int:
+    if args.table_command == "consistent":
+        return _emit(consistent_rows(open_catalog(args), args), args.format)
     if args.table_command != "list" and is_delta_path(args.table):
         return run_delta_table(args)
     cmd = args.table_command

@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Generic
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
@@ -86,6 +87,22 @@ from .target import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONTINUOUS_EMPTY_COMMITS = 10
+
+
+@dataclass(frozen=True)
+class PlannedCommit:
+    """One table's commit of its staged checkpoints, planned and not yet made
+    (:meth:`FilesCommitter.plan_checkpoint`): the snapshots to make (``groups``, empty
+    when there is nothing to commit) and what the state forgets once they are made."""
+
+    checkpoint_ids: tuple[int, ...]
+    job_id: str
+    batches: tuple[StagedBatch, ...]
+    stamp: int
+    table_mark: int
+    groups: tuple[CommitGroup, ...]
+
+
 META_STAGING_TOKEN = "staging-token"
 """State metadata naming this state's staging artifacts (see StagingNamer)."""
 
@@ -340,6 +357,42 @@ class FilesCommitter(Generic[Handle]):
 
     def _commit_checkpoints(self, checkpoint_ids: list[int], job_id: str) -> None:
         """Commit the staged checkpoints (ascending) under ``job_id``, then clean up."""
+        planned = self._plan(checkpoint_ids, job_id)
+        for i, group in enumerate(planned.groups):
+            if i:
+                failpoint(BETWEEN_BATCH_COMMITS)
+            self._commit_with_retry(group, job_id)
+        self._finish(planned)
+
+    # --- 4'. the same, with the last snapshot committed together with other tables' ----
+
+    def plan_checkpoint(self, checkpoint_id: int) -> PlannedCommit | None:
+        """Step 4 up to the table commit: what committing every staged checkpoint up to
+        ``checkpoint_id`` takes (None: nothing, a late or repeated notification). The
+        caller commits ``planned.groups``' last with other tables' (the others one by
+        one first, :meth:`commit_leading`), then calls :meth:`finish_checkpoint`."""
+        ready = sorted(c for c in self._staged if c <= checkpoint_id)
+        if not ready:
+            return None
+        with self._step(f"checkpoint {checkpoint_id}: planning its commit", STILL_STAGED):
+            return self._plan(ready, self.job_id)
+
+    def commit_leading(self, planned: PlannedCommit) -> None:
+        """Commit every group of ``planned`` but the last, one by one, as step 4 does."""
+        for i, group in enumerate(planned.groups[:-1]):
+            if i:
+                failpoint(BETWEEN_BATCH_COMMITS)
+            self._commit_with_retry(group, planned.job_id)
+
+    def finish_checkpoint(self, planned: PlannedCommit, refused_at: int | None) -> None:
+        """After the last group of ``planned`` was committed elsewhere (``refused_at`` as
+        :meth:`CommitTarget.commit` returns it): what a refusal leaves is committed here,
+        then the checkpoints are forgotten as step 4 does."""
+        if planned.groups:
+            self._after_commit(planned.groups[-1], refused_at, planned.job_id)
+        self._finish(planned)
+
+    def _plan(self, checkpoint_ids: list[int], job_id: str) -> PlannedCommit:
         table_mark = self.target.watermark(job_id, self.operator_id)
         restored = {c for c in checkpoint_ids if c not in self._staged_files}
         batches: list[StagedBatch] = []
@@ -353,43 +406,50 @@ class FilesCommitter(Generic[Handle]):
         if stale:
             self._discard(stale, job_id)
         stamp = max([*checkpoint_ids, *(b.batch_id for b in batches)])
+        groups = self._groups(live, stamp) if stamp > table_mark else []
+        return PlannedCommit(
+            tuple(checkpoint_ids), job_id, tuple(batches), stamp, table_mark, tuple(groups)
+        )
+
+    def _finish(self, planned: PlannedCommit) -> None:
+        job_id, stamp, table_mark = planned.job_id, planned.stamp, planned.table_mark
         if stamp > table_mark:
-            self._commit_batches(live, stamp, job_id)
             failpoint(AFTER_TABLE_COMMIT)
         covered = max(stamp, table_mark)
         if job_id == self.job_id:
             covered = max(self._watermark, covered)
-        self._forget_checkpoints(checkpoint_ids, batches, encode_covered(job_id, covered))
+        self._forget_checkpoints(
+            list(planned.checkpoint_ids), list(planned.batches), encode_covered(job_id, covered)
+        )
         if job_id == self.job_id:
             self._watermark = covered
 
-    def _commit_batches(self, batches: list[StagedBatch], stamp: int, job_id: str) -> None:
+    def _groups(self, batches: list[StagedBatch], stamp: int) -> list[CommitGroup]:
         groups = plan_commits(batches, self.mode, stamp)
         if not groups:
             self._empty_checkpoints += 1
             if self._empty_checkpoints % self._max_empty != 0:
                 log.info("sink %s: nothing to commit up to batch %d", self.operator_id, stamp)
-                return
+                return []
             groups = [empty_group(stamp, batches)]
         self._empty_checkpoints = 0
-        for i, group in enumerate(groups):
-            if i:
-                failpoint(BETWEEN_BATCH_COMMITS)
-            self._commit_with_retry(group, job_id)
+        return groups
 
     def _commit_with_retry(self, group: CommitGroup, job_id: str) -> None:
         """Commit ``group``; when the watermark refuses it, drop the batches it covers and
         commit the rest (another instance committed those)."""
-        while True:
-            refused_at = self.target.commit(group, job_id, self.operator_id, self.metrics)
-            if refused_at is None:
-                return
+        refused_at = self.target.commit(group, job_id, self.operator_id, self.metrics)
+        self._after_commit(group, refused_at, job_id)
+
+    def _after_commit(self, group: CommitGroup, refused_at: int | None, job_id: str) -> None:
+        while refused_at is not None:
             covered = [b for b in group.batches if b.batch_id <= refused_at]
             self._discard(covered, job_id)
             rest = tuple(b for b in group.batches if b.batch_id > refused_at)
             if not rest or group.stamp <= refused_at:
                 return
             group = CommitGroup(group.shape, rest, group.stamp)
+            refused_at = self.target.commit(group, job_id, self.operator_id, self.metrics)
 
     def _discard(self, batches: list[StagedBatch], job_id: str) -> None:
         """Forget batches another commit covered: delete their files the table does not

@@ -16,6 +16,11 @@ committer's protocol steps (``tests/architecture`` checks it):
   :class:`~.schedule.CommitSchedule`, then the ``after_checkpoint`` hook with what
   was committed: each table's handle as its target committed it (maintenance, route
   log).
+- With ``commit_together`` (a routed sink on a catalog that commits several tables in one
+  transaction): phase 2 of a checkpoint of several tables plans each table's commit
+  (``plan_checkpoint``), commits every snapshot but each table's last one table by
+  table (``commit_leading``), hands the last ones to ``commit_together`` at once, and
+  gives each table what its commit returned (``finish_checkpoint``).
 - :meth:`CommitDriver.end_input`, :meth:`CommitDriver.close`, :meth:`CommitDriver.metrics`.
 - :meth:`CommitDriver.drain`: wait for the commit in flight (a pipelined schedule); a
   front door calls it before it reads a table the commit changes (a Delta MERGE's file
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Generic
 
@@ -46,6 +51,7 @@ from .committer import FilesCommitter
 from .failpoints import AFTER_DATA_FILES, failpoint
 from .loss_check import HadInput
 from .schedule import CommitSchedule, Synchronous
+from .shapes import CommitGroup
 from .target import BatchFiles, Handle
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,13 @@ log = logging.getLogger(__name__)
 AfterCheckpoint = Callable[[Mapping[str, Handle]], None]
 """Called after each checkpoint's commits with what it committed: the tables by name (in
 name order), each the handle its target committed through (``CommitTarget.committed``)."""
+
+TogetherPart = tuple[str, FilesCommitter, CommitGroup]
+"""A table's name, its committer and the snapshot (commit group) to commit with others'."""
+CommitTogether = Callable[[Sequence[TogetherPart]], Mapping[str, "int | None"]]
+"""Commits several tables' groups at once; per table name what
+:meth:`~.target.CommitTarget.commit` returns (None: committed; else the watermark that
+refused it). The Iceberg one: :func:`stream_sink.commit.iceberg.multi_table.commit_together`."""
 
 
 class CommitDriver(Generic[Handle]):
@@ -69,11 +82,13 @@ class CommitDriver(Generic[Handle]):
         *,
         schedule: CommitSchedule | None = None,
         after_checkpoint: AfterCheckpoint[Handle] | None = None,
+        commit_together: CommitTogether | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.coordinator = coordinator or CheckpointCoordinator()
         self._schedule: CommitSchedule = schedule or Synchronous()
         self._after_checkpoint = after_checkpoint
+        self._together = commit_together
         self._clock = clock
         self._committers: dict[str, FilesCommitter[Handle]] = {}
 
@@ -164,10 +179,30 @@ class CommitDriver(Generic[Handle]):
         return names
 
     def _commit(self, checkpoint_id: int, names: tuple[str, ...]) -> None:
-        for name in names:
-            self._committers[name].notify_checkpoint_complete(checkpoint_id)
+        if self._together is not None and len(names) > 1:
+            self._commit_together(self._together, checkpoint_id, names)
+        else:
+            for name in names:
+                self._committers[name].notify_checkpoint_complete(checkpoint_id)
         if self._after_checkpoint is not None:
             self._after_checkpoint({n: self._committers[n].target.committed for n in names})
+
+    def _commit_together(
+        self, together: CommitTogether, checkpoint_id: int, names: tuple[str, ...]
+    ) -> None:
+        """Phase 2 of ``names`` with each table's last snapshot committed at once."""
+        planned = {}
+        for name in names:
+            plan = self._committers[name].plan_checkpoint(checkpoint_id)
+            if plan is not None:
+                planned[name] = plan
+        for name, plan in planned.items():
+            self._committers[name].commit_leading(plan)
+        parts = [(n, self._committers[n], p.groups[-1]) for n, p in planned.items() if p.groups]
+        results = together(parts) if parts else {}
+        for name, plan in planned.items():
+            refused_at = results[name] if plan.groups else None  # every part is answered
+            self._committers[name].finish_checkpoint(plan, refused_at)
 
     def end_input(self) -> None:
         """Checkpoint and commit every batch not yet committed (end of input or stop)."""

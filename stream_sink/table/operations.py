@@ -67,6 +67,18 @@ P = TypeVar("P", bound="SnapshotProducer")
 
 
 @dataclass(frozen=True)
+class PreparedSnapshot:
+    """One attempt written up to the catalog swap (:meth:`SnapshotProducer.prepare`)."""
+
+    table: Table
+    base: TableMetadata
+    base_location: str
+    metadata: TableMetadata
+    snapshot: Snapshot
+    written: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Attempt:
     """What one attempt wrote: removed on a lost race."""
 
@@ -149,6 +161,29 @@ class SnapshotProducer(ABC):
             return self._attempt(attempt)
 
     def _attempt(self, attempt: int) -> Snapshot:
+        prepared = self.prepare(attempt)
+        table = prepared.table
+        try:
+            with io_failure(f"table {table.name}: writing metadata under", table.metadata_dir):
+                location, committed = table.catalog.commit_metadata(
+                    table.identifier,
+                    prepared.base_location,
+                    prepared.metadata,
+                    base_metadata=prepared.base,
+                    before_swap=self._run_before_swap,
+                )
+        except CommitFailedError:
+            self.abandon(prepared)
+            raise
+        return self.landed(prepared, location, committed)
+
+    # --- one attempt in steps (for a commit of several tables at once) -----------------
+
+    def prepare(self, attempt: int) -> PreparedSnapshot:
+        """Refresh the table, run the validations on it and write this attempt's
+        manifests and manifest list: everything up to the catalog swap. The caller
+        swaps ``metadata`` in from ``base_location`` (under the table's commit lock),
+        then calls :meth:`landed`, or :meth:`abandon` when the swap lost the race."""
         table = self._table.refresh()
         base = table.metadata
         parent = branch_head(base, self._branch)
@@ -157,20 +192,24 @@ class SnapshotProducer(ABC):
         if base.format_version >= 3:
             base.require_next_row_id()  # before any file is written
         result = self._write(self._prepare(base, parent), parent, attempt)
-        try:
-            with io_failure(f"table {table.name}: writing metadata under", table.metadata_dir):
-                location, committed = table.catalog.commit_metadata(
-                    table.identifier,
-                    table.metadata_location,
-                    result.metadata,
-                    base_metadata=base,
-                    before_swap=self._run_before_swap,
-                )
-        except CommitFailedError:
-            _delete_quietly(table, result.written)
-            raise
-        table.record_commit(committed, location)
-        return result.snapshot
+        return PreparedSnapshot(
+            table, base, table.metadata_location, result.metadata, result.snapshot, result.written
+        )
+
+    def run_before_swap(self) -> None:
+        """The :meth:`before_swap` hooks, for a caller that swaps a prepared attempt."""
+        self._run_before_swap()
+
+    def landed(
+        self, prepared: PreparedSnapshot, location: str, committed: TableMetadata
+    ) -> Snapshot:
+        """Adopt the swapped metadata (at ``location``) as the table's; returns the snapshot."""
+        prepared.table.record_commit(committed, location)
+        return prepared.snapshot
+
+    def abandon(self, prepared: PreparedSnapshot) -> None:
+        """Delete what a prepared attempt wrote (its swap failed: nothing references it)."""
+        _delete_quietly(prepared.table, prepared.written)
 
     def _run_before_swap(self) -> None:
         for hook in self._before_swap:

@@ -321,6 +321,9 @@ PROTOCOL_STEPS = {
     "snapshot_state",
     "complete_checkpoint",
     "notify_checkpoint_complete",
+    "plan_checkpoint",
+    "commit_leading",
+    "finish_checkpoint",
     "restore",
 }
 DRIVER = "stream_sink.commit.driver"

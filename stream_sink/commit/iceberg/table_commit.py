@@ -76,25 +76,7 @@ def commit_group(
     that refused it (another instance already committed batches at or above its
     lowest batch id); nothing is written to the table then."""
     seen: list[int] = []
-
-    def check(metadata: TableMetadata, head: Snapshot | None) -> None:
-        mark = watermark_from(metadata, head, who.job_id, who.operator_id, who.branch)
-        if mark >= group.lowest:
-            seen.append(mark)
-            raise CommitValidationError(
-                f"table {table.name} branch {who.branch}: job {who.job_id} operator "
-                f"{who.operator_id} already committed up to batch {mark}; refusing to commit "
-                f"batches {group.lowest}..{group.stamp} again"
-            )
-
-    producer = _producer(table, group, who.branch)
-    producer.set_all(dict(who.properties))
-    producer.set(JOB_ID, who.job_id)
-    producer.set(OPERATOR_ID, who.operator_id)
-    producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
-    record = WatermarkRecord(who.job_id, group.stamp, producer.snapshot_id)
-    producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
-    producer.validate(check)
+    producer = stamped_producer(table, group, who, seen)
     producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
     started = time.perf_counter()
     try:
@@ -114,10 +96,38 @@ def commit_group(
             "(raise commit.retry.num-retries if writers of this table often race)"
         ) from e
     duration_ms = (time.perf_counter() - started) * 1000
-    files = _files(group)
+    files = group_files(group)
     metrics.committed(duration_ms, files)
-    _log_commit(table, group, who, files, duration_ms)
+    log_commit(table, group, who, files, duration_ms)
     return None
+
+
+def stamped_producer(
+    table: Table, group: CommitGroup, who: SinkIdentity, seen: list[int]
+) -> SnapshotProducer:
+    """The snapshot of ``group`` with the sink's stamps and durable watermark record,
+    refused (CommitValidationError) on any attempt whose table shows a watermark at or
+    above the group's lowest batch; that watermark is appended to ``seen``."""
+
+    def check(metadata: TableMetadata, head: Snapshot | None) -> None:
+        mark = watermark_from(metadata, head, who.job_id, who.operator_id, who.branch)
+        if mark >= group.lowest:
+            seen.append(mark)
+            raise CommitValidationError(
+                f"table {table.name} branch {who.branch}: job {who.job_id} operator "
+                f"{who.operator_id} already committed up to batch {mark}; refusing to commit "
+                f"batches {group.lowest}..{group.stamp} again"
+            )
+
+    producer = _producer(table, group, who.branch)
+    producer.set_all(dict(who.properties))
+    producer.set(JOB_ID, who.job_id)
+    producer.set(OPERATOR_ID, who.operator_id)
+    producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
+    record = WatermarkRecord(who.job_id, group.stamp, producer.snapshot_id)
+    producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
+    producer.validate(check)
+    return producer
 
 
 def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: CommitGroup) -> None:
@@ -154,7 +164,7 @@ def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: Co
         ) from e
 
 
-def _log_commit(
+def log_commit(
     table: Table, group: CommitGroup, who: SinkIdentity, files: list[DataFile], duration_ms: float
 ) -> None:
     """The one INFO line per table commit (logger ``stream_sink.commit.iceberg.table_commit``)."""
@@ -190,7 +200,7 @@ _OPERATIONS: dict[Shape, Operation] = {
 
 
 def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
-    files = _files(group)
+    files = group_files(group)
     # a truncating batch is a group of its own (shapes): its snapshot empties the table
     truncate = any(b.files.truncate for b in group.batches)
     result = WriteResult(
@@ -215,7 +225,7 @@ def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer
     )
 
 
-def _files(group: CommitGroup) -> list[DataFile]:
+def group_files(group: CommitGroup) -> list[DataFile]:
     out: list[DataFile] = []
     for b in group.batches:
         files = b.files

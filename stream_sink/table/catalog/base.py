@@ -9,6 +9,13 @@ Invariants:
 - A failed commit leaves the table at its previous metadata.
 - Every successful commit records the replaced file in the new file's metadata
   log (Java's ``previousFiles``), so the log counts the table's versions.
+- A commit of several tables (:meth:`Catalog.commit_tables`) is all or nothing: every
+  table swaps from its own base or none does. Only catalogs that can do that in one
+  step offer it (SQL: one database transaction; REST: ``transactions/commit``); the
+  others say why not (:meth:`Catalog.multi_table_commit_problem`) and refuse with
+  AtomicCommitUnsupportedError, never committing the tables one by one behind the
+  caller's back. A commit that shows on some tables and not on others after an unknown
+  outcome raises PartialCommitError.
 - Identifiers have at least one namespace level: ``"db.events"``,
   ``("a", "b", "events")``.
 """
@@ -18,9 +25,11 @@ from __future__ import annotations
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from stream_sink.exceptions import (
+    AtomicCommitUnsupportedError,
     CommitFailedError,
     CorruptMetadataError,
     InvalidOptionError,
@@ -84,6 +93,32 @@ def part_problem(part: str) -> str | None:
 
 def dotted(ident: Sequence[str]) -> str:
     return ".".join(ident)
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """One table's part of a commit of several tables: the change from ``base_metadata``
+    (current at ``base_location``) to ``new_metadata``. Its requirements are the
+    single-table commit's: the compare-and-swap from ``base_location`` (REST: the
+    ``CommitTableRequest`` requirements built from the two metadata)."""
+
+    identifier: Identifier
+    base_location: str
+    base_metadata: TableMetadata
+    new_metadata: TableMetadata
+
+
+@dataclass(frozen=True)
+class CommittedTable:
+    """What one table of a commit of several became: its new metadata location and
+    the metadata exactly as written."""
+
+    identifier: Identifier
+    location: str
+    metadata: TableMetadata
+
+
+SwapHook = Callable[[Identifier], None]
 
 
 class Catalog(ABC, Generic[TableT]):
@@ -215,6 +250,66 @@ class Catalog(ABC, Generic[TableT]):
         delete_removed_metadata(self.io_for(location), base, base_location, metadata)
         return location, metadata
 
+    # --- commit of several tables -------------------------------------------------------
+
+    def multi_table_commit_problem(self) -> str | None:
+        """Why this catalog cannot commit several tables atomically; None when it can."""
+        return (
+            f"catalog {self.name!r} ({type(self).__name__}) records each table's metadata "
+            "pointer on its own and cannot move several in one step"
+        )
+
+    def commit_tables(
+        self,
+        commits: Sequence[TableCommit],
+        *,
+        before_swap: Callable[[], None] | None = None,
+        after_each_swap: SwapHook | None = None,
+    ) -> list[CommittedTable]:
+        """Commit every table of ``commits`` atomically: all land or none does.
+
+        ``before_swap()`` runs once every new metadata file is written (or, for a
+        catalog whose server writes them, just before the request is sent);
+        ``after_each_swap(identifier)`` runs inside the transaction after each table's
+        pointer moved, where the catalog has such a step (SQL). Returns each table's
+        result, in the order given. CommitFailedError when any table is no longer at
+        its base (none landed); CommitStateUnknownError when the outcome is unknown;
+        PartialCommitError when it shows on some tables only;
+        AtomicCommitUnsupportedError when the catalog cannot (see
+        :meth:`multi_table_commit_problem`)."""
+        problem = self.multi_table_commit_problem()
+        if problem is not None:
+            raise AtomicCommitUnsupportedError(problem)
+        parts = _distinct(commits)
+        metadata = [
+            with_previous_file(c.new_metadata, c.base_location, c.base_metadata.last_updated_ms)
+            for c in parts
+        ]
+        written = [
+            TableCommit(c.identifier, c.base_location, c.base_metadata, m)
+            for c, m in zip(parts, metadata, strict=True)
+        ]
+        locations = self._swap_tables(
+            written, before_swap or (lambda: None), after_each_swap or (lambda _: None)
+        )
+        out = []
+        for c, location in zip(written, locations, strict=True):
+            delete_removed_metadata(
+                self.io_for(location), c.base_metadata, c.base_location, c.new_metadata
+            )
+            out.append(CommittedTable(c.identifier, location, c.new_metadata))
+        return out
+
+    def _swap_tables(
+        self,
+        commits: Sequence[TableCommit],
+        before_swap: Callable[[], None],
+        after_each_swap: SwapHook,
+    ) -> list[str]:
+        """Write each new metadata file and move every pointer in one step (see
+        :meth:`commit_tables`); catalogs that offer it override this."""
+        raise AtomicCommitUnsupportedError(str(self.multi_table_commit_problem()))
+
     def _read_base(self, ident: Identifier, base_location: str) -> TableMetadata:
         try:
             return self.read_metadata(base_location, ident)
@@ -283,6 +378,23 @@ class Catalog(ABC, Generic[TableT]):
                 f"`stream-sink table recover {name} --to-version N` shows what pointing the "
                 "catalog back to version N would lose, and does it with --yes"
             ) from e
+
+
+def _distinct(commits: Sequence[TableCommit]) -> list[TableCommit]:
+    """``commits`` with their identifiers checked: at least one, each table once."""
+    parts = [
+        TableCommit(
+            table_identifier(c.identifier), c.base_location, c.base_metadata, c.new_metadata
+        )
+        for c in commits
+    ]
+    if not parts:
+        raise ValidationError("a commit of several tables needs at least one table")
+    names = [dotted(c.identifier) for c in parts]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValidationError(f"a commit of several tables names {', '.join(twice)} twice")
+    return parts
 
 
 def _as_schema(

@@ -13,6 +13,13 @@ Invariants:
   outcome is read back: our file is current → success; otherwise
   CommitStateUnknownError and the file is kept (on PostgreSQL the transaction may
   still land). SQLite fails in-process, so there a failure is a CommitFailedError.
+- A commit of several tables (``commit_tables``) writes every new metadata file first,
+  then runs one ``UPDATE ... WHERE metadata_location = <base>`` per table in ONE
+  database transaction: a table that matches no row rolls the whole transaction back
+  (CommitFailedError naming it, every new file deleted), so a reader sees all the
+  tables move or none. A connection failure while it commits is settled by reading
+  every pointer back: all ours → success, none → CommitStateUnknownError (PostgreSQL)
+  with the files kept, some → PartialCommitError.
 - A namespace exists when it has property rows or holds a table, or when a
   namespace below it does (as in Java's JdbcCatalog).
 """
@@ -63,12 +70,15 @@ from stream_sink.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    PartialCommitError,
     TableAlreadyExistsError,
 )
 from stream_sink.secrets import without_passwords
 from stream_sink.table.catalog.base import (
     Catalog,
     Identifier,
+    SwapHook,
+    TableCommit,
     TableFactory,
     TableT,
     dotted,
@@ -429,6 +439,123 @@ class SqlCatalog(Catalog[TableT]):
         raise CommitFailedError(
             f"cannot commit to table {name}: the catalog database refused the update: {error}"
         ) from error
+
+    # --- commit of several tables ---------------------------------------------------------
+
+    def multi_table_commit_problem(self) -> str | None:
+        return None
+
+    def _swap_tables(
+        self,
+        commits: Sequence[TableCommit],
+        before_swap: Callable[[], None],
+        after_each_swap: SwapHook,
+    ) -> list[str]:
+        """Every table's pointer swapped in one database transaction (module invariants)."""
+        locations = [self._write_next(c.base_location, c.new_metadata) for c in commits]
+        before_swap()
+        try:
+            conn = self.engine.connect()
+        except SQLAlchemyError as e:
+            self._delete_all(locations)
+            raise CommitFailedError(
+                f"cannot commit to tables {_names(commits)}: catalog database unreachable: {e}"
+            ) from e
+        try:
+            with conn:
+                missed = self._update_all(conn, commits, locations, after_each_swap)
+                if missed is None:
+                    conn.commit()
+                else:
+                    conn.rollback()
+        except DBAPIError as e:
+            return self._after_tables_error(commits, locations, e)
+        except BaseException:
+            self._delete_all(locations)
+            raise
+        if missed is None:
+            return locations
+        self._delete_all(locations)
+        raise self._lost(missed)
+
+    def _write_next(self, base_location: str, metadata: TableMetadata) -> str:
+        location = self._new_metadata_location(metadata, _version_of(base_location) + 1)
+        self.io_for(location).write_atomic(location, encode_metadata(metadata))
+        return location
+
+    def _update_all(
+        self,
+        conn: Connection,
+        commits: Sequence[TableCommit],
+        locations: Sequence[str],
+        after_each_swap: SwapHook,
+    ) -> TableCommit | None:
+        """Run each table's UPDATE in ``conn``'s transaction; the first table that no
+        longer is at its base (nothing committed yet), or None when every one matched."""
+        for c, location in zip(commits, locations, strict=True):
+            stmt = (
+                update(ICEBERG_TABLES)
+                .where(self._table_row(c.identifier), _T.metadata_location == c.base_location)
+                .values(metadata_location=location, previous_metadata_location=c.base_location)
+            )
+            if conn.execute(stmt).rowcount != 1:
+                return c
+            after_each_swap(c.identifier)
+        return None
+
+    def _lost(self, missed: TableCommit) -> Exception:
+        current = self._lookup(missed.identifier)
+        if current is None:
+            return self._no_table(missed.identifier)
+        return CommitFailedError(
+            f"cannot commit to table {dotted(missed.identifier)}: it is at {current}, not at "
+            f"the base {missed.base_location}; no table of the commit moved; refresh and retry"
+        )
+
+    def _delete_all(self, locations: Sequence[str]) -> None:
+        for location in locations:
+            self.io_for(location).delete(location)
+
+    def _after_tables_error(
+        self, commits: Sequence[TableCommit], locations: list[str], error: DBAPIError
+    ) -> list[str]:
+        """Settle a transaction whose statements or COMMIT raised: success, failed,
+        unknown, or (never from one transaction) partial."""
+        sent = isinstance(error, (OperationalError, InterfaceError)) or error.connection_invalidated
+        if not sent or self.url.get_backend_name() == "sqlite":
+            self._delete_all(locations)
+            raise CommitFailedError(
+                f"cannot commit to tables {_names(commits)}: the catalog database refused "
+                f"the update: {error}"
+            ) from error
+        try:
+            current = [self._lookup(c.identifier) for c in commits]
+        except SQLAlchemyError as check_error:
+            raise CommitStateUnknownError(
+                f"commit to tables {_names(commits)} may or may not have landed ({error}); "
+                f"reading the catalog back failed too ({check_error}); the new metadata "
+                "files are kept"
+            ) from error
+        landed = [
+            c for c, now, ours in zip(commits, current, locations, strict=True) if now == ours
+        ]
+        if len(landed) == len(commits):
+            return locations
+        if not landed:
+            raise CommitStateUnknownError(
+                f"commit to tables {_names(commits)} may or may not have landed: the "
+                f"connection failed ({error}); the new metadata files are kept; reload the "
+                "tables before retrying"
+            ) from error
+        raise PartialCommitError(
+            f"the commit of tables {_names(commits)} was one transaction, yet it shows on "
+            f"{_names(landed)} only (the connection failed: {error}); look at the tables "
+            "before writing to them again"
+        ) from error
+
+
+def _names(commits: Sequence[TableCommit]) -> str:
+    return ", ".join(dotted(c.identifier) for c in commits)
 
 
 # --- engine --------------------------------------------------------------------------------

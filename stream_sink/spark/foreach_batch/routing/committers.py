@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from stream_sink.checkpoints import CheckpointConfig, CheckpointCoordinator
 from stream_sink.checkpoints.route_log import RouteLog
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
+from stream_sink.commit.iceberg.multi_table import commit_together, log_commit_mode
 from stream_sink.commit.schedule import schedule_for
 from stream_sink.spark import query
 from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
@@ -84,14 +85,18 @@ class RoutedCommits:
         after_checkpoint: AfterCheckpoint[Table],
     ) -> RoutedCommits:
         """The committers of query ``job_id``, each table of ``names`` restored (closed
-        again when one fails)."""
+        again when one fails). Where ``catalog`` commits several tables in one
+        transaction, a checkpoint's tables commit together; elsewhere one after another,
+        as the start's log line says."""
         config = CheckpointConfig(
             options.checkpoint_interval_batches, options.checkpoint_interval_ms
         )
+        atomic = log_commit_mode(catalog, options.sink_id)
         driver: CommitDriver[Table] = CommitDriver(
             CheckpointCoordinator(config),
             schedule=schedule_for(options.commit_mode),
             after_checkpoint=after_checkpoint,
+            commit_together=commit_together if atomic else None,
         )
         commits = RoutedCommits(catalog, options, job_id, driver, maintenance)
         try:

@@ -11,6 +11,14 @@ Invariants:
   commit counts as landed when its added snapshots are in the table and its refs point
   at them (or, for a commit without snapshots, its property values are there); otherwise
   CommitStateUnknownError, and nothing the commit referenced is deleted.
+- A commit of several tables is one ``POST /v1/{prefix}/transactions/commit`` carrying
+  each table's ``CommitTableRequest`` (built as for one table) under an
+  ``Idempotency-Key``; offered when ``/v1/config`` lists that endpoint or, from a
+  server that lists no endpoints, until it answers 404/405/501 (then never again).
+  Every failed answer is settled by reading every table back: 409 → CommitFailedError
+  when no table shows the commit; 5xx and lost answers → success when all show it,
+  CommitStateUnknownError when none does; some showing it and others not →
+  PartialCommitError (the server was not atomic: reported, never papered over).
 - Tables are read through the FileIO configured from the catalog's properties, overlaid
   with the load result's ``config`` and the longest matching ``storage-credentials``
   prefix (vended credentials, endpoints).
@@ -33,11 +41,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stream_sink.exceptions import (
+    AtomicCommitUnsupportedError,
     CatalogRequestError,
     CatalogUnavailableError,
     CommitFailedError,
@@ -47,6 +57,7 @@ from stream_sink.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    PartialCommitError,
     TableAlreadyExistsError,
     UnsupportedError,
 )
@@ -61,7 +72,10 @@ from stream_sink.io.renewal import Answer, Renewal, answer_properties, storage_c
 from stream_sink.secrets import without_passwords
 from stream_sink.table.catalog.base import (
     Catalog,
+    CommittedTable,
     Identifier,
+    SwapHook,
+    TableCommit,
     TableFactory,
     TableT,
     _as_schema,
@@ -81,6 +95,9 @@ log = logging.getLogger(__name__)
 
 _CACHE = 64
 _UNKNOWN_STATUS = frozenset({500, 502, 503, 504})
+_NO_ENDPOINT = frozenset({404, 405, 501})
+COMMIT_TRANSACTION = "POST /v1/{prefix}/transactions/commit"
+"""The REST spec's ``commitTransaction``, as a server lists it in ``/v1/config``."""
 
 
 class RestCatalog(Catalog[TableT]):
@@ -101,6 +118,7 @@ class RestCatalog(Catalog[TableT]):
         super().__init__(name, self.client.properties, table_factory)
         self._metadata: OrderedDict[str, TableMetadata] = OrderedDict()
         self._storage: dict[str, dict[str, str]] = {}
+        self._no_transactions: str | None = None
 
     def __repr__(self) -> str:
         return f"RestCatalog({self.name!r}, {without_passwords(self.client.uri)!r})"
@@ -543,6 +561,141 @@ class RestCatalog(Catalog[TableT]):
         except CatalogUnavailableError as e:
             return self._resolve(ident, changes, str(e))
         return self._adopt(resp.body, ident, loaded=False)
+
+    # --- commit of several tables ---------------------------------------------------------
+
+    def multi_table_commit_problem(self) -> str | None:
+        if self._no_transactions is not None:
+            return self._no_transactions
+        if self.client.endpoints and not self.client.supports(COMMIT_TRANSACTION):
+            return (
+                f"REST catalog {self.name!r} does not list {COMMIT_TRANSACTION} among the "
+                "endpoints of its /v1/config"
+            )
+        return None
+
+    def commit_tables(
+        self,
+        commits: Sequence[TableCommit],
+        *,
+        before_swap: Callable[[], None] | None = None,
+        after_each_swap: SwapHook | None = None,
+    ) -> list[CommittedTable]:
+        """One ``transactions/commit`` of every table's CommitTableRequest (see the
+        module's invariants); the tables are read back for their new metadata."""
+        problem = self.multi_table_commit_problem()
+        if problem is not None:
+            raise AtomicCommitUnsupportedError(problem)
+        parts = [(table_identifier(c.identifier), c) for c in commits]
+        changes = [(i, table_changes(c.base_metadata, c.new_metadata)) for i, c in parts]
+        moving = [(i, ch) for i, ch in changes if ch.updates]
+        if before_swap is not None:
+            before_swap()
+        if moving:
+            self._send_transaction(moving)
+        out = []
+        for ident, c in parts:
+            if any(i == ident for i, _ in moving):
+                location, meta = self._load(ident)
+            else:
+                location, meta = c.base_location, c.base_metadata
+            out.append(CommittedTable(ident, location, meta))
+        return out
+
+    def _send_transaction(self, changes: list[tuple[Identifier, TableChanges]]) -> None:
+        body = {
+            "table-changes": [
+                {"identifier": {"namespace": list(i[:-1]), "name": i[-1]}, **ch.to_json()}
+                for i, ch in changes
+            ]
+        }
+        names = ", ".join(dotted(i) for i, _ in changes)
+        key = self.client.idempotency_headers() or {"Idempotency-Key": str(uuid.uuid4())}
+        try:
+            self.client.request(
+                "POST",
+                "transactions/commit",
+                body=body,
+                what=f"commit to tables {names}",
+                retry=self.client.idempotency,
+                headers=key,
+            )
+        except CatalogRequestError as e:
+            self._transaction_refused(changes, e)
+        except CatalogUnavailableError as e:
+            self._settle_tables(changes, str(e))
+
+    def _transaction_refused(
+        self, changes: list[tuple[Identifier, TableChanges]], e: CatalogRequestError
+    ) -> None:
+        names = ", ".join(dotted(i) for i, _ in changes)
+        said = f"{e.status} {e.error_type}: {e.server_message}"
+        if e.status == 404 and "NoSuchTable" in (e.error_type or ""):
+            raise NoSuchTableError(f"commit to tables {names}: {said}") from None
+        if e.status in _NO_ENDPOINT and not self.client.endpoints:
+            self._no_transactions = (
+                f"REST catalog {self.name!r} answered {said} to transactions/commit"
+            )
+            raise AtomicCommitUnsupportedError(self._no_transactions) from None
+        if e.status == 409:
+            lost = CommitFailedError(
+                f"cannot commit to tables {names}: a requirement failed on the server "
+                f"({said}); no table moved; refresh and retry"
+            )
+            # read back even so: the request may have been sent twice (Idempotency-Key),
+            # and a server that validates every table first and then commits them one by
+            # one (Apache Iceberg's CatalogHandlers) can answer 409 with some applied
+            self._settle_tables(changes, said, not_landed=lost)
+            return
+        if e.status == 404:
+            raise NoSuchTableError(f"commit to tables {names}: {said}") from None
+        if e.status >= 500:
+            self._settle_tables(changes, said)
+            return
+        raise e
+
+    def _settle_tables(
+        self,
+        changes: list[tuple[Identifier, TableChanges]],
+        cause: str,
+        not_landed: CommitFailedError | None = None,
+    ) -> None:
+        """After an unknown outcome: read every table back; all landed returns, none
+        raises ``not_landed`` or CommitStateUnknownError, some raises PartialCommitError."""
+        names = ", ".join(dotted(i) for i, _ in changes)
+        landed: list[str] = []
+        missing: list[str] = []
+        for ident, ch in changes:
+            try:
+                _, meta = self._load(ident)
+            except Exception as e:
+                raise CommitStateUnknownError(
+                    f"commit to tables {names} may or may not have landed ({cause}); reading "
+                    f"table {dotted(ident)} back failed too ({type(e).__name__}: {e}). Nothing "
+                    "was deleted; reload the tables before retrying"
+                ) from None
+            (landed if _landed(meta, ch) else missing).append(dotted(ident))
+        if not missing:
+            log.warning(
+                "catalog %r: commit to %s answered %s, but every table shows it landed",
+                self.name,
+                names,
+                cause,
+            )
+            return
+        if landed:
+            raise PartialCommitError(
+                f"catalog {self.name!r}: the atomic commit to tables {names} ({cause}) shows "
+                f"on {', '.join(landed)} but not on {', '.join(missing)}: the server did not "
+                "apply it atomically. Nothing was deleted; look at the tables before writing "
+                "to them again"
+            )
+        if not_landed is not None:
+            raise not_landed
+        raise CommitStateUnknownError(
+            f"commit to tables {names} may or may not have landed ({cause}); no table shows "
+            "it yet. Nothing was deleted; reload the tables before retrying"
+        )
 
     def _resolve_conflict(
         self, ident: Identifier, changes: TableChanges, error: CatalogRequestError

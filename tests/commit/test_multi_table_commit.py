@@ -1,0 +1,301 @@
+"""One checkpoint committed to several tables at once (``commit.iceberg.multi_table``),
+on the SQL catalog (SQLite): every table's snapshot lands in one transaction, each
+guarded by its own watermark; a lost race, an unknown outcome that landed or did not,
+and a torn one; catalogs that cannot commit atomically commit table by table."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import SCHEMA, write_rows
+
+from stream_sink.catalogs import load_catalog
+from stream_sink.commit.iceberg.multi_table import (
+    TableCheckpoint,
+    atomic_commit_problem,
+    commit_checkpoint,
+)
+from stream_sink.commit.iceberg.table_commit import SinkIdentity, commit_group
+from stream_sink.commit.iceberg.watermark import committed_watermark
+from stream_sink.commit.shapes import CommitGroup, Shape, StagedBatch
+from stream_sink.exceptions import CommitStateUnknownError, PartialCommitError
+from stream_sink.metrics.committer import CommitterMetrics
+from stream_sink.table.catalog import Catalog
+from stream_sink.table.catalog.base import CommittedTable, TableCommit
+from stream_sink.table.table import Table
+
+NAMES = ("db.orders", "db.lines", "db.stock")
+JOB = "job-1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def open_sql(root: Path, uri: str | None = None, name: str = "shop") -> Catalog:
+    uri = uri or f"sqlite:///{root}/catalog.db"
+    return load_catalog(name, type="sql", uri=uri, warehouse=str(root / "wh"))
+
+
+def make_tables(cat: Catalog) -> list[Table]:
+    cat.create_namespace("db")
+    props = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "2"}
+    return [cat.create_table(n, SCHEMA, identifier_fields=["id"], properties=props) for n in NAMES]
+
+
+def checkpoint(tables: Sequence[Table], batch: int, rows: int = 2) -> list[TableCheckpoint]:
+    out = []
+    for i, t in enumerate(tables):
+        files = write_rows(t, [(batch * 100 + i * 10 + r, t.name) for r in range(rows)])
+        group = CommitGroup(Shape.APPEND, (StagedBatch(batch, batch, b"", files),), batch)
+        who = SinkIdentity(JOB, f"sink={t.name}", "main", {})
+        out.append(TableCheckpoint(t, group, who, CommitterMetrics(lambda: 0.0)))
+    return out
+
+
+def marks(cat: Catalog) -> list[int]:
+    return [
+        committed_watermark(cat.load_table(n).metadata, JOB, f"sink={n}", "main") for n in NAMES
+    ]
+
+
+def snapshots(cat: Catalog) -> list[int]:
+    return [len(cat.load_table(n).metadata.snapshots) for n in NAMES]
+
+
+def wrap_commit(cat: Catalog, around: Callable[..., list[CommittedTable]]) -> None:
+    real = cat.commit_tables
+
+    def commit_tables(commits: Sequence[TableCommit], **kw: Any) -> list[CommittedTable]:
+        return around(real, commits, **kw)
+
+    cat.commit_tables = commit_tables  # type: ignore[method-assign]
+
+
+def test_one_checkpoint_lands_on_every_table_in_one_transaction(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    assert atomic_commit_problem(cat) is None
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    assert commit_checkpoint(checkpoint(tables, 3)) == dict.fromkeys(NAMES)
+    assert calls == [3]  # one catalog commit for the three tables
+    assert marks(cat) == [3, 3, 3]
+    for n in NAMES:
+        head = cat.load_table(n).current_snapshot()
+        assert head is not None and head.summary["stream-sink.max-committed-checkpoint-id"] == "3"
+        assert head.summary["total-records"] == "2"
+
+
+def test_a_replayed_checkpoint_is_refused_by_every_watermark(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    commit_checkpoint(checkpoint(tables, 3))
+    before = snapshots(cat)
+    assert commit_checkpoint(checkpoint(tables, 3)) == dict.fromkeys(NAMES, 3)
+    assert snapshots(cat) == before
+
+
+def test_a_table_already_committed_is_left_out_and_the_rest_commit(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    parts = checkpoint(tables, 4)
+    first = parts[0]
+    assert commit_group(first.table, first.group, first.who, first.metrics) is None
+    assert commit_checkpoint(parts) == {NAMES[0]: 4, NAMES[1]: None, NAMES[2]: None}
+    assert marks(cat) == [4, 4, 4]
+    assert snapshots(cat) == [1, 1, 1]
+
+
+def test_a_lost_race_is_retried_on_the_moved_table(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    other = open_sql(tmp_path)
+    raced: list[str] = []
+
+    def race_once(real: Any, commits: Sequence[TableCommit], **kw: Any) -> Any:
+        if not raced:  # another writer appends to the second table first
+            t = other.load_table(NAMES[1])
+            t.new_fast_append().append_files(write_rows(t, [(999, "x")]).data_files).commit()
+            raced.append("x")
+        return real(commits, **kw)
+
+    wrap_commit(cat, race_once)
+    assert commit_checkpoint(checkpoint(tables, 5)) == dict.fromkeys(NAMES)
+    assert marks(cat) == [5, 5, 5]
+    assert snapshots(cat) == [1, 2, 1]
+    assert cat.load_table(NAMES[1]).current_snapshot().summary["total-records"] == "3"  # type: ignore[union-attr]
+
+
+def test_an_unknown_outcome_that_landed_is_found_by_the_watermarks(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    answers: list[str] = []
+
+    def land_then_lose_the_answer(real: Any, commits: Sequence[TableCommit], **kw: Any) -> Any:
+        done = real(commits, **kw)
+        if not answers:
+            answers.append("lost")
+            raise CommitStateUnknownError("the answer was lost")
+        return done
+
+    wrap_commit(cat, land_then_lose_the_answer)
+    assert commit_checkpoint(checkpoint(tables, 6)) == dict.fromkeys(NAMES, 6)
+    assert marks(cat) == [6, 6, 6]
+    assert snapshots(cat) == [1, 1, 1]  # never twice
+
+
+def test_an_unknown_outcome_that_did_not_land_is_committed_again(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    answers: list[str] = []
+
+    def fail_before_sending(real: Any, commits: Sequence[TableCommit], **kw: Any) -> Any:
+        if not answers:
+            answers.append("lost")
+            raise CommitStateUnknownError("the server did not answer")
+        return real(commits, **kw)
+
+    wrap_commit(cat, fail_before_sending)
+    assert commit_checkpoint(checkpoint(tables, 7)) == dict.fromkeys(NAMES)
+    assert marks(cat) == [7, 7, 7]
+    assert snapshots(cat) == [1, 1, 1]
+
+
+def test_a_torn_transaction_is_reported_never_papered_over(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+
+    def land_on_the_first_only(real: Any, commits: Sequence[TableCommit], **kw: Any) -> Any:
+        real(commits[:1], **kw)
+        raise CommitStateUnknownError("the server went away")
+
+    wrap_commit(cat, land_on_the_first_only)
+    with pytest.raises(PartialCommitError, match=r"shows on db\.orders but not on db\.lines"):
+        commit_checkpoint(checkpoint(tables, 8))
+    assert marks(cat) == [8, -1, -1]
+
+
+def test_a_catalog_without_transactions_commits_table_by_table(tmp_path: Path) -> None:
+    cat = load_catalog("h", type="hadoop", warehouse=str(tmp_path / "wh"))
+    tables = make_tables(cat)
+    assert atomic_commit_problem(cat) is not None
+    assert commit_checkpoint(checkpoint(tables, 2)) == dict.fromkeys(NAMES)
+    assert marks(cat) == [2, 2, 2]
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from test_multi_table_commit import checkpoint, open_sql, NAMES
+from stream_sink.commit.iceberg.multi_table import commit_checkpoint
+cat = open_sql(Path({root!r}), {uri!r}, {name!r})
+commit_checkpoint(checkpoint([cat.load_table(n) for n in NAMES], 9))
+print("committed", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+@pytest.mark.parametrize(
+    ("point", "landed"),
+    [
+        ("after-tables-metadata-write", False),
+        ("inside-tables-swap@2", False),  # the second table's pointer moved, not committed
+        ("after-tables-commit", True),
+    ],
+)
+def test_a_kill_in_the_multi_table_commit_leaves_all_or_nothing(
+    tmp_path: Path, point: str, landed: bool, database: str, request: pytest.FixtureRequest
+) -> None:
+    uri = request.getfixturevalue("postgres_url") if database == "postgres" else None
+    name = f"shop_{uuid.uuid4().hex[:8]}"
+    cat = open_sql(tmp_path, uri, name)
+    make_tables(cat)
+    code = textwrap.dedent(CHILD).format(
+        tests=str(REPO / "tests" / "commit"), root=str(tmp_path), uri=uri, name=name
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    after = open_sql(tmp_path, uri, name)
+    assert marks(after) == ([9, 9, 9] if landed else [-1, -1, -1])
+    # the restart commits what is missing, exactly once
+    tables = [after.load_table(n) for n in NAMES]
+    expected = dict.fromkeys(NAMES, 9) if landed else dict.fromkeys(NAMES)
+    assert commit_checkpoint(checkpoint(tables, 9)) == expected
+    assert marks(after) == [9, 9, 9]
+    assert snapshots(after) == [1, 1, 1]
+
+
+# --- through the commit driver, from each table's FilesCommitter ----------------------------
+
+
+def files_committer(root: Path, table: Table, operator_id: str) -> Any:
+    from stream_sink.checkpoints import CheckpointStorage
+    from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+
+    return FilesCommitter(
+        IcebergTarget(table),
+        StateDirectory(str(root / "state" / operator_id)),
+        CheckpointStorage(str(root / "checkpoints"), operator_id),
+        job_id=JOB,
+        operator_id=operator_id,
+    )
+
+
+def open_driver(root: Path, cat: Catalog) -> Any:
+    from stream_sink.commit.driver import CommitDriver
+    from stream_sink.commit.iceberg.multi_table import commit_together
+
+    driver = CommitDriver(commit_together=commit_together)
+    for n in NAMES:
+        driver.open(n, files_committer(root, cat.load_table(n), f"sink={n}"), [])
+    return driver
+
+
+def test_the_driver_commits_each_checkpoint_of_several_tables_in_one_transaction(
+    tmp_path: Path,
+) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = open_driver(tmp_path, cat)
+    try:
+        driver.record(0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)})
+        driver.record(1, {t.name: write_rows(t, [(10 + i, "b")]) for i, t in enumerate(tables[:2])})
+        assert driver.watermarks() == {NAMES[0]: 1, NAMES[1]: 1, NAMES[2]: 0}
+    finally:
+        driver.close()
+    assert calls == [3, 2]  # one transaction per checkpoint, of the tables it wrote
+    assert marks(cat) == [1, 1, 0]
+    assert snapshots(cat) == [2, 2, 1]
+
+
+def test_a_replay_after_the_transaction_landed_is_dropped_by_every_table(
+    tmp_path: Path,
+) -> None:
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    driver = open_driver(tmp_path, cat)
+    try:
+        driver.record(0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)})
+        assert not driver.record(
+            0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)}
+        )
+    finally:
+        driver.close()
+    assert marks(cat) == [0, 0, 0] and snapshots(cat) == [1, 1, 1]
