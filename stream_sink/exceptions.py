@@ -190,6 +190,12 @@ class ConcurrentDeletionVectorError(CommitConflictError):
     one for (v3 allows one per data file): re-read the winner's, merge, retry."""
 
 
+class StalePositionsError(CommitConflictError):
+    """A commit landed between resolving a batch's deletes to positions and committing
+    them (``deletes="positions"``): the positions may point at removed or re-deleted
+    rows; resolve the keys again and retry."""
+
+
 class MetadataChangedError(CommitConflictError):
     """A winning commit changed the table's metadata (schema, partitioning, properties)."""
 

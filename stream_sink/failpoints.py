@@ -88,8 +88,16 @@ AFTER_SCHEMA_CHANGE = "after-schema-change"
 """Reached by the Spark adapter once a batch's schema change is committed and before any
 of its files is written (``IcebergSink(schema_evolution=...)``)."""
 
+AFTER_POSITION_DELETES = "after-position-deletes"
+"""Reached by a ``deletes="positions"`` commit once the batch's deletes are resolved and
+its deletion vectors (v3) or position delete files (v2) are written, before the table
+commit (:mod:`stream_sink.commit.iceberg.positions`)."""
+
 KNOWN_FAILPOINTS: tuple[str, ...] = (
-    FAILPOINTS + MULTI_TABLE_FAILPOINTS + MAINTENANCE_FAILPOINTS + (AFTER_SCHEMA_CHANGE,)
+    FAILPOINTS
+    + MULTI_TABLE_FAILPOINTS
+    + MAINTENANCE_FAILPOINTS
+    + (AFTER_SCHEMA_CHANGE, AFTER_POSITION_DELETES)
 )
 
 _armed: dict[str, int] | None = None

@@ -32,6 +32,11 @@ WriteMode = Literal["append", "upsert", "changelog", "overwrite"]
 """What the sink writes per row; the committer's ``CommitMode`` is derived from it."""
 Distribution = Literal["none", "hash", "range"]
 SchemaEvolution = Literal["none", "add-columns", "compatible"]
+DeleteMode = Literal["equality", "positions"]
+"""How an upsert/changelog sink deletes rows that earlier batches wrote: ``equality``
+(equality delete files, as Flink's sink) or ``positions`` (deletion vectors on v3,
+position delete files on v2, resolved on the driver at commit:
+:mod:`stream_sink.commit.iceberg.positions`)."""
 
 WRITE_MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
 CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
@@ -41,6 +46,7 @@ DEFAULT_DRIVER_KEY_LIMIT = 1_000_000
 also carry the keys, so the limit stays well below."""
 DISTRIBUTIONS: tuple[str, ...] = ("none", "hash", "range")
 SCHEMA_EVOLUTIONS: tuple[str, ...] = ("none", "add-columns", "compatible")
+DELETE_MODES: tuple[str, ...] = ("equality", "positions")
 SPARK_CHECKPOINT_DIR = "spark"
 DEFAULT_CHECKPOINT_ROOT = "checkpoints"
 
@@ -68,6 +74,8 @@ class SinkOptions:
     """Routed sinks: the column naming each row's table (``table`` is then unused)."""
     commit_mode: ScheduleName = "synchronous"
     """When a checkpoint's table commit runs (:mod:`stream_sink.commit.schedule`)."""
+    deletes: DeleteMode = "equality"
+    """How rows written by earlier batches are deleted (:data:`DeleteMode`)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -108,6 +116,7 @@ def parse_options(
     schema_evolution: str = "none",
     table_column: str | None = None,
     commit_mode: str = "synchronous",
+    deletes: str = "equality",
     cdc_names: CdcOptionNames | None = None,
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``; ``cdc_names``: how
@@ -158,7 +167,20 @@ def parse_options(
         schema_evolution=_choice("schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS),  # type: ignore[arg-type]
         table_column=table_column,
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
+        deletes=check_delete_mode(deletes, mode_, where=f"sink {sink!r}"),
     )
+
+
+def check_delete_mode(value: str, mode: str, *, where: str) -> DeleteMode:
+    """``deletes`` checked against the write mode: ``positions`` needs a CDC mode (only
+    upserts and changelogs delete rows of earlier batches); InvalidOptionError."""
+    deletes = _choice("deletes", value, DELETE_MODES)
+    if deletes == "positions" and mode not in CDC_MODES:
+        raise InvalidOptionError(
+            f"{where}: deletes='positions' needs mode='upsert' or 'changelog' (mode={mode!r} "
+            "deletes no rows of earlier batches)"
+        )
+    return deletes  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

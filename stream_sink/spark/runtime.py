@@ -130,7 +130,10 @@ def iceberg_committer(
         table = catalog.load_table(table.name)
     return FilesCommitter(
         IcebergTarget(
-            table, branch=options.branch, snapshot_properties=options.snapshot_property_map
+            table,
+            branch=options.branch,
+            snapshot_properties=options.snapshot_property_map,
+            deletes=options.deletes,
         ),
         StateDirectory(state_dir_for(options.state_dir, operator_id)),
         CheckpointStorage(options.checkpoint_location, operator_id, io),

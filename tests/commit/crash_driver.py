@@ -8,7 +8,8 @@ the spot. SCHEDULE ``pipelined`` drives the committer through the commit driver 
 pipelined schedule: each table commit runs on a background thread while the next batch
 is written (and acknowledged before its commit ends), so a failpoint of phase 2 kills
 the process with a commit in flight. CHANGELOG names one of ``changelog.CHANGELOGS``
-(``truncating``: batches with TRUNCATEs of the source table).
+(``truncating``: batches with TRUNCATEs of the source table). A file ``ROOT/deletes``
+holding ``positions`` makes the target commit deletes by position (``deletes=``).
 """
 
 from __future__ import annotations
@@ -60,8 +61,13 @@ def main(root: str, backend: str, interval: int, schedule: str, changelog: str) 
     table = catalog.load_table("db.cdc")
     # pipelined, the commits go through a table handle of their own
     committed = catalog.load_table("db.cdc") if schedule == "pipelined" else table
+    marker = os.path.join(root, "deletes")
+    deletes = "equality"
+    if os.path.exists(marker):
+        with open(marker) as f:
+            deletes = f.read().strip()
     committer = FilesCommitter(
-        IcebergTarget(committed),
+        IcebergTarget(committed, deletes=deletes),
         StateDirectory(os.path.join(root, "state", SINK), kind=backend),  # type: ignore[arg-type]
         CheckpointStorage(os.path.join(root, "checkpoints"), SINK),
         job_id=JOB_ID,

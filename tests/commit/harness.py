@@ -210,6 +210,7 @@ class Harness:
             self.table.catalog.load_table(self.table.identifier),
             branch=options.pop("branch", "main"),
             snapshot_properties=options.pop("snapshot_properties", None),
+            deletes=options.pop("deletes", "equality"),
         )
         self.committer = FilesCommitter(
             target,

@@ -66,6 +66,7 @@ from stream_sink.table.table import Table
 from ..failpoints import AFTER_TABLES_COMMIT, AFTER_TABLES_METADATA_WRITE, INSIDE_TABLES_SWAP
 from ..failpoints import failpoint as _failpoint
 from ..shapes import CommitGroup
+from .positions import PositionResolver
 from .table_commit import SinkIdentity, commit_group, group_files, log_commit, stamped_producer
 from .target import IcebergTarget
 
@@ -84,6 +85,9 @@ class TableCheckpoint:
     group: CommitGroup
     who: SinkIdentity
     metrics: CommitterMetrics
+    positions: PositionResolver | None = None
+    """The target's resolver of ``deletes="positions"``: such a table's row deltas resolve
+    their deletes at their own commit, so a checkpoint holding one commits table by table."""
 
     @property
     def name(self) -> str:
@@ -118,7 +122,8 @@ def commit_checkpoint(tables: Sequence[TableCheckpoint]) -> dict[str, int | None
     if not tables:
         return {}
     catalog = _one_catalog(tables)
-    if catalog is None or len(tables) == 1 or atomic_commit_problem(catalog) is not None:
+    by_positions = any(t.positions is not None for t in tables)
+    if catalog is None or len(tables) == 1 or by_positions or atomic_commit_problem(catalog):
         return _one_by_one(tables)
     try:
         return _atomically(catalog, tables)
@@ -142,7 +147,7 @@ def _one_catalog(tables: Sequence[TableCheckpoint]) -> Catalog | None:
 def _one_by_one(tables: Sequence[TableCheckpoint]) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for t in tables:
-        out[t.name] = commit_group(t.table, t.group, t.who, t.metrics)
+        out[t.name] = commit_group(t.table, t.group, t.who, t.metrics, t.positions)
     return out
 
 
@@ -334,7 +339,7 @@ def _checkpoint_of(committer: FilesCommitter, group: CommitGroup) -> TableCheckp
     who = SinkIdentity(
         committer.job_id, committer.operator_id, target.branch, target.snapshot_properties
     )
-    return TableCheckpoint(target.table, group, who, committer.metrics)
+    return TableCheckpoint(target.table, group, who, committer.metrics, target.positions)
 
 
 def log_commit_mode(catalog: Catalog, sink_id: str) -> bool:

@@ -24,8 +24,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from stream_sink.exceptions import CommitFailedError, CommitStateUnknownError, CommitValidationError
+from stream_sink.exceptions import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    CommitValidationError,
+    StalePositionsError,
+)
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.retry import retrying
@@ -36,15 +42,16 @@ from stream_sink.table.manifest import (
     snapshot_manifests,
 )
 from stream_sink.table.metadata import TableMetadata
-from stream_sink.table.operations import SnapshotProducer, branch_head
+from stream_sink.table.operations import RowDelta, SnapshotProducer, branch_head
 from stream_sink.table.retry import RetryPolicy
 from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 from stream_sink.write.snapshot import Operation, snapshot_producer
 
-from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from ..failpoints import AFTER_METADATA_FILE_WRITE, AFTER_POSITION_DELETES, failpoint
 from ..shapes import CommitGroup, Shape
+from .positions import PositionResolver, Resolution
 from .watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -70,17 +77,28 @@ class SinkIdentity:
 
 
 def commit_group(
-    table: Table, group: CommitGroup, who: SinkIdentity, metrics: CommitterMetrics
+    table: Table,
+    group: CommitGroup,
+    who: SinkIdentity,
+    metrics: CommitterMetrics,
+    positions: PositionResolver | None = None,
 ) -> int | None:
     """Commit ``group`` as one snapshot. Returns None when committed, or the watermark
     that refused it (another instance already committed batches at or above its
-    lowest batch id); nothing is written to the table then."""
+    lowest batch id); nothing is written to the table then. With ``positions``
+    (``deletes="positions"``) the group's equality deletes are committed as positions
+    (:mod:`.positions`)."""
     seen: list[int] = []
-    producer = stamped_producer(table, group, who, seen)
-    producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+    check = watermark_check(table, group, who, seen)
     started = time.perf_counter()
     try:
-        _commit_settling_unknown(table, producer, group)
+        if positions is not None and group.shape == Shape.ROW_DELTA:
+            files = _commit_positions(table, group, who, check, positions)
+        else:
+            producer = _stamped(_producer(table, group, who.branch), group, who, check)
+            producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+            _commit_settling_unknown(table, producer, group)
+            files = group_files(group)
     except CommitValidationError:
         if not seen:
             raise
@@ -96,18 +114,21 @@ def commit_group(
             "(raise commit.retry.num-retries if writers of this table often race)"
         ) from e
     duration_ms = (time.perf_counter() - started) * 1000
-    files = group_files(group)
     metrics.committed(duration_ms, files)
     log_commit(table, group, who, files, duration_ms)
     return None
 
 
-def stamped_producer(
+WatermarkCheck = Callable[[TableMetadata, "Snapshot | None"], None]
+"""Run on every attempt's metadata and branch head: refuses a group already committed."""
+
+
+def watermark_check(
     table: Table, group: CommitGroup, who: SinkIdentity, seen: list[int]
-) -> SnapshotProducer:
-    """The snapshot of ``group`` with the sink's stamps and durable watermark record,
-    refused (CommitValidationError) on any attempt whose table shows a watermark at or
-    above the group's lowest batch; that watermark is appended to ``seen``."""
+) -> WatermarkCheck:
+    """Refuses (CommitValidationError) any attempt whose table shows a watermark of
+    (job, operator) at or above the group's lowest batch; that watermark is appended to
+    ``seen``."""
 
     def check(metadata: TableMetadata, head: Snapshot | None) -> None:
         mark = watermark_from(metadata, head, who.job_id, who.operator_id, who.branch)
@@ -119,7 +140,23 @@ def stamped_producer(
                 f"batches {group.lowest}..{group.stamp} again"
             )
 
-    producer = _producer(table, group, who.branch)
+    return check
+
+
+def stamped_producer(
+    table: Table, group: CommitGroup, who: SinkIdentity, seen: list[int]
+) -> SnapshotProducer:
+    """The snapshot of ``group`` with the sink's stamps and durable watermark record,
+    refused on any attempt that finds the group committed (:func:`watermark_check`)."""
+    check = watermark_check(table, group, who, seen)
+    return _stamped(_producer(table, group, who.branch), group, who, check)
+
+
+P = TypeVar("P", bound=SnapshotProducer)
+
+
+def _stamped(producer: P, group: CommitGroup, who: SinkIdentity, check: WatermarkCheck) -> P:
+    """``producer`` with the sink's snapshot properties, watermark and its check."""
     producer.set_all(dict(who.properties))
     producer.set(JOB_ID, who.job_id)
     producer.set(OPERATOR_ID, who.operator_id)
@@ -128,6 +165,62 @@ def stamped_producer(
     producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
     producer.validate(check)
     return producer
+
+
+MAX_POSITION_RESOLVES = 8
+"""Resolutions of one positions commit before it gives up (CommitFailedError): each one
+follows a commit of another writer that landed between its lookup and its commit."""
+
+
+def _commit_positions(
+    table: Table,
+    group: CommitGroup,
+    who: SinkIdentity,
+    check: WatermarkCheck,
+    positions: PositionResolver,
+) -> list[DataFile]:
+    """Resolve the group's equality deletes at the branch head and commit the positions
+    with the group's files; again when another commit lands in between. Returns the
+    files committed."""
+    group_result = _group_result(group)
+    for _ in range(MAX_POSITION_RESOLVES):
+        table.refresh()
+        head = branch_head(table.metadata, who.branch)
+        resolution = None
+        try:
+            check(table.metadata, head)  # before any lookup: already committed?
+            resolution = positions.resolve(table, head, group_result)
+            producer = _stamped(_delta(table, resolution, who.branch), group, who, check)
+            producer.validate(resolution.unchanged)
+            producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+            failpoint(AFTER_POSITION_DELETES)
+            _commit_settling_unknown(table, producer, group)
+        except StalePositionsError as e:
+            log.info("table %s: %s", table.name, e)
+            positions.abandon(table, resolution, delete=True)
+            continue
+        except CommitStateUnknownError:
+            positions.abandon(table, resolution, delete=False)
+            raise
+        except BaseException:
+            positions.abandon(table, resolution, delete=True)
+            raise
+        positions.committed(table, resolution.result, producer.snapshot_id)
+        return [*resolution.result.data_files, *resolution.result.delete_files]
+    raise CommitFailedError(
+        f"table {table.name}: other writers committed between resolving and committing "
+        f"the deletes of batches {group.lowest}..{group.stamp} {MAX_POSITION_RESOLVES} times"
+    )
+
+
+def _delta(table: Table, resolution: Resolution, branch: str) -> SnapshotProducer:
+    delta = snapshot_producer(
+        table, resolution.result, branch=branch, operation="row-delta", validate_referenced=False
+    )
+    assert isinstance(delta, RowDelta)
+    for old in resolution.replaced:
+        delta.remove_deletes(old)
+    return delta
 
 
 def _commit_settling_unknown(table: Table, producer: SnapshotProducer, group: CommitGroup) -> None:
@@ -199,15 +292,20 @@ _OPERATIONS: dict[Shape, Operation] = {
 }
 
 
-def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
+def _group_result(group: CommitGroup) -> WriteResult:
     files = group_files(group)
     # a truncating batch is a group of its own (shapes): its snapshot empties the table
     truncate = any(b.files.truncate for b in group.batches)
-    result = WriteResult(
+    return WriteResult(
         tuple(f for f in files if not f.is_delete),
         tuple(f for f in files if f.is_delete),
+        referenced_data_files=tuple(p for r in _results(group) for p in r.referenced_data_files),
         truncate=truncate,
     )
+
+
+def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer:
+    result = _group_result(group)
     # No data-file validation for the streaming row delta: the sink's position deletes
     # only point at rows its own task wrote earlier in the same batch (stream_sink.write
     # .delta: an older row is deleted by an equality delete), so every referenced data
@@ -225,14 +323,17 @@ def _producer(table: Table, group: CommitGroup, branch: str) -> SnapshotProducer
     )
 
 
-def group_files(group: CommitGroup) -> list[DataFile]:
-    out: list[DataFile] = []
+def _results(group: CommitGroup) -> list[WriteResult]:
+    out = []
     for b in group.batches:
-        files = b.files
-        assert isinstance(files, WriteResult), "the Iceberg target commits WriteResults"
-        out.extend(files.data_files)
-        out.extend(files.delete_files)
+        assert isinstance(b.files, WriteResult), "the Iceberg target commits WriteResults"
+        out.append(b.files)
     return out
+
+
+def group_files(group: CommitGroup) -> list[DataFile]:
+    """The data and delete files of ``group``'s batches, in batch order."""
+    return [f for r in _results(group) for f in (*r.data_files, *r.delete_files)]
 
 
 # --- cleaning up files the table does not reference ---------------------------------------

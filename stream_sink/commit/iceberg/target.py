@@ -3,7 +3,10 @@
 Staging = staging manifests (:mod:`.staging`); the watermark lives in snapshot summaries
 and in a per-sink table property set in the same metadata commit, which no snapshot
 expiry removes (:mod:`.watermark`), and is validated inside the commit after every
-refresh (:mod:`.table_commit`).
+refresh (:mod:`.table_commit`). With ``deletes="positions"`` a batch's equality deletes
+are committed as deletion vectors or position delete files instead, through an index of
+the table's keys the target keeps between commits (:mod:`.positions`); such a target
+refuses a v1 table when it is made.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from stream_sink.checkpoints.metadata import TableIdentity
-from stream_sink.exceptions import MissingFileError
+from stream_sink.exceptions import InvalidOptionError, MissingFileError
 from stream_sink.metrics.committer import CommitterMetrics
 from stream_sink.secrets import recorded_settings
 from stream_sink.table.catalog import Catalog
@@ -24,6 +27,7 @@ from stream_sink.write.result import WriteResult
 
 from ..shapes import CommitGroup
 from ..target import BatchFiles, CommitTarget, StagingNamer
+from .positions import PositionResolver
 from .staging import (
     ManifestNamer,
     StagedManifests,
@@ -49,10 +53,12 @@ class IcebergTarget(CommitTarget[Table]):
         *,
         branch: str = MAIN_BRANCH,
         snapshot_properties: Mapping[str, str] | None = None,
+        deletes: str = "equality",
     ) -> None:
         self.table = table
         self.branch = branch
         self.snapshot_properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
+        self.positions = _positions(table, deletes)
 
     @property
     def committed(self) -> Table:
@@ -115,7 +121,7 @@ class IcebergTarget(CommitTarget[Table]):
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
     ) -> int | None:
         who = SinkIdentity(job_id, operator_id, self.branch, self.snapshot_properties)
-        return commit_group(self.table, group, who, metrics)
+        return commit_group(self.table, group, who, metrics, self.positions)
 
     def delete_unreferenced(
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int
@@ -142,6 +148,22 @@ class IcebergTarget(CommitTarget[Table]):
 
     def file_exists(self, path: str) -> bool:
         return self.table.io.exists(path)
+
+
+def _positions(table: Table, deletes: str) -> PositionResolver | None:
+    """The resolver of ``deletes="positions"`` (None: ``equality``); InvalidOptionError
+    for another value or a table whose format cannot hold position deletes (v1)."""
+    if deletes == "equality":
+        return None
+    if deletes != "positions":
+        raise InvalidOptionError(f"deletes={deletes!r} is not one of equality, positions")
+    if table.format_version < 2:
+        raise InvalidOptionError(
+            f"table {table.name}: deletes='positions' needs a v2 or v3 table (position "
+            f"deletes or deletion vectors); it is v{table.format_version}: upgrade it "
+            "(stream-sink table upgrade) or use deletes='equality'"
+        )
+    return PositionResolver()
 
 
 def catalog_settings(catalog: Catalog) -> dict[str, str] | None:

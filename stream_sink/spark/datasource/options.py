@@ -24,6 +24,8 @@ option                         meaning (default)
 ``commit-mode``                ``synchronous`` only: ``pipelined`` is refused (why:
                                :data:`~stream_sink.spark.options.ROUTE_PIPELINED_REFUSAL`)
 ``branch``                     target branch (``main``)
+``deletes``                    ``equality`` | ``positions`` (upsert/changelog only;
+                               ``equality``): see ``IcebergSink``'s ``deletes``
 ``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
 ``catalog.uri``                database URI of a ``sql`` catalog, URL of a ``rest`` one
@@ -89,7 +91,7 @@ from stream_sink.spark.options import (
 __all__ = ["NOT_ON_THIS_ROUTE", "SINK_OPTIONS", "SourceOptions", "parse_route_options"]
 
 WHERE = "format('stream_sink')"
-SINK_OPTIONS = ("table", *SHARED_OPTIONS, "branch")
+SINK_OPTIONS = ("table", *SHARED_OPTIONS, "branch", "deletes")
 LIST_OPTIONS = ("equality-fields", "order-by")
 
 
@@ -205,6 +207,7 @@ def _sink_options(
         state_dir=given.get("state-dir", "state"),
         snapshot_properties=props,
         branch=given.get("branch", "main"),
+        deletes=given.get("deletes", "equality"),
         cdc_names=ROUTE_OPTION_NAMES,
     )
 

@@ -81,6 +81,11 @@ class IcebergSink:
     writes, at most one in flight; a failed commit stops the query at the next batch,
     and a restart commits what was staged). See ``stream_sink.commit.schedule``.
 
+    ``deletes``: ``"equality"`` (an update or delete of a row of an earlier batch is an
+    equality delete, as Flink's sink) or ``"positions"`` (upsert/changelog only: it is
+    resolved to its row's data file and position at commit and committed as a deletion
+    vector on v3, a position delete file on v2; see ``stream_sink.commit.iceberg.positions``).
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
     yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based), waits
@@ -116,6 +121,7 @@ class IcebergSink:
         dead_letter_table: str | None = None,
         write_route: str = "auto",
         commit_mode: str = "synchronous",
+        deletes: str = "equality",
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -141,6 +147,7 @@ class IcebergSink:
             schema_evolution=schema_evolution,
             table_column=table_column,
             commit_mode=commit_mode,
+            deletes=deletes,
         )
         self._writer_metrics = WriterMetrics()
         self.maintenance_options = maintenance
