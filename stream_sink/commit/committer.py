@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
@@ -33,6 +34,7 @@ from stream_sink.exceptions import (
     DataLossError,
     InvalidOptionError,
     MissingFileError,
+    SourcePositionError,
     StreamSinkError,
     ValidationError,
 )
@@ -72,6 +74,7 @@ from .loss_check import (
     skipped_batches,
 )
 from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
+from .source_position import BatchOffsets, OffsetSource, ResumePoint, check_resume
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
 from .target import (
     INITIAL_WATERMARK,
@@ -109,6 +112,8 @@ class FilesCommitter:
         mode: CommitMode = "append",
         max_continuous_empty_commits: int | None = None,
         clock: Callable[[], float] = time.time,
+        offsets: OffsetSource | None = None,
+        resume: ResumePoint | None = None,
     ) -> None:
         if mode not in COMMIT_MODES:
             raise InvalidOptionError(f"commit mode must be one of {COMMIT_MODES}, got {mode!r}")
@@ -137,6 +142,8 @@ class FilesCommitter:
         self._staged: dict[int, tuple[int, ...]] = {}  # checkpoint id -> its batch ids
         self._staged_files: dict[int, list[StagedBatch]] = {}  # what this instance staged
         self._empty_checkpoints = 0
+        self._offsets = offsets
+        self._resume = resume
 
     # --- properties ---------------------------------------------------------------------
 
@@ -374,7 +381,26 @@ class FilesCommitter:
         for i, group in enumerate(groups):
             if i:
                 failpoint(BETWEEN_BATCH_COMMITS)
-            self._commit_with_retry(group, job_id)
+            self._commit_with_retry(
+                replace(group, offsets=self._batch_offsets(group.stamp)), job_id
+            )
+
+    def _batch_offsets(self, batch_id: int) -> BatchOffsets | None:
+        """The query's end offsets of ``batch_id``, recorded with its commit (unknown
+        when they cannot be read; None without an offset source)."""
+        if self._offsets is None:
+            return None
+        try:
+            return self._offsets.batch(batch_id)
+        except Exception as e:  # recorded as unknown: never fails the commit
+            log.warning(
+                "sink %s: the end offsets of batch %d are not known (%s); the commit records "
+                "them as unknown",
+                self.operator_id,
+                batch_id,
+                e,
+            )
+            return BatchOffsets(batch_id, None)
 
     def _commit_with_retry(self, group: CommitGroup, job_id: str) -> None:
         """Commit ``group``; when the watermark refuses it, drop the batches it covers and
@@ -388,7 +414,7 @@ class FilesCommitter:
             rest = tuple(b for b in group.batches if b.batch_id > refused_at)
             if not rest or group.stamp <= refused_at:
                 return
-            group = CommitGroup(group.shape, rest, group.stamp)
+            group = replace(group, batches=rest)
 
     def _discard(self, batches: list[StagedBatch], job_id: str) -> None:
         """Forget batches another commit covered: delete their files the table does not
@@ -583,6 +609,9 @@ class FilesCommitter:
         self._namer = StagingNamer(self.job_id, self.operator_id, self._instance_token(opened))
         stored = opened.backend.get_meta(META_JOB_ID)
         old_job = stored.decode("utf-8") if stored else self.job_id
+        resuming = self._resume is not None and self._resuming()
+        if resuming and self._resume is not None and old_job == self._resume.job_id != self.job_id:
+            self._abandon_job(old_job)
         self._finish_job(old_job)
         if old_job != self.job_id or stored is None:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
@@ -590,6 +619,72 @@ class FilesCommitter:
         self.target.sweep(self._namer, self._staged_payloads(), where=f"sink {self.operator_id}")
         if self._storage is not None:
             self._storage.sweep_temporaries()
+
+    def _resuming(self) -> bool:
+        """With ``resume``: True when this job is to continue from the table's recorded
+        position (it committed nothing yet), after checking that it may
+        (:func:`.source_position.check_resume`, SourcePositionError); False once this
+        job has committed (the continuation is under way)."""
+        assert self._resume is not None
+        if self.target.watermark(self.job_id, self.operator_id) != INITIAL_WATERMARK:
+            log.info(
+                "sink %s: job %s already continues from %s",
+                self.operator_id,
+                self.job_id,
+                self._resume,
+            )
+            return False
+        if self._offsets is None:
+            raise SourcePositionError(
+                f"sink {self.operator_id}: resume_from_table={self._resume} needs the query's "
+                "offset log, which this front door does not give the committer"
+            )
+        position = check_resume(
+            self._resume,
+            self.target.source_position(self.operator_id),
+            self._offsets.starting(),
+            table=self.target.name,
+            sink_id=self.operator_id,
+            where=self._offsets.where,
+        )
+        log.warning(
+            "sink %s: job %s continues job %s after its batch %d at offsets %s (the table's "
+            "recorded position); what the operator state holds of job %s beyond it is dropped",
+            self.operator_id,
+            self.job_id,
+            position.job_id,
+            position.batch_id,
+            position.offsets_json,
+            position.job_id,
+        )
+        return True
+
+    def _abandon_job(self, job_id: str) -> None:
+        """Drop what the state holds of ``job_id`` (the job a resumed query continues):
+        the new query reads again everything after the table's recorded position, so
+        none of it may be committed. Its files the table does not reference are deleted."""
+        mark = self.target.watermark(job_id, self.operator_id)
+        batches: list[StagedBatch] = []
+        for ckpt in sorted(self._staged):
+            try:
+                batches.extend(self._read_staged(ckpt, committed_up_to=mark))
+            except StreamSinkError as e:  # its files stay as orphans
+                log.warning(
+                    "sink %s: staged checkpoint %d unreadable: %s", self.operator_id, ckpt, e
+                )
+        batches.extend(self._pending_batches())
+        if batches:
+            self._discard(batches, job_id)
+        if self._staged or self._pending:
+            write = StateWriteBatch()
+            for ckpt in self._staged:
+                write.delete(committer_state.staged_key(ckpt))
+            for batch_id in self._pending:
+                write.delete(committer_state.pending_key(batch_id))
+            self.state.write(write)
+        where = f"sink {self.operator_id}"
+        self.target.release([b.payload for b in batches if b.payload], where=where)
+        self._staged, self._staged_files, self._pending = {}, {}, []
 
     @staticmethod
     def _instance_token(opened: OpenedState) -> str:

@@ -11,7 +11,9 @@ failpoints, metrics) is format-agnostic; a table format plugs in by implementing
 - ``watermark`` for (job, operator) on the table as it is now,
 - ``commit`` a group of staged batches as one table version stamped with the watermark,
   validated at commit time against what other writers committed meanwhile,
-- ``delete_unreferenced`` files of a refused replay (never one the table references).
+- ``delete_unreferenced`` files of a refused replay (never one the table references),
+- ``source_position``: the query offsets its last commit recorded (``group.offsets``,
+  written by ``commit`` in the same version; :mod:`.source_position`).
 
 Invariants every implementation keeps: a commit either lands whole (data and watermark
 in the same table version) or not at all; ``commit`` returns the refusing watermark
@@ -32,6 +34,7 @@ from stream_sink.metrics.committer import CommitterMetrics
 
 if TYPE_CHECKING:
     from .shapes import CommitGroup
+    from .source_position import SourcePosition
 
 INITIAL_WATERMARK = -1
 """The watermark of a (job, operator) that committed nothing yet."""
@@ -141,6 +144,11 @@ class CommitTarget(ABC):
     def identity(self) -> TableIdentity | None:
         """Which table this is (catalog, name, uuid), recorded in the sink's state and
         checkpoints so that they are never used for another table; None: not known."""
+        return None
+
+    def source_position(self, operator_id: str) -> SourcePosition | None:
+        """The source position the table records for ``operator_id`` (the refreshed
+        table); None when it records none or the format keeps none."""
         return None
 
     def file_exists(self, path: str) -> bool:

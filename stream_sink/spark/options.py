@@ -25,6 +25,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from stream_sink.commit.schedule import ScheduleName, check_commit_mode
+from stream_sink.commit.source_position import ResumePoint
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.state import state_dir_for, validate_sink_id
 
@@ -68,6 +69,8 @@ class SinkOptions:
     """Routed sinks: the column naming each row's table (``table`` is then unused)."""
     commit_mode: ScheduleName = "synchronous"
     """When a checkpoint's table commit runs (:mod:`stream_sink.commit.schedule`)."""
+    resume_from_table: ResumePoint | None = None
+    """Continue the query that recorded this position in the table (a new checkpoint)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -86,6 +89,8 @@ class SinkOptions:
         """``IcebergSink`` keyword arguments that parse back to these options."""
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
         kwargs["snapshot_properties"] = self.snapshot_property_map
+        if self.resume_from_table is not None:
+            kwargs["resume_from_table"] = str(self.resume_from_table)
         return kwargs
 
 
@@ -109,6 +114,7 @@ def parse_options(
     table_column: str | None = None,
     commit_mode: str = "synchronous",
     cdc_names: CdcOptionNames | None = None,
+    resume_from_table: str | None = None,
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``; ``cdc_names``: how
     the messages name the CDC options (default: as keyword arguments)."""
@@ -158,6 +164,14 @@ def parse_options(
         schema_evolution=_choice("schema_evolution", schema_evolution, SCHEMA_EVOLUTIONS),  # type: ignore[arg-type]
         table_column=table_column,
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
+        resume_from_table=resume_point(resume_from_table),
+    )
+
+
+def resume_point(value: str | None, option: str = "resume_from_table") -> ResumePoint | None:
+    """The ``resume_from_table`` option: None, or ``<job id>:<batch id>``."""
+    return (
+        None if value is None or not str(value).strip() else ResumePoint.parse(value, option=option)
     )
 
 

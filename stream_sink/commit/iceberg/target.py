@@ -23,7 +23,9 @@ from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
 from ..shapes import CommitGroup
+from ..source_position import SourcePosition
 from ..target import BatchFiles, CommitTarget, StagingNamer
+from .position import sink_position
 from .staging import (
     ManifestNamer,
     StagedManifests,
@@ -106,6 +108,9 @@ class IcebergTarget(CommitTarget):
 
     def watermark(self, job_id: str, operator_id: str) -> int:
         return committed_watermark(self.table.refresh().metadata, job_id, operator_id, self.branch)
+
+    def source_position(self, operator_id: str) -> SourcePosition | None:
+        return sink_position(self.table.refresh().metadata, operator_id, self.branch)
 
     def commit(
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
