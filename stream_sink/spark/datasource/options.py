@@ -24,6 +24,8 @@ option                         meaning (default)
 ``commit-mode``                ``synchronous`` only: ``pipelined`` is refused (why:
                                :data:`~stream_sink.spark.options.ROUTE_PIPELINED_REFUSAL`)
 ``branch``                     target branch (``main``)
+``resume-from-table``          ``<job id>:<batch id>``: continue the query that
+                               recorded this position in the table (a new checkpoint)
 ``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
 ``catalog.uri``                database URI of a ``sql`` catalog, URL of a ``rest`` one
@@ -101,6 +103,7 @@ SINK_OPTIONS = (
     "commit-mode",
     "branch",
     "maintenance",
+    "resume-from-table",
 )
 LIST_OPTIONS = ("equality-fields", "order-by")
 
@@ -221,6 +224,7 @@ def _sink_options(
         snapshot_properties=props,
         branch=given.get("branch", "main"),
         cdc_names=ROUTE_OPTION_NAMES,
+        resume_from_table=given.get("resume-from-table") or None,
     )
 
 

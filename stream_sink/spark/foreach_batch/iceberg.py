@@ -130,6 +130,10 @@ class IcebergSink:
     writes, at most one in flight; a failed commit stops the query at the next batch,
     and a restart commits what was staged). See ``stream_sink.commit.schedule``.
 
+    ``resume_from_table="<job id>:<batch id>"``: this query (a new checkpoint location,
+    the same sink id) continues the one that recorded that source position in the table
+    (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
     yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based), waits
@@ -165,6 +169,7 @@ class IcebergSink:
         dead_letter_table: str | None = None,
         write_route: str = "auto",
         commit_mode: str = "synchronous",
+        resume_from_table: str | None = None,
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -190,6 +195,7 @@ class IcebergSink:
             schema_evolution=schema_evolution,
             table_column=table_column,
             commit_mode=commit_mode,
+            resume_from_table=resume_from_table,
         )
         self._router: Router | None = None
         if self.options.table_column is not None:
