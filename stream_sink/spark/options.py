@@ -129,6 +129,13 @@ def parse_options(
     elif not isinstance(table, str) or not table.strip():
         raise InvalidOptionError(f"table must be a table name such as 'db.events', got {table!r}")
     mode_ = _choice("mode", mode, WRITE_MODES)
+    if table_column is not None and resume_from_table:
+        raise InvalidOptionError(
+            f"resume_from_table={resume_from_table!r} with table_column={table_column!r}: a "
+            "routed sink's tables record positions of their own (a table without rows in the "
+            "last batches records an older one), so the stream cannot be continued from them "
+            "exactly once; resume a sink of one table"
+        )
     sink = validate_sink_id(sink_id if sink_id is not None else table)
     root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
     spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
