@@ -1,0 +1,115 @@
+"""stream_sink.commit.source_position with Spark's Kafka source: a driver killed with a
+batch staged but not committed, its Spark checkpoint deleted (and, in the second case,
+the sink's state and checkpoints too), then the stream recovered from the table as
+docs/operations.md says (``stream-sink status --table``, a new checkpoint location,
+``startingOffsets`` and ``resume_from_table``): every record once, no gap. A wrong start
+is refused with SourcePositionError and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kill_harness import KillJob, assert_committed_once, iceberg_marks
+
+import stream_sink as ss
+
+JOB = Path(__file__).with_name("resume_kafka_job.py")
+RECORDS = 40
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from cdc_stack import Kafka, StackError, peer_jars
+
+    try:
+        broker = Kafka(tmp_path_factory.mktemp("kafka"), peer_jars("kafka-debezium"))
+    except StackError as e:
+        pytest.skip(f"the Kafka jars cannot be resolved: {e}")
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def jars() -> str:
+    from conftest import spark_kafka_jars
+
+    found = spark_kafka_jars()
+    if not found:
+        pytest.skip("Spark's Kafka source (peer set spark-kafka) could not be resolved")
+    return found
+
+
+def _status(root: Path, *extra: str) -> str:
+    args = ["status", "--table", "db.events", "--warehouse", str(root / "warehouse"), *extra]
+    proc = subprocess.run(
+        [sys.executable, "-m", "stream_sink.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("lost", ["spark checkpoint", "spark checkpoint, state and checkpoints"])
+def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
+    kafka: Any, jars: str, tmp_path: Path, lost: str
+) -> None:
+    topic = f"events-{len(lost)}"
+    kafka.create_topic(topic, partitions=2)
+    kafka.produce(topic, [(str(i), str(i)) for i in range(RECORDS)])
+    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.events", pa.schema([("id", pa.int64())]))
+
+    def job(checkpoint: str, *resume: str) -> KillJob:
+        args = [str(tmp_path), kafka.bootstrap, topic, checkpoint, *resume]
+        env = {**os.environ, "STREAM_SINK_SPARK_JARS": jars}
+        return KillJob(JOB, args, env=env, log=tmp_path / "job.log")
+
+    # batches 0 and 1 committed, batch 2 staged in the sink's state when the driver dies
+    job("ck1").killed_at("after-staged-write@3")
+    shutil.rmtree(tmp_path / "ck1" / "spark")
+    if lost != "spark checkpoint":
+        shutil.rmtree(tmp_path / "ck1")
+        shutil.rmtree(tmp_path / "state")
+
+    position = json.loads(_status(tmp_path, "--format", "jsonl"))
+    assert position["batch_id"] == 1
+    starting = _status(tmp_path, "--starting-offsets")
+    ends = json.loads(starting)[topic]
+    committed = sum(ends.values())  # batches 0 and 1: at most five records each
+    assert 0 < committed <= 10 and set(ends) == {"0", "1"}
+    ids = catalog.load_table("db.events").scan().to_arrow().column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == committed  # batch 2 is staged, not committed
+
+    refused = job("ck-wrong", position["resume_from_table"], "earliest")
+    code, out = refused.run()
+    log = (tmp_path / "job.log").read_text()
+    assert code != 0 and "done" not in out, out
+    assert "SourcePositionError" in log and "the new query starts at" in log
+    after = catalog.load_table("db.events").scan().to_arrow().column("id").to_pylist()
+    assert sorted(after) == sorted(ids)  # the refused query changed nothing
+
+    job("ck2", position["resume_from_table"], starting).run_to_end()
+    table = catalog.load_table("db.events")
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(RECORDS))
+    jobs = [s.summary["stream-sink.job-id"] for s in table.snapshots()]
+    for job_id in dict.fromkeys(jobs):
+        assert_committed_once(
+            [m for m, j in zip(iceberg_marks(table), jobs, strict=True) if j == job_id], job_id
+        )
+    final = json.loads(_status(tmp_path, "--starting-offsets"))[topic]
+    assert sum(final.values()) == RECORDS
