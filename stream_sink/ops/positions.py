@@ -25,7 +25,14 @@ from stream_sink.delta import DeltaTable
 from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
 
-__all__ = ["SourcePosition", "complete_up_to", "event_time_ms", "sink_position", "sink_positions"]
+__all__ = [
+    "SourcePosition",
+    "complete_up_to",
+    "event_time_ms",
+    "position_rows",
+    "sink_position",
+    "sink_positions",
+]
 
 
 def sink_position(
@@ -71,3 +78,17 @@ def event_time_ms(t: int | datetime) -> int:
             t = t.replace(tzinfo=timezone.utc)
         return int(t.timestamp() * 1000)
     return int(t)
+
+
+def position_rows(table: Table | DeltaTable) -> list[dict[str, object]]:
+    """Each sink's recorded position as ``table show`` lists it (one row a sink)."""
+    return [
+        {
+            "sink": p.sink_id,
+            "resume_from_table": p.point,
+            "source_offsets": p.offsets_json or "unknown",
+            "event_time_watermark_ms": p.event_time_watermark_ms,
+            "version": p.version,
+        }
+        for p in sink_positions(table)
+    ]

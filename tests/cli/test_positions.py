@@ -108,3 +108,17 @@ def test_a_delta_tables_positions_are_read_from_its_log(
     assert capsys.readouterr().out.strip() == '{"events":{"0":10}}'
     assert main(["status", "--table", loc]) == 0
     assert "version 1 at" in capsys.readouterr().out
+    assert main(["table", "show", loc]) == 0
+    shown = capsys.readouterr().out.split("source positions", 1)[1]
+    assert "q1:0" in shown and '[{"events":{"0":10}}]' in shown
+
+
+def test_table_show_lists_each_sinks_position(
+    warehouse: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["table", "show", "db.t", "--warehouse", warehouse]) == 0
+    out = capsys.readouterr().out.split("source positions", 1)[1]
+    assert "q1:1" in out and '[{"events":{"0":20}}]' in out and str(WATERMARK_MS) in out
+    assert main(["table", "show", "db.t", "--warehouse", warehouse, "--format", "jsonl"]) == 0
+    shown = json.loads(capsys.readouterr().out)["source_positions"]
+    assert [(r["sink"], r["resume_from_table"]) for r in shown] == [("s", "q1:1")]
