@@ -129,6 +129,7 @@ def render(s: SinkStatus) -> str:
             f"{last.watermark}",
         ),
         *_delta_lines(s),
+        ("source position", _position(s)),
         ("last sink checkpoint", _or_none(s.last_checkpoint_id)),
         ("staged batches", _held(s.staged, "in a completed checkpoint, not yet committed")),
         ("pending batches", _held(s.pending, "durable in the sink, waiting for a checkpoint")),
@@ -145,6 +146,16 @@ def render(s: SinkStatus) -> str:
     lines.extend(("warning", w) for w in s.warnings)
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _position(s: SinkStatus) -> str:
+    p = s.position
+    if p is None:
+        return "none recorded"
+    mark = p.event_time_watermark_ms
+    where = p.offsets_json or "unknown offsets"
+    text = f"batch {p.batch_id} of query {p.job_id}: {where}"
+    return text + ("" if mark is None else f", event-time watermark {_time(mark)}")
 
 
 def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:

@@ -2,7 +2,8 @@
 
 ``python resume_kafka_job.py ROOT BOOTSTRAP TOPIC CHECKPOINT [RESUME STARTING]`` streams
 TOPIC (values are ids) into table ``db.events`` of the Hadoop catalog under
-ROOT/warehouse with ``IcebergSink`` (sink id ``events``, checkpoints under
+ROOT/warehouse with ``IcebergSink`` (``STREAM_SINK_RESUME_TARGET=delta``: into the Delta
+table ROOT/delta with ``DeltaSink``; sink id ``events``, checkpoints under
 ROOT/CHECKPOINT, state under ROOT/state), five records per micro-batch, until the topic
 is consumed. RESUME and STARTING are ``resume_from_table`` and Kafka's
 ``startingOffsets`` (default: none and ``earliest``). Spark's Kafka source comes from
@@ -18,21 +19,24 @@ from pathlib import Path
 from typing import Any
 
 import stream_sink as ss
-from stream_sink.spark import IcebergSink, local_session
+from stream_sink.spark import DeltaSink, IcebergSink, local_session
 
 
 def main(root: Path, bootstrap: str, topic: str, checkpoint: str, *resume: str) -> None:
     jars = os.environ.get("STREAM_SINK_SPARK_JARS")
     spark = local_session("resume-job", conf={"spark.jars": jars} if jars else None)
-    catalog = ss.load_catalog("job", type="hadoop", warehouse=str(root / "warehouse"))
-    sink = IcebergSink(
-        catalog=catalog,
-        table="db.events",
-        sink_id="events",
-        checkpoint_location=str(root / checkpoint),
-        state_dir=str(root / "state"),
-        resume_from_table=resume[0] if resume else None,
-    )
+    common: dict[str, Any] = {
+        "sink_id": "events",
+        "checkpoint_location": str(root / checkpoint),
+        "state_dir": str(root / "state"),
+        "resume_from_table": resume[0] if resume else None,
+    }
+    sink: Any
+    if os.environ.get("STREAM_SINK_RESUME_TARGET") == "delta":
+        sink = DeltaSink(path=str(root / "delta"), **common)
+    else:
+        catalog = ss.load_catalog("job", type="hadoop", warehouse=str(root / "warehouse"))
+        sink = IcebergSink(catalog=catalog, table="db.events", **common)
 
     def batch(df: Any, batch_id: int) -> None:
         print(f"batch {batch_id}", flush=True)

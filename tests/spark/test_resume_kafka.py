@@ -3,7 +3,7 @@ batch staged but not committed, its Spark checkpoint deleted (and, in the second
 the sink's state and checkpoints too), then the stream recovered from the table as
 docs/operations.md says (``stream-sink status --table``, a new checkpoint location,
 ``startingOffsets`` and ``resume_from_table``): every record once, no gap. A wrong start
-is refused with SourcePositionError and changes nothing."""
+is refused with SourcePositionError and changes nothing. Iceberg and Delta targets."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from kill_harness import KillJob, assert_committed_once, iceberg_marks
+from kill_harness import KillJob, assert_committed_once
 
 import stream_sink as ss
+from stream_sink.commit.delta.position import positions
+from stream_sink.delta import DeltaTable
 
 JOB = Path(__file__).with_name("resume_kafka_job.py")
 RECORDS = 40
@@ -52,8 +54,9 @@ def jars() -> str:
     return found
 
 
-def _status(root: Path, *extra: str) -> str:
-    args = ["status", "--table", "db.events", "--warehouse", str(root / "warehouse"), *extra]
+def _status(root: Path, target: str, *extra: str) -> str:
+    table = ["--table", str(root / "delta")] if target == "delta" else ["--table", "db.events"]
+    args = ["status", *table, "--warehouse", str(root / "warehouse"), *extra]
     proc = subprocess.run(
         [sys.executable, "-m", "stream_sink.cli.main", *args],
         capture_output=True,
@@ -63,20 +66,47 @@ def _status(root: Path, *extra: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.mark.parametrize("lost", ["spark checkpoint", "spark checkpoint, state and checkpoints"])
+def _ids(root: Path, target: str) -> list[int]:
+    if target == "delta":
+        return list(DeltaTable.load(str(root / "delta")).to_arrow().column("id").to_pylist())
+    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(root / "warehouse"))
+    return list(catalog.load_table("db.events").scan().to_arrow().column("id").to_pylist())
+
+
+def _commits(root: Path, target: str) -> list[tuple[str, int]]:
+    """(job, batch) of each commit of the sink, oldest first."""
+    if target == "delta":
+        found = positions(DeltaTable.load(str(root / "delta")).log)
+        return [(p.job_id, p.batch_id) for p in reversed(list(found))]
+    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(root / "warehouse"))
+    return [
+        (s.summary["stream-sink.job-id"], int(s.summary["stream-sink.max-committed-checkpoint-id"]))
+        for s in catalog.load_table("db.events").snapshots()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("target", "lost"),
+    [
+        ("iceberg", "spark checkpoint"),
+        ("iceberg", "spark checkpoint, state and checkpoints"),
+        ("delta", "spark checkpoint"),
+    ],
+)
 def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
-    kafka: Any, jars: str, tmp_path: Path, lost: str
+    kafka: Any, jars: str, tmp_path: Path, target: str, lost: str
 ) -> None:
-    topic = f"events-{len(lost)}"
+    topic = f"events-{target}-{len(lost)}"
     kafka.create_topic(topic, partitions=2)
     kafka.produce(topic, [(str(i), str(i)) for i in range(RECORDS)])
-    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(tmp_path / "warehouse"))
-    catalog.create_namespace("db")
-    catalog.create_table("db.events", pa.schema([("id", pa.int64())]))
+    if target == "iceberg":
+        catalog = ss.load_catalog("t", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+        catalog.create_namespace("db")
+        catalog.create_table("db.events", pa.schema([("id", pa.int64())]))
 
     def job(checkpoint: str, *resume: str) -> KillJob:
         args = [str(tmp_path), kafka.bootstrap, topic, checkpoint, *resume]
-        env = {**os.environ, "STREAM_SINK_SPARK_JARS": jars}
+        env = {**os.environ, "STREAM_SINK_SPARK_JARS": jars, "STREAM_SINK_RESUME_TARGET": target}
         return KillJob(JOB, args, env=env, log=tmp_path / "job.log")
 
     # batches 0 and 1 committed, batch 2 staged in the sink's state when the driver dies
@@ -86,13 +116,13 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
         shutil.rmtree(tmp_path / "ck1")
         shutil.rmtree(tmp_path / "state")
 
-    position = json.loads(_status(tmp_path, "--format", "jsonl"))
+    position = json.loads(_status(tmp_path, target, "--format", "jsonl"))
     assert position["batch_id"] == 1
-    starting = _status(tmp_path, "--starting-offsets")
+    starting = _status(tmp_path, target, "--starting-offsets")
     ends = json.loads(starting)[topic]
     committed = sum(ends.values())  # batches 0 and 1: at most five records each
     assert 0 < committed <= 10 and set(ends) == {"0", "1"}
-    ids = catalog.load_table("db.events").scan().to_arrow().column("id").to_pylist()
+    ids = _ids(tmp_path, target)
     assert len(ids) == len(set(ids)) == committed  # batch 2 is staged, not committed
 
     refused = job("ck-wrong", position["resume_from_table"], "earliest")
@@ -100,16 +130,13 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
     log = (tmp_path / "job.log").read_text()
     assert code != 0 and "done" not in out, out
     assert "SourcePositionError" in log and "the new query starts at" in log
-    after = catalog.load_table("db.events").scan().to_arrow().column("id").to_pylist()
-    assert sorted(after) == sorted(ids)  # the refused query changed nothing
+    assert sorted(_ids(tmp_path, target)) == sorted(ids)  # the refused query changed nothing
 
     job("ck2", position["resume_from_table"], starting).run_to_end()
-    table = catalog.load_table("db.events")
-    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(RECORDS))
-    jobs = [s.summary["stream-sink.job-id"] for s in table.snapshots()]
-    for job_id in dict.fromkeys(jobs):
-        assert_committed_once(
-            [m for m, j in zip(iceberg_marks(table), jobs, strict=True) if j == job_id], job_id
-        )
-    final = json.loads(_status(tmp_path, "--starting-offsets"))[topic]
+    assert sorted(_ids(tmp_path, target)) == list(range(RECORDS))
+    commits = _commits(tmp_path, target)
+    for job_id in dict.fromkeys(j for j, _ in commits):
+        assert_committed_once([b for j, b in commits if j == job_id], job_id)
+    assert len(dict.fromkeys(j for j, _ in commits)) == 2
+    final = json.loads(_status(tmp_path, target, "--starting-offsets"))[topic]
     assert sum(final.values()) == RECORDS

@@ -6,6 +6,7 @@ DeltaSink with foreachBatch, a routed IcebergSink, and format("stream_sink")."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,13 @@ import pytest
 from streams import write_batches
 
 import stream_sink as ss
+from stream_sink.cli.status import render
 from stream_sink.commit.iceberg.position import sink_position
 from stream_sink.commit.source_position import EVENT_TIME_WATERMARK_MS, SOURCE_OFFSETS
 from stream_sink.delta import DeltaTable
 from stream_sink.ops.positions import complete_up_to
 from stream_sink.ops.positions import sink_position as table_position
+from stream_sink.ops.status import sink_status
 from stream_sink.spark import DeltaSink, IcebergSink, register
 from stream_sink.spark.datasource.register import supports_data_source
 
@@ -95,6 +98,10 @@ def test_iceberg_sink_records_each_batchs_offsets_and_watermark(spark: Any, tmp_
     complete = complete_up_to(table, "s", last)
     assert complete is not None and complete.version == snapshots[-1].snapshot_id
     assert complete_up_to(table, "s", last + 1) is None
+    status = sink_status(str(tmp_path / "ck"), None)
+    assert status.position == position
+    shown = r'^source position +batch 2 of query .*: \[\{"logOffset":2\}\], event-time'
+    assert re.search(shown, render(status), re.M)
 
 
 def test_a_routed_sink_records_the_same_offsets_in_every_table(spark: Any, tmp_path: Path) -> None:
@@ -153,6 +160,7 @@ def test_delta_sink_records_the_offsets_in_commit_info(spark: Any, tmp_path: Pat
     offsets, mark = _logged(Path(sink.spark_checkpoint_location), position.batch_id)
     assert (position.offsets_json, position.event_time_watermark_ms) == (offsets, mark)
     assert position.sources == ({"logOffset": 1},)
+    assert sink_status(str(tmp_path / "ck"), None).position == position
 
 
 @pytest.mark.skipif(not supports_data_source(), reason="needs pyspark >= 4.0")
