@@ -52,6 +52,7 @@ def test_commit_protocol_core_imports_no_table_format() -> None:
 def test_only_the_delta_adapters_import_delta() -> None:
     allowed = {
         "commit/delta/target.py",
+        "commit/delta/position.py",  # a Delta sink's source position, in its commitInfo
         "spark/foreach_batch/delta.py",
         "spark/tasks/delta.py",
         "spark/runtime.py",
@@ -65,6 +66,8 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "ops/status.py",  # a Delta sink's maintenance report, in its own counts
         "ops/delta_status.py",  # a Delta sink's table: version, files, txn watermark
         "cli/status.py",  # their lines; --table as a Delta table's path
+        "cli/positions.py",  # status --table of a Delta table's path
+        "ops/positions.py",  # source positions read back from either format
     }
     for path in sorted(ROOT.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
