@@ -3,7 +3,8 @@
 ``python resume_kafka_job.py ROOT BOOTSTRAP TOPIC CHECKPOINT [RESUME STARTING]`` streams
 TOPIC (values are ids) into table ``db.events`` of the Hadoop catalog under
 ROOT/warehouse with ``IcebergSink`` (``STREAM_SINK_RESUME_TARGET=delta``: into the Delta
-table ROOT/delta with ``DeltaSink``; sink id ``events``, checkpoints under
+table ROOT/delta with ``DeltaSink``; ``STREAM_SINK_RESUME_MODE=upsert``: values are
+``<id>,<v>`` upserted by id in Kafka offset order; sink id ``events``, checkpoints under
 ROOT/CHECKPOINT, state under ROOT/state), five records per micro-batch, until the topic
 is consumed. RESUME and STARTING are ``resume_from_table`` and Kafka's
 ``startingOffsets`` (default: none and ``earliest``). Spark's Kafka source comes from
@@ -25,12 +26,15 @@ from stream_sink.spark import DeltaSink, IcebergSink, local_session
 def main(root: Path, bootstrap: str, topic: str, checkpoint: str, *resume: str) -> None:
     jars = os.environ.get("STREAM_SINK_SPARK_JARS")
     spark = local_session("resume-job", conf={"spark.jars": jars} if jars else None)
+    upsert = os.environ.get("STREAM_SINK_RESUME_MODE") == "upsert"
     common: dict[str, Any] = {
         "sink_id": "events",
         "checkpoint_location": str(root / checkpoint),
         "state_dir": str(root / "state"),
         "resume_from_table": resume[0] if resume else None,
     }
+    if upsert:
+        common.update(mode="upsert", equality_fields=["id"], order_by="seq")
     sink: Any
     if os.environ.get("STREAM_SINK_RESUME_TARGET") == "delta":
         sink = DeltaSink(path=str(root / "delta"), **common)
@@ -40,7 +44,11 @@ def main(root: Path, bootstrap: str, topic: str, checkpoint: str, *resume: str) 
 
     def batch(df: Any, batch_id: int) -> None:
         print(f"batch {batch_id}", flush=True)
-        sink.foreach_batch(df.selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS id"), batch_id)
+        columns = ["CAST(CAST(value AS STRING) AS BIGINT) AS id"]
+        if upsert:
+            parts = "split(CAST(value AS STRING), ',')"
+            columns = [f"CAST({parts}[0] AS BIGINT) AS id", f"{parts}[1] AS v", "offset AS seq"]
+        sink.foreach_batch(df.selectExpr(*columns), batch_id)
 
     df = (
         spark.readStream.format("kafka")
