@@ -1,7 +1,8 @@
 """stream_sink.spark.runtime: every front door hands Spark's offset log to its tables'
 committers, so each commit records the end offsets and event-time watermark of the
 batches it commits (read back with stream_sink.ops.positions) — IcebergSink and
-DeltaSink with foreachBatch, a routed IcebergSink, and format("stream_sink")."""
+DeltaSink with foreachBatch, a routed IcebergSink, and format("stream_sink") into
+Iceberg and Delta."""
 
 from __future__ import annotations
 
@@ -196,3 +197,29 @@ def test_the_data_source_route_records_the_offsets(spark: Any, tmp_path: Path) -
     assert (position.offsets_json, position.event_time_watermark_ms) == (offsets, mark)
     assert mark == BASE_S * 1000 - 10_000
     assert table.snapshots()[-1].summary[SOURCE_OFFSETS] == '[{"logOffset":1}]'
+
+
+@pytest.mark.skipif(not supports_data_source(), reason="needs pyspark >= 4.0")
+def test_the_data_source_route_records_the_offsets_in_a_delta_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    _files(tmp_path / "in", files=2)
+    register(spark)
+    query = (
+        spark.readStream.schema("id long, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+        .writeStream.format("stream_sink")
+        .option("target", "delta")
+        .option("sink-id", "dd")
+        .option("state-dir", str(tmp_path / "state"))
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start(str(tmp_path / "lake"))
+    )
+    query.awaitTermination()
+    table = DeltaTable.load(str(tmp_path / "lake"))
+    position = table_position(table, "dd")
+    assert position is not None and position.batch_id == 1 and position.version == table.version
+    assert position.offsets_json == _logged(tmp_path / "chk", 1)[0] == '[{"logOffset":1}]'
+    assert position.event_time_watermark_ms is None  # the query has no event-time watermark
