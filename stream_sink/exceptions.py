@@ -329,6 +329,12 @@ class SkippedBatchError(DataLossError):
     returned without calling it): the batch's changes are not in the table."""
 
 
+class SourcePositionError(StreamSinkError):
+    """A query cannot continue from the source position a table records for its sink
+    (``resume_from_table``): the position named is not the one recorded, or the query
+    does not start at the recorded end offsets."""
+
+
 class StateLockedError(StreamSinkError):
     """An operator state directory is already open (by this or another process)."""
 

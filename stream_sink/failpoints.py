@@ -91,7 +91,7 @@ of its files is written (``IcebergSink(schema_evolution=...)``)."""
 AFTER_POSITION_DELETES = "after-position-deletes"
 """Reached by a ``deletes="positions"`` commit once the batch's deletes are resolved and
 its deletion vectors (v3) or position delete files (v2) are written, before the table
-commit (:mod:`stream_sink.commit.iceberg.positions`)."""
+commit (:mod:`stream_sink.commit.iceberg.position_deletes`)."""
 
 KNOWN_FAILPOINTS: tuple[str, ...] = (
     FAILPOINTS

@@ -13,6 +13,7 @@ from stream_sink.cli.output import format_table
 from stream_sink.commit.delta.target import parse_app_id
 from stream_sink.delta import AddFile, CommitInfo, DeltaTable, RemoveFile, Txn
 from stream_sink.delta.stats import num_records
+from stream_sink.ops.source_positions import position_rows
 from stream_sink.secrets import masked
 
 
@@ -53,6 +54,7 @@ def _show(table: DeltaTable) -> dict[str, Any]:
         "configuration": masked(s.configuration),
         "files": len(s.files),
         "sinks": sink_rows(table),
+        "source_positions": position_rows(table),
     }
 
 
@@ -81,6 +83,9 @@ def _print_show(info: dict[str, Any], fmt: str) -> int:
         print(json.dumps(info, default=str, ensure_ascii=False))
         return 0
     for key, value in info.items():
+        if key == "source_positions":
+            print_positions(value)
+            continue
         if key != "sinks":
             print(f"{key}: {value}")
             continue
@@ -92,6 +97,16 @@ def _print_show(info: dict[str, Any], fmt: str) -> int:
         text = format_table(headers, [[r[h] for h in headers] for r in value])
         print("\n".join("  " + line for line in text.splitlines()))
     return 0
+
+
+def print_positions(rows: list[dict[str, Any]]) -> None:
+    """The ``source positions`` part of ``table show`` (none: nothing printed)."""
+    if not rows:
+        return
+    print("source positions (each sink's last recorded end offsets and event-time watermark):")
+    headers = list(rows[0])
+    text = format_table(headers, [[r[h] for h in headers] for r in rows])
+    print("\n".join("  " + line for line in text.splitlines()))
 
 
 def _time(ms: int) -> str:

@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser(
         "status",
-        help="a sink's progress: watermark, pending and staged batches, Spark's offsets",
+        help="a sink's progress: watermark, pending and staged batches, Spark's offsets; "
+        "with --table only, the source position each sink's commits recorded",
         formatter_class=HelpFormatter,
     )
     add_status_arguments(status)

@@ -1,5 +1,6 @@
 """``stream-sink status``: a sink's watermark, pending and staged batches, last commit,
-and how far Spark's offsets are ahead (see :mod:`stream_sink.ops.status`)."""
+and how far Spark's offsets are ahead (see :mod:`stream_sink.ops.status`); with
+``--table`` only, each sink's source position as the table records it (:mod:`.positions`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
 
+from stream_sink.cli.source_positions import run_positions
 from stream_sink.cli.table_commands import add_catalog_options, catalog_properties_of, open_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics
@@ -21,10 +23,13 @@ from stream_sink.table.catalog import Catalog
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint-location",
-        required=True,
+        default=None,
         metavar="DIR",
         help="the sink's checkpoint_location (Spark's checkpoints are in "
-        "DIR/spark, the sink's in DIR/<sink id>)",
+        "DIR/spark, the sink's in DIR/<sink id>); without it (the default), --table "
+        "alone shows what the table records of each sink's stream: the last batch, its "
+        "source offsets and event-time watermark, and the resume_from_table value that "
+        "continues it",
     )
     parser.add_argument(
         "--sink-id", default=None, help="the sink (default: the only one checkpointing under DIR)"
@@ -36,6 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the sink recorded at its first start, else the sink id)",
     )
     parser.add_argument("--branch", default="main", help="the branch the sink commits to")
+    parser.add_argument(
+        "--starting-offsets",
+        action="store_true",
+        help="with --table: print only the startingOffsets JSON (Kafka's "
+        '{"topic":{"0":123}}) that starts a new query where the sink\'s last commit ended',
+    )
+    parser.add_argument(
+        "--source",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --starting-offsets: the query's source number N (default 0, the first)",
+    )
     add_catalog_options(parser)
     parser.add_argument(
         "--format",
@@ -48,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_status(args: argparse.Namespace) -> int:
     """Print the status; 1 (with the reason on stderr) when the sink's table could not be
     read: then nothing is known to be committed or not, and nothing is reported as such."""
+    if args.checkpoint_location is None or args.starting_offsets:
+        return run_positions(args)
     status = sink_status(
         args.checkpoint_location,
         _catalog(args),
@@ -109,6 +129,7 @@ def render(s: SinkStatus) -> str:
             f"{last.watermark}",
         ),
         *_delta_lines(s),
+        ("source position", _position(s)),
         ("last sink checkpoint", _or_none(s.last_checkpoint_id)),
         ("staged batches", _held(s.staged, "in a completed checkpoint, not yet committed")),
         ("pending batches", _held(s.pending, "durable in the sink, waiting for a checkpoint")),
@@ -125,6 +146,16 @@ def render(s: SinkStatus) -> str:
     lines.extend(("warning", w) for w in s.warnings)
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _position(s: SinkStatus) -> str:
+    p = s.position
+    if p is None:
+        return "none recorded"
+    mark = p.event_time_watermark_ms
+    where = p.offsets_json or "unknown offsets"
+    text = f"batch {p.batch_id} of query {p.job_id}: {where}"
+    return text + ("" if mark is None else f", event-time watermark {_time(mark)}")
 
 
 def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:

@@ -21,7 +21,12 @@ import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.cli.consistent_command import add_consistent_parser, consistent_rows
-from stream_sink.cli.delta_commands import is_delta_path, run_delta_read, run_delta_table
+from stream_sink.cli.delta_commands import (
+    is_delta_path,
+    print_positions,
+    run_delta_read,
+    run_delta_table,
+)
 from stream_sink.cli.output import format_table, progress
 from stream_sink.cli.recover_command import add_recover_parser, run_recover
 from stream_sink.cli.table_paths import iceberg_table_at, refuse_table_as_warehouse
@@ -31,6 +36,7 @@ from stream_sink.commit.iceberg.watermark import sink_watermarks as read_sink_wa
 from stream_sink.exceptions import InvalidOptionError, NotFoundError
 from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
+from stream_sink.ops.source_positions import position_rows
 from stream_sink.secrets import masked
 from stream_sink.table.catalog import Catalog
 from stream_sink.table.catalog.sql import engine_url
@@ -400,6 +406,7 @@ def _show(table: Table, fmt: str) -> int:
         "snapshots": len(meta.snapshots),
         "refs": {k: r.snapshot_id for k, r in meta.refs.items()},
         "sinks": sinks,
+        "source_positions": position_rows(table),
     }
     warning = metadata_files_warning(table)
     if warning:
@@ -410,6 +417,8 @@ def _show(table: Table, fmt: str) -> int:
     for key, value in info.items():
         if key == "schema":
             print(f"{key}:\n{value}")
+        elif key == "source_positions":
+            print_positions(value)
         elif key == "sinks":
             print("sinks (watermark: the highest Spark batch id each sink committed):")
             if not sinks:

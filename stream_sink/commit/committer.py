@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic
 
 from stream_sink.checkpoints import CheckpointMetadata, CheckpointStorage, CompletedCheckpoint
@@ -34,6 +34,7 @@ from stream_sink.exceptions import (
     DataLossError,
     InvalidOptionError,
     MissingFileError,
+    SourcePositionError,
     StreamSinkError,
     ValidationError,
 )
@@ -73,6 +74,7 @@ from .loss_check import (
     skipped_batches,
 )
 from .shapes import COMMIT_MODES, CommitGroup, CommitMode, StagedBatch, empty_group, plan_commits
+from .source_position import BatchOffsets, OffsetSource, ResumePoint, check_resume
 from .state_recovery import OpenedState, StateDirectory, open_committer_state
 from .target import (
     INITIAL_WATERMARK,
@@ -127,6 +129,8 @@ class FilesCommitter(Generic[Handle]):
         mode: CommitMode = "append",
         max_continuous_empty_commits: int | None = None,
         clock: Callable[[], float] = time.time,
+        offsets: OffsetSource | None = None,
+        resume: ResumePoint | None = None,
     ) -> None:
         if mode not in COMMIT_MODES:
             raise InvalidOptionError(f"commit mode must be one of {COMMIT_MODES}, got {mode!r}")
@@ -155,6 +159,8 @@ class FilesCommitter(Generic[Handle]):
         self._staged: dict[int, tuple[int, ...]] = {}  # checkpoint id -> its batch ids
         self._staged_files: dict[int, list[StagedBatch]] = {}  # what this instance staged
         self._empty_checkpoints = 0
+        self._offsets = offsets
+        self._resume = resume
 
     # --- properties ---------------------------------------------------------------------
 
@@ -433,7 +439,24 @@ class FilesCommitter(Generic[Handle]):
                 return []
             groups = [empty_group(stamp, batches)]
         self._empty_checkpoints = 0
-        return groups
+        return [replace(g, offsets=self._batch_offsets(g.stamp)) for g in groups]
+
+    def _batch_offsets(self, batch_id: int) -> BatchOffsets | None:
+        """The query's end offsets of ``batch_id``, recorded with its commit (unknown
+        when they cannot be read; None without an offset source)."""
+        if self._offsets is None:
+            return None
+        try:
+            return self._offsets.batch(batch_id)
+        except Exception as e:  # recorded as unknown: never fails the commit
+            log.warning(
+                "sink %s: the end offsets of batch %d are not known (%s); the commit records "
+                "them as unknown",
+                self.operator_id,
+                batch_id,
+                e,
+            )
+            return BatchOffsets(batch_id, None)
 
     def _commit_with_retry(self, group: CommitGroup, job_id: str) -> None:
         """Commit ``group``; when the watermark refuses it, drop the batches it covers and
@@ -448,7 +471,7 @@ class FilesCommitter(Generic[Handle]):
             rest = tuple(b for b in group.batches if b.batch_id > refused_at)
             if not rest or group.stamp <= refused_at:
                 return
-            group = CommitGroup(group.shape, rest, group.stamp)
+            group = replace(group, batches=rest)
             refused_at = self.target.commit(group, job_id, self.operator_id, self.metrics)
 
     def _discard(self, batches: list[StagedBatch], job_id: str) -> None:
@@ -644,6 +667,9 @@ class FilesCommitter(Generic[Handle]):
         self._namer = StagingNamer(self.job_id, self.operator_id, self._instance_token(opened))
         stored = opened.backend.get_meta(META_JOB_ID)
         old_job = stored.decode("utf-8") if stored else self.job_id
+        resuming = self._resume is not None and self._resuming()
+        if resuming and self._resume is not None and old_job == self._resume.job_id != self.job_id:
+            self._abandon_job(old_job)
         self._finish_job(old_job)
         if old_job != self.job_id or stored is None:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
@@ -651,6 +677,72 @@ class FilesCommitter(Generic[Handle]):
         self.target.sweep(self._namer, self._staged_payloads(), where=f"sink {self.operator_id}")
         if self._storage is not None:
             self._storage.sweep_temporaries()
+
+    def _resuming(self) -> bool:
+        """With ``resume``: True when this job is to continue from the table's recorded
+        position (it committed nothing yet), after checking that it may
+        (:func:`.source_position.check_resume`, SourcePositionError); False once this
+        job has committed (the continuation is under way)."""
+        assert self._resume is not None
+        if self.target.watermark(self.job_id, self.operator_id) != INITIAL_WATERMARK:
+            log.info(
+                "sink %s: job %s already continues from %s",
+                self.operator_id,
+                self.job_id,
+                self._resume,
+            )
+            return False
+        if self._offsets is None:
+            raise SourcePositionError(
+                f"sink {self.operator_id}: resume_from_table={self._resume} needs the query's "
+                "offset log, which this front door does not give the committer"
+            )
+        position = check_resume(
+            self._resume,
+            self.target.source_position(self.operator_id),
+            self._offsets.starting(),
+            table=self.target.name,
+            sink_id=self.operator_id,
+            where=self._offsets.where,
+        )
+        log.warning(
+            "sink %s: job %s continues job %s after its batch %d at offsets %s (the table's "
+            "recorded position); what the operator state holds of job %s beyond it is dropped",
+            self.operator_id,
+            self.job_id,
+            position.job_id,
+            position.batch_id,
+            position.offsets_json,
+            position.job_id,
+        )
+        return True
+
+    def _abandon_job(self, job_id: str) -> None:
+        """Drop what the state holds of ``job_id`` (the job a resumed query continues):
+        the new query reads again everything after the table's recorded position, so
+        none of it may be committed. Its files the table does not reference are deleted."""
+        mark = self.target.watermark(job_id, self.operator_id)
+        batches: list[StagedBatch] = []
+        for ckpt in sorted(self._staged):
+            try:
+                batches.extend(self._read_staged(ckpt, committed_up_to=mark))
+            except StreamSinkError as e:  # its files stay as orphans
+                log.warning(
+                    "sink %s: staged checkpoint %d unreadable: %s", self.operator_id, ckpt, e
+                )
+        batches.extend(self._pending_batches())
+        if batches:
+            self._discard(batches, job_id)
+        if self._staged or self._pending:
+            write = StateWriteBatch()
+            for ckpt in self._staged:
+                write.delete(committer_state.staged_key(ckpt))
+            for batch_id in self._pending:
+                write.delete(committer_state.pending_key(batch_id))
+            self.state.write(write)
+        where = f"sink {self.operator_id}"
+        self.target.release([b.payload for b in batches if b.payload], where=where)
+        self._staged, self._staged_files, self._pending = {}, {}, []
 
     @staticmethod
     def _instance_token(opened: OpenedState) -> str:

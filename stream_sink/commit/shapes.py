@@ -25,6 +25,7 @@ from typing import Literal
 
 from stream_sink.exceptions import ValidationError
 
+from .source_position import BatchOffsets
 from .target import BatchFiles
 
 CommitMode = Literal["append", "overwrite"]
@@ -60,6 +61,9 @@ class CommitGroup:
     shape: Shape
     batches: tuple[StagedBatch, ...]
     stamp: int
+    offsets: BatchOffsets | None = None
+    """The query's end offsets of batch ``stamp``, recorded in the same table version
+    (None: the committer has no offset source, nothing is recorded)."""
 
     @property
     def lowest(self) -> int:

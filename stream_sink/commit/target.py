@@ -14,6 +14,8 @@ failpoints, metrics) is format-agnostic; a table format plugs in by implementing
 - ``delete_unreferenced`` files of a refused replay (never one the table references),
 - ``committed``: the format's own handle its commits go through (Iceberg: the ``Table``;
   Delta: the ``DeltaTable``), handed to the front door after each checkpoint's commits.
+- ``source_position``: the query offsets its last commit recorded (``group.offsets``,
+  written by ``commit`` in the same version; :mod:`.source_position`).
 
 Invariants every implementation keeps: a commit either lands whole (data and watermark
 in the same table version) or not at all; ``commit`` returns the refusing watermark
@@ -34,6 +36,7 @@ from stream_sink.metrics.committer import CommitterMetrics
 
 if TYPE_CHECKING:
     from .shapes import CommitGroup
+    from .source_position import SourcePosition
 
 INITIAL_WATERMARK = -1
 """The watermark of a (job, operator) that committed nothing yet."""
@@ -153,6 +156,11 @@ class CommitTarget(ABC, Generic[Handle]):
     def identity(self) -> TableIdentity | None:
         """Which table this is (catalog, name, uuid), recorded in the sink's state and
         checkpoints so that they are never used for another table; None: not known."""
+        return None
+
+    def source_position(self, operator_id: str) -> SourcePosition | None:
+        """The source position the table records for ``operator_id`` (the refreshed
+        table); None when it records none or the format keeps none."""
         return None
 
     def file_exists(self, path: str) -> bool:

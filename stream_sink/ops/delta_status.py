@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stream_sink.checkpoints import TableIdentity
+from stream_sink.commit.delta.source_position import sink_position
 from stream_sink.commit.delta.target import app_id, committed_watermark
+from stream_sink.commit.source_position import SourcePosition
 from stream_sink.commit.target import INITIAL_WATERMARK
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.actions import CommitInfo, Txn
@@ -54,6 +56,8 @@ class DeltaWatermark:
     error: str | None
     table: DeltaTableState | None = None
     last_commit: LastCommit | None = None
+    position: SourcePosition | None = None
+    """The source position the sink's last commit recorded (None: none)."""
 
 
 def delta_watermark(
@@ -93,7 +97,7 @@ def delta_watermark(
         sum(a.size for a in snapshot.files.values()),
     )
     last = _last_commit(table, app_id(query_id, sink_id)) if mark != INITIAL_WATERMARK else None
-    return DeltaWatermark(mark, None, state, last)
+    return DeltaWatermark(mark, None, state, last, sink_position(table.log, sink_id))
 
 
 def _last_commit(table: DeltaTable, app: str) -> LastCommit | None:

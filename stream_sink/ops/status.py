@@ -36,7 +36,9 @@ from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import CheckpointStorage, CompletedCheckpoint, TableIdentity
 from stream_sink.checkpoints.metadata import DELTA_CATALOG
 from stream_sink.commit.delta.target import delta_identity as delta_identity_of
+from stream_sink.commit.iceberg.source_position import sink_position
 from stream_sink.commit.iceberg.watermark import committed_watermark, last_stamped
+from stream_sink.commit.source_position import SourcePosition
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, metrics_from_report
 from stream_sink.exceptions import (
@@ -89,6 +91,9 @@ class SinkStatus:
     delta: DeltaTableState | None = None
     """A Delta sink's table now (version, live files); None for an Iceberg sink, or
     when the table could not be read."""
+    position: SourcePosition | None = None
+    """The source position the sink's last commit recorded in the table (None: none,
+    or the table could not be read)."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -153,12 +158,12 @@ def sink_status(
         table_name = delta_identity.table
         found = delta_watermark(delta_identity, query_id, sink, storage_options)
         watermark, error, delta = found.watermark, found.error, found.table
-        last = found.last_commit
+        last, position = found.last_commit, found.position
     else:
         if catalog is None and recorded is not None:
             catalog, open_error = _open_or_error(recorded, storage_options)
         table_name = table or (recorded.table if recorded is not None else sink)
-        watermark, error, last, warnings = _table_watermark(
+        watermark, error, last, warnings, position = _table_watermark(
             catalog, table_name, recorded, query_id, sink, branch
         )
         if recorded is None and table is None and error is not None:
@@ -188,6 +193,7 @@ def sink_status(
         maintenance=maintenance,
         warnings=warnings,
         delta=delta,
+        position=position,
     )
 
 
@@ -389,18 +395,19 @@ def _table_watermark(
     query_id: str,
     sink: str,
     branch: str,
-) -> tuple[int | None, str | None, LastCommit | None, tuple[str, ...]]:
+) -> tuple[int | None, str | None, LastCommit | None, tuple[str, ...], SourcePosition | None]:
     if catalog is None:
         return (
             None,
             "no catalog given and none recorded (pass --warehouse or --catalog-uri)",
             None,
             (),
+            None,
         )
     try:
         loaded = catalog.load_table(table)
     except (NotFoundError, ValidationError, SinkIOError) as e:
-        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None, ()
+        return None, f"{e} (pass --table, --warehouse or --catalog-uri)", None, (), None
     meta = loaded.metadata
     if recorded is not None and meta.table_uuid != recorded.table_uuid:
         return (
@@ -410,12 +417,15 @@ def _table_watermark(
             "it dropped and created again? pass --table/--warehouse of the sink's table)",
             None,
             (),
+            None,
         )
     mark = committed_watermark(meta, query_id, sink, branch)
     warning = metadata_files_warning(loaded)
     warnings = (f"table {table}: {warning}",) if warning else ()
     stamped = last_stamped(meta, branch_head(meta, branch), query_id, sink)
+    position = sink_position(meta, sink, branch)
     if stamped is None:
-        return mark, None, None, warnings
+        return mark, None, None, warnings, position
     snap, stamp = stamped
-    return mark, None, LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp), warnings
+    last = LastCommit(snap.snapshot_id, snap.timestamp_ms, stamp)
+    return mark, None, last, warnings, position

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from stream_sink.commit.schedule import ScheduleName, check_commit_mode
+from stream_sink.commit.source_position import ResumePoint
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.state import state_dir_for, validate_sink_id
 
@@ -36,7 +37,7 @@ DeleteMode = Literal["equality", "positions"]
 """How an upsert/changelog sink deletes rows that earlier batches wrote: ``equality``
 (equality delete files, as Flink's sink) or ``positions`` (deletion vectors on v3,
 position delete files on v2, resolved on the driver at commit:
-:mod:`stream_sink.commit.iceberg.positions`)."""
+:mod:`stream_sink.commit.iceberg.position_deletes`)."""
 
 WRITE_MODES: tuple[str, ...] = ("append", "upsert", "changelog", "overwrite")
 CDC_MODES: tuple[str, ...] = ("upsert", "changelog")
@@ -76,6 +77,8 @@ class SinkOptions:
     """When a checkpoint's table commit runs (:mod:`stream_sink.commit.schedule`)."""
     deletes: DeleteMode = "equality"
     """How rows written by earlier batches are deleted (:data:`DeleteMode`)."""
+    resume_from_table: ResumePoint | None = None
+    """Continue the query that recorded this position in the table (a new checkpoint)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -94,6 +97,8 @@ class SinkOptions:
         """``IcebergSink`` keyword arguments that parse back to these options."""
         kwargs = {f.name: getattr(self, f.name) for f in fields(self)}
         kwargs["snapshot_properties"] = self.snapshot_property_map
+        if self.resume_from_table is not None:
+            kwargs["resume_from_table"] = str(self.resume_from_table)
         return kwargs
 
 
@@ -118,6 +123,7 @@ def parse_options(
     commit_mode: str = "synchronous",
     deletes: str = "equality",
     cdc_names: CdcOptionNames | None = None,
+    resume_from_table: str | None = None,
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``; ``cdc_names``: how
     the messages name the CDC options (default: as keyword arguments)."""
@@ -132,6 +138,13 @@ def parse_options(
     elif not isinstance(table, str) or not table.strip():
         raise InvalidOptionError(f"table must be a table name such as 'db.events', got {table!r}")
     mode_ = _choice("mode", mode, WRITE_MODES)
+    if table_column is not None and resume_from_table:
+        raise InvalidOptionError(
+            f"resume_from_table={resume_from_table!r} with table_column={table_column!r}: a "
+            "routed sink's tables record positions of their own (a table without rows in the "
+            "last batches records an older one), so the stream cannot be continued from them "
+            "exactly once; resume a sink of one table"
+        )
     sink = validate_sink_id(sink_id if sink_id is not None else table)
     root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
     spark_root = spark_checkpoint_location or f"{root}/{SPARK_CHECKPOINT_DIR}"
@@ -168,6 +181,14 @@ def parse_options(
         table_column=table_column,
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
         deletes=check_delete_mode(deletes, mode_, where=f"sink {sink!r}"),
+        resume_from_table=resume_point(resume_from_table),
+    )
+
+
+def resume_point(value: str | None, option: str = "resume_from_table") -> ResumePoint | None:
+    """The ``resume_from_table`` option: None, or ``<job id>:<batch id>``."""
+    return (
+        None if value is None or not str(value).strip() else ResumePoint.parse(value, option=option)
     )
 
 

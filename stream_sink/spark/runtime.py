@@ -28,12 +28,14 @@ from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.commit.driver import AfterCheckpoint, CommitDriver
 from stream_sink.commit.loss_check import HadInput
 from stream_sink.commit.schedule import ScheduleName, schedule_for
+from stream_sink.commit.source_position import ResumePoint
 from stream_sink.commit.target import BatchFiles, Handle
 from stream_sink.delta import DeltaTable
 from stream_sink.exceptions import CheckpointError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
 from stream_sink.spark import query
+from stream_sink.spark.offset_log import SparkOffsetLog
 from stream_sink.spark.options import (
     DEFAULT_CHECKPOINT_ROOT,
     SPARK_CHECKPOINT_DIR,
@@ -140,6 +142,10 @@ def iceberg_committer(
         job_id=job_id,
         operator_id=operator_id,
         mode="overwrite" if options.mode == "overwrite" else "append",
+        offsets=SparkOffsetLog(
+            options.spark_checkpoint_location, catalog.io_for(options.spark_checkpoint_location)
+        ),
+        resume=options.resume_from_table,
     )
 
 
@@ -230,6 +236,7 @@ def open_delta(
     *,
     after_checkpoint: AfterCheckpoint[DeltaTable] | None = None,
     commit_mode: ScheduleName = "synchronous",
+    resume: ResumePoint | None = None,
 ) -> SinkRuntime[DeltaTable]:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left: pipelined, the sink drains first).
@@ -248,6 +255,11 @@ def open_delta(
         job_id=job_id,
         operator_id=places.sink_id,
         mode="overwrite" if mode == "overwrite" else "append",
+        offsets=SparkOffsetLog(
+            places.spark_checkpoint_location,
+            query.io_for(places.spark_checkpoint_location, places.storage_options),
+        ),
+        resume=resume,
     )
     location = places.spark_checkpoint_location
     io = query.io_for(location, places.storage_options)

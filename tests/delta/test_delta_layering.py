@@ -64,6 +64,8 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "ops/status.py",  # a Delta sink's maintenance report, in its own counts
         "ops/delta_status.py",  # a Delta sink's table: version, files, txn watermark
         "cli/status.py",  # their lines; --table as a Delta table's path
+        "cli/source_positions.py",  # status --table of a Delta table's path
+        "ops/source_positions.py",  # source positions read back from either format
     }
     for path in sorted(ROOT.rglob("*.py")):
         rel = str(path.relative_to(ROOT))

@@ -60,11 +60,31 @@ def test_s3_locations_are_kept_and_spark_gets_s3a() -> None:
         ({"checkpoint_interval_batches": None}, "checkpoint_interval_ms"),
         ({"order_by": ["a", "a"], "mode": "upsert"}, "twice"),
         ({"commit_mode": "async"}, "commit_mode='async'.*'synchronous'.*'pipelined'"),
+        ({"resume_from_table": "q1"}, "resume_from_table='q1': expected '<job id>:<batch id>'"),
     ],
 )
 def test_bad_options_are_refused_with_the_option_named(kwargs: dict, message: str) -> None:
     with pytest.raises(InvalidOptionError, match=message):
         parse_options(table="db.t", **kwargs)
+
+
+def test_resume_from_table_names_a_recorded_position_on_every_front_door() -> None:
+    from stream_sink.commit.source_position import ResumePoint
+    from stream_sink.spark.datasource.options import parse_route_options
+
+    opts = parse_options(table="db.t", resume_from_table="4f1c-ab:12")
+    assert opts.resume_from_table == ResumePoint("4f1c-ab", 12)
+    assert parse_options(**opts.as_kwargs()).resume_from_table == opts.resume_from_table
+    with pytest.raises(InvalidOptionError, match="routed sink"):
+        parse_options(table=None, table_column="t", resume_from_table="q:1")
+    route = {"checkpointLocation": "/tmp/ck", "resume-from-table": "q:3"}
+    iceberg = parse_route_options({**route, "table": "db.t"}, streaming=True)
+    delta = parse_route_options({**route, "target": "delta", "path": "/tmp/d"}, streaming=True)
+    assert iceberg.sink.resume_from_table == ResumePoint("q", 3)  # type: ignore[union-attr]
+    assert delta.resume_from_table == ResumePoint("q", 3)  # type: ignore[union-attr]
+    with pytest.raises(InvalidOptionError, match="resume-from-table='x'"):
+        parse_route_options({**route, "target": "delta", "path": "/d", "resume-from-table": "x"},
+                            streaming=True)  # fmt: skip
 
 
 def test_query_id_and_acknowledged_batches_from_a_spark_checkpoint(tmp_path: Path) -> None:

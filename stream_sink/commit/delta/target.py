@@ -6,6 +6,8 @@
   ``staged/<ckpt>`` is the batch's bytes); no staging files exist, so nothing is swept.
 - Watermark: a ``txn`` action with appId ``stream-sink:<job id>:<sink id>`` and version =
   the highest batch id committed, in the same log version as the data.
+- Source position: the query's offsets in the ``commitInfo`` of the same version
+  (:mod:`.source_position`).
 - Commit: one transaction per commit group; the watermark is validated on the snapshot
   each attempt is written on top of (after every lost race), and the removed files are
   declared read, so a concurrent remove of a file a MERGE rewrote is a conflict.
@@ -36,7 +38,9 @@ from stream_sink.metrics.committer import CommitterMetrics
 
 from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
 from ..shapes import CommitGroup, Shape
+from ..source_position import SourcePosition
 from ..target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
+from .source_position import position_parameters, sink_position
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +155,9 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         started = time.perf_counter()
         try:
             batches = f"{group.lowest}..{group.stamp}"
-            version = txn.commit(operation, {"stream-sink.batches": batches})
+            parameters = {"stream-sink.batches": batches}
+            parameters.update(position_parameters(group.offsets, job_id, operator_id))
+            version = txn.commit(operation, parameters)
         except CommitValidationError:
             if not seen:
                 raise
@@ -167,6 +173,9 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             version,
         )
         return None
+
+    def source_position(self, operator_id: str) -> SourcePosition | None:
+        return sink_position(self.table.log, operator_id)
 
     def delete_unreferenced(
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int

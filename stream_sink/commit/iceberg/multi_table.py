@@ -66,7 +66,7 @@ from stream_sink.table.table import Table
 from ..failpoints import AFTER_TABLES_COMMIT, AFTER_TABLES_METADATA_WRITE, INSIDE_TABLES_SWAP
 from ..failpoints import failpoint as _failpoint
 from ..shapes import CommitGroup
-from .positions import PositionResolver
+from .position_deletes import PositionResolver
 from .table_commit import SinkIdentity, commit_group, group_files, log_commit, stamped_producer
 from .target import IcebergTarget
 

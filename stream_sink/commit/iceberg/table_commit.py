@@ -4,7 +4,8 @@ Invariants:
 - Every snapshot carries the caller's properties plus :data:`JOB_ID`, :data:`OPERATOR_ID`
   and :data:`MAX_COMMITTED_CHECKPOINT_ID` (the sink's keys win over the caller's), and
   the same metadata commit sets the sink's durable :class:`WatermarkRecord` property,
-  which survives snapshot expiry by any engine.
+  which survives snapshot expiry by any engine; with the query's offsets, the source
+  position too (summary keys and property, :mod:`.source_position`).
 - The watermark check runs inside the commit, after every refresh and retry, on the very
   metadata the snapshot is built on: a slow commit cannot land after another instance
   committed the same batches (Iceberg #14425).
@@ -51,7 +52,8 @@ from stream_sink.write.snapshot import Operation, snapshot_producer
 
 from ..failpoints import AFTER_METADATA_FILE_WRITE, AFTER_POSITION_DELETES, failpoint
 from ..shapes import CommitGroup, Shape
-from .positions import PositionResolver, Resolution
+from .position_deletes import PositionResolver, Resolution
+from .source_position import stamp_position
 from .watermark import (
     JOB_ID,
     MAX_COMMITTED_CHECKPOINT_ID,
@@ -87,7 +89,7 @@ def commit_group(
     that refused it (another instance already committed batches at or above its
     lowest batch id); nothing is written to the table then. With ``positions``
     (``deletes="positions"``) the group's equality deletes are committed as positions
-    (:mod:`.positions`)."""
+    (:mod:`.position_deletes`)."""
     seen: list[int] = []
     check = watermark_check(table, group, who, seen)
     started = time.perf_counter()
@@ -163,6 +165,8 @@ def _stamped(producer: P, group: CommitGroup, who: SinkIdentity, check: Watermar
     producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
     record = WatermarkRecord(who.job_id, group.stamp, producer.snapshot_id)
     producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
+    if group.offsets is not None:
+        stamp_position(producer, group.offsets, who.job_id, who.operator_id, who.branch)
     producer.validate(check)
     return producer
 

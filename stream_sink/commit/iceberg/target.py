@@ -5,7 +5,7 @@ and in a per-sink table property set in the same metadata commit, which no snaps
 expiry removes (:mod:`.watermark`), and is validated inside the commit after every
 refresh (:mod:`.table_commit`). With ``deletes="positions"`` a batch's equality deletes
 are committed as deletion vectors or position delete files instead, through an index of
-the table's keys the target keeps between commits (:mod:`.positions`); such a target
+the table's keys the target keeps between commits (:mod:`.position_deletes`); such a target
 refuses a v1 table when it is made.
 """
 
@@ -26,8 +26,10 @@ from stream_sink.table.table import Table
 from stream_sink.write.result import WriteResult
 
 from ..shapes import CommitGroup
+from ..source_position import SourcePosition
 from ..target import BatchFiles, CommitTarget, StagingNamer
-from .positions import PositionResolver
+from .position_deletes import PositionResolver
+from .source_position import sink_position
 from .staging import (
     ManifestNamer,
     StagedManifests,
@@ -116,6 +118,9 @@ class IcebergTarget(CommitTarget[Table]):
 
     def watermark(self, job_id: str, operator_id: str) -> int:
         return committed_watermark(self.table.refresh().metadata, job_id, operator_id, self.branch)
+
+    def source_position(self, operator_id: str) -> SourcePosition | None:
+        return sink_position(self.table.refresh().metadata, operator_id, self.branch)
 
     def commit(
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics

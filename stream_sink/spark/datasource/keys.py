@@ -43,6 +43,7 @@ SHARED_OPTIONS = (
     "checkpoint-interval-batches",
     "commit-mode",
     "maintenance",
+    "resume-from-table",
 )
 """The sink options both targets take, with the same meaning (each target's module
 doc lists them with its own)."""

@@ -26,6 +26,8 @@ option                         meaning (default)
 ``branch``                     target branch (``main``)
 ``deletes``                    ``equality`` | ``positions`` (upsert/changelog only;
                                ``equality``): see ``IcebergSink``'s ``deletes``
+``resume-from-table``          ``<job id>:<batch id>``: continue the query that
+                               recorded this position in the table (a new checkpoint)
 ``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
 ``catalog.uri``                database URI of a ``sql`` catalog, URL of a ``rest`` one
@@ -209,6 +211,7 @@ def _sink_options(
         branch=given.get("branch", "main"),
         deletes=given.get("deletes", "equality"),
         cdc_names=ROUTE_OPTION_NAMES,
+        resume_from_table=given.get("resume-from-table") or None,
     )
 
 

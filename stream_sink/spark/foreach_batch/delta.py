@@ -51,6 +51,7 @@ from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_DRIVER_KEY_LIMIT,
     parse_delta_sink_options,
+    resume_point,
 )
 from stream_sink.spark.runtime import DeltaPlaces, SinkRuntime, left_state, open_delta
 from stream_sink.spark.schema_check import spark_to_arrow
@@ -98,6 +99,10 @@ class DeltaSink:
     version is committed, and maintenance run, on a driver thread while the next batch
     writes; a CDC batch waits for it before its MERGE reads the table). Call
     ``close()`` when the query ends: it waits for the commit in flight.
+
+    ``resume_from_table="<job id>:<batch id>"``: this query (a new checkpoint location,
+    the same sink id) continues the one that recorded that source position in the table
+    (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
     """
 
     def __init__(
@@ -118,6 +123,7 @@ class DeltaSink:
         driver_key_limit: int = DEFAULT_DRIVER_KEY_LIMIT,
         maintenance: DeltaMaintenanceOptions | None = None,
         commit_mode: str = "synchronous",
+        resume_from_table: str | None = None,
     ) -> None:
         self.places = DeltaPlaces.resolve(
             path,
@@ -151,6 +157,7 @@ class DeltaSink:
         self.driver_key_limit = driver_key_limit
         self.maintenance = maintenance
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
+        self.resume_from_table = resume_point(resume_from_table)
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._runtime: SinkRuntime[DeltaTable] | None = None
@@ -264,6 +271,7 @@ class DeltaSink:
             job_id,
             after_checkpoint=self._maintain_committed,
             commit_mode=self.commit_mode,
+            resume=self.resume_from_table,
         )
         self._opened = True
         return self._runtime

@@ -84,7 +84,12 @@ class IcebergSink:
     ``deletes``: ``"equality"`` (an update or delete of a row of an earlier batch is an
     equality delete, as Flink's sink) or ``"positions"`` (upsert/changelog only: it is
     resolved to its row's data file and position at commit and committed as a deletion
-    vector on v3, a position delete file on v2; see ``stream_sink.commit.iceberg.positions``).
+    vector on v3, a position delete file on v2; see
+    ``stream_sink.commit.iceberg.position_deletes``).
+
+    ``resume_from_table="<job id>:<batch id>"``: this query (a new checkpoint location,
+    the same sink id) continues the one that recorded that source position in the table
+    (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
 
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
@@ -122,6 +127,7 @@ class IcebergSink:
         write_route: str = "auto",
         commit_mode: str = "synchronous",
         deletes: str = "equality",
+        resume_from_table: str | None = None,
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -148,6 +154,7 @@ class IcebergSink:
             table_column=table_column,
             commit_mode=commit_mode,
             deletes=deletes,
+            resume_from_table=resume_from_table,
         )
         self._writer_metrics = WriterMetrics()
         self.maintenance_options = maintenance

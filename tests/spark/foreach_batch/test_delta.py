@@ -307,8 +307,10 @@ def test_table_show_lists_each_sink_writing_a_delta_table(
     assert main(["table", "show", loc]) == 0
     out = capsys.readouterr().out
     assert "sinks (watermark: the highest Spark batch id each sink committed):" in out
-    lines = {line.split()[0]: line.split() for line in out.splitlines() if "orders-" in line}
+    sinks, positions = out.split("source positions", 1)
+    lines = {line.split()[0]: line.split() for line in sinks.splitlines() if "orders-" in line}
     assert lines["orders-app"][2] == "1" and lines["orders-web"][2] == "2"
+    assert "orders-app" in positions and "orders-web" in positions
     assert main(["table", "show", loc, "--format", "jsonl"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert {(s["sink"], s["watermark"]) for s in shown["sinks"]} == {

@@ -24,6 +24,8 @@ option                         meaning (default)
 ``checkpoint-interval-batches`` ``1`` only: every micro-batch commits
 ``commit-mode``                ``synchronous`` only (``pipelined`` is refused, as for
                                an Iceberg target)
+``resume-from-table``          ``<job id>:<batch id>``: continue the query that
+                               recorded this position in the table (a new checkpoint)
 ``driver-key-limit``           CDC: distinct keys of a batch the commit holds at once
                                (``1000000``); beyond, it streams the tasks' spilled keys
 ``maintenance``                ``true``: compaction and vacuum after the commits, as
@@ -53,6 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_sink.commit.source_position import ResumePoint
 from stream_sink.delta.maintenance import DeltaMaintenanceOptions
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark.datasource.keys import (
@@ -72,6 +75,7 @@ from stream_sink.spark.options import (
     ROUTE_OPTION_NAMES,
     parse_delta_sink_options,
     resolve_location,
+    resume_point,
     route_commit_mode,
 )
 
@@ -115,6 +119,8 @@ class DeltaRouteOptions:
     """In-sink compaction and vacuum after the stream's commits (None: none)."""
     configuration: tuple[tuple[str, str], ...] = ()
     """Delta table configuration of a table the sink creates (``configuration.*``)."""
+    resume_from_table: ResumePoint | None = None
+    """The recorded position a new query continues from (``resume-from-table``)."""
 
     @property
     def storage(self) -> dict[str, str]:
@@ -222,6 +228,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         storage_options=tuple(sorted(storage.items())),
         configuration=tuple(sorted(configuration.items())),
         maintenance=sink_maintenance,
+        resume_from_table=resume_point(given.get("resume-from-table"), "resume-from-table"),
     )
 
 

@@ -1,4 +1,4 @@
-"""stream_sink.commit.iceberg.positions killed: ``crash_driver.py`` (no Spark) streams the
+"""stream_sink.commit.iceberg.position_deletes killed: ``crash_driver.py`` (no Spark) streams the
 scripted changelogs with ``deletes="positions"`` into v2 and v3 tables and is killed
 (SIGKILL) at the positions step (``after-position-deletes``: resolved and written, not
 committed) and around the table commit, then restarted: every change lands exactly

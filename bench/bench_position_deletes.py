@@ -1,7 +1,7 @@
 """Upserts committed with ``deletes="positions"`` against ``deletes="equality"`` plus the
 conversion a pyiceberg-readable table needs afterwards, without Spark.
 
-Run: ``python bench/bench_positions.py [keys] [changes] [batches] [version]`` (defaults
+Run: ``python bench/bench_position_deletes.py [keys] [changes] [batches] [version]`` (defaults
 1,000,000, 50,000, 5 and 3). A table gets ``keys`` rows, then ``batches`` upserts of
 ``changes`` random existing keys each, written by the real CDC writer (one task) and
 committed by the sink's commit step (``commit_group``, one row delta a batch). Each
@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.commit.iceberg.positions import PositionResolver
+from stream_sink.commit.iceberg.position_deletes import PositionResolver
 from stream_sink.commit.iceberg.table_commit import SinkIdentity, commit_group
 from stream_sink.commit.shapes import CommitGroup, Shape, StagedBatch
 from stream_sink.metrics.committer import CommitterMetrics

@@ -1,4 +1,4 @@
-"""stream_sink.commit.iceberg.positions: ``deletes="positions"`` through the commit
+"""stream_sink.commit.iceberg.position_deletes: ``deletes="positions"`` through the commit
 protocol, without Spark. Changelog streams (updates, deletes, key re-inserts, truncates)
 written by the real CDC writers commit deletion vectors (v3) or position delete files
 (v2) and no equality delete file in any snapshot; every snapshot is read exactly by
@@ -17,7 +17,7 @@ from harness import SCHEMA, Harness, live_files, table_rows, upsert_result, writ
 from readers import pyiceberg_rows
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.commit.iceberg.positions import PositionResolver
+from stream_sink.commit.iceberg.position_deletes import PositionResolver
 from stream_sink.commit.iceberg.target import IcebergTarget
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.read.scan import TableScan
