@@ -54,6 +54,7 @@ from typing import Any
 
 import pytest
 import xdist_groups
+from spark_jars import spark_kafka_jars
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.table.catalog import Catalog
@@ -198,26 +199,6 @@ def _peer_servers() -> Iterator[None]:
     from peers.readers import stop_servers
 
     stop_servers()
-
-
-def spark_kafka_jars() -> str | None:
-    """Spark's Kafka source (peer set ``spark-kafka``) as a ``spark.jars`` value, or None
-    when Maven cannot resolve it or pyspark is older than 4 (the source is built for
-    Spark 4 and Scala 2.13); the Kafka tests then skip."""
-    import pyspark
-
-    if int(pyspark.__version__.split(".")[0]) < 4:
-        return None
-    try:
-        proc = subprocess.run(
-            ["bash", str(REPO / "tests" / "peers" / "peer"), "jars", "spark-kafka"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def jars() -> str:
-    from conftest import spark_kafka_jars
+    from spark_jars import spark_kafka_jars
 
     found = spark_kafka_jars()
     if not found:
