@@ -2,7 +2,7 @@
 (Iceberg: snapshot summaries and the durable record) and the Delta target's
 ``committed_watermark`` (stream_sink/commit/delta/target.py: the sink's ``txn``).
 
-Tests stream_sink.ops.delta_status: the Delta sink's watermark as status reports it."""
+Tests stream_sink.ops.status.delta: the Delta sink's watermark as status reports it."""
 
 from __future__ import annotations
 

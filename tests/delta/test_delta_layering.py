@@ -54,15 +54,15 @@ def test_only_the_delta_adapters_import_delta() -> None:
         "spark/foreach_batch/delta.py",
         "spark/tasks/delta.py",
         "spark/runtime.py",
-        "spark/foreach_batch/delta_touched.py",
+        "spark/foreach_batch/copy_on_write.py",
         "spark/datasource/delta/commit.py",
         "spark/datasource/delta/write.py",
         "spark/datasource/delta/options.py",  # its maintenance options are Delta's
         "cli/delta_commands.py",
         "ops/drill/run.py",
         "ops/drill/jobs.py",
-        "ops/status.py",  # a Delta sink's maintenance report, in its own counts
-        "ops/delta_status.py",  # a Delta sink's table: version, files, txn watermark
+        "ops/status/__init__.py",  # a Delta sink's maintenance report, in its own counts
+        "ops/status/delta.py",  # a Delta sink's table: version, files, txn watermark
         "cli/status.py",  # their lines; --table as a Delta table's path
         "cli/source_positions.py",  # status --table of a Delta table's path
         "ops/source_positions.py",  # source positions read back from either format

@@ -6,7 +6,7 @@ executors and then into the commit driver's calls
 (:class:`~stream_sink.commit.driver.CommitDriver`): none calls a committer's protocol
 step itself. Helpers here serve these sinks only: Spark's own Parquet writer route
 (:mod:`.parquet_route`, :mod:`.file_columns`), the one-task CDC job
-(:mod:`.single_task`), Delta's copy-on-write file search (:mod:`.delta_touched`), the
+(:mod:`.single_task`), Delta's copy-on-write file search (:mod:`.copy_on_write`), the
 batches Spark ran that never reached a sink (:mod:`.batch_gaps`). ``IcebergSink`` picks
 its destination once (:mod:`.destination`): :class:`~.one_table.OneTable`, or the
 :class:`~.routing.Router`, whose package holds everything routed (the namespaces and

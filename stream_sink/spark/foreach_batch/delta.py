@@ -46,7 +46,7 @@ from stream_sink.spark.errors import (
     reraise_stream_sink_error,
 )
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
-from stream_sink.spark.foreach_batch.delta_touched import rewrite_touched_files
+from stream_sink.spark.foreach_batch.copy_on_write import rewrite_touched_files
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_DRIVER_KEY_LIMIT,
@@ -88,7 +88,7 @@ class DeltaSink:
 
     ``driver_key_limit``: CDC batches with at most this many distinct keys find the files
     to rewrite on the driver; larger ones keep their keys on the executors (semi- and
-    anti-joins there, see :mod:`.delta_touched`), so no batch is too large for the driver.
+    anti-joins there, see :mod:`.copy_on_write`), so no batch is too large for the driver.
 
     ``maintenance``: bounded compaction of small files and vacuum of files removed longer
     ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits

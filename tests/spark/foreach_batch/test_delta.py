@@ -3,7 +3,7 @@ overwrite, upsert and changelog (copy-on-write MERGE); every table read back by 
 and DuckDB's delta extension at every version.
 
 Tests stream_sink.spark.foreach_batch.delta: DeltaSink.
-Tests stream_sink.spark.foreach_batch.delta_touched: the files holding a batch's keys, on
+Tests stream_sink.spark.foreach_batch.copy_on_write: the files holding a batch's keys, on
 the driver or the executors.
 Tests stream_sink.spark.tasks.delta: the executors' Delta tasks."""
 

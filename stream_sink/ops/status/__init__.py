@@ -8,7 +8,7 @@ Sources, all read-only (safe while the query runs):
 - ``<checkpoint location>/<sink id>/chk-<id>``: the sink's completed checkpoints.
 - the table's snapshot summaries: the watermark, the highest batch id committed by
   (query id, sink id) on the branch; a Delta table's ``txn`` of the sink's appId, its
-  version and live files (:mod:`.delta_status`).
+  version and live files (:mod:`.delta`).
 - ``<checkpoint location>/<sink id>/maintenance.json``: what the in-sink maintenance
   last reported, an Iceberg sink's counts or a Delta sink's (told apart by its fields).
 
@@ -53,7 +53,7 @@ from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
-from stream_sink.ops.delta_status import DeltaTableState, LastCommit, delta_watermark
+from stream_sink.ops.status.delta import DeltaTableState, LastCommit, delta_watermark
 from stream_sink.secrets import masked, scrub, without_passwords
 from stream_sink.spark import query
 from stream_sink.spark.options import SPARK_CHECKPOINT_DIR, resolve_location
@@ -124,7 +124,7 @@ def sink_status(
     """The status of the sink checkpointing under ``checkpoint_location``: of ``table``
     in ``catalog``, by default the table the sink recorded in the catalog it recorded
     (:func:`recorded_table`, :func:`open_recorded_catalog`). A Delta sink's table is
-    the one it recorded (:mod:`.delta_status`; ``table`` a Delta table's path instead,
+    the one it recorded (:mod:`.delta`; ``table`` a Delta table's path instead,
     ``storage_options`` its store's credentials)."""
     root = resolve_location(checkpoint_location)
     # the catalog's storage properties (s3.endpoint, keys) serve its checkpoints too
