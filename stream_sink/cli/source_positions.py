@@ -135,10 +135,19 @@ def render(table: str, positions: list[SourcePosition], unit: str) -> str:
             ("  resume_from_table", p.point),
             ("  source offsets", p.offsets_json or "unknown (not readable when committed)"),
             ("  event-time watermark", "none" if mark is None else f"{mark} ({_time(mark)})"),
+            ("  event times", _event_times(p)),
             ("  recorded by", recorded),
         ]
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
+
+
+def _event_times(p: SourcePosition) -> str:
+    """The low and high event time of the commit's data files, when it recorded them."""
+    low, high = p.event_time_low_ms, p.event_time_high_ms
+    if low is None or high is None:
+        return "none recorded (no event_time_column, or files without its statistics)"
+    return f"{iso_time(low)} .. {iso_time(high)} (of the last commit's data files)"
 
 
 def _open(args: argparse.Namespace) -> Table | DeltaTable:

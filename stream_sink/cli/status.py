@@ -165,7 +165,11 @@ def _position(s: SinkStatus) -> str:
     mark = p.event_time_watermark_ms
     where = p.offsets_json or "unknown offsets"
     text = f"batch {p.batch_id} of query {p.job_id}: {where}"
-    return text + ("" if mark is None else f", event-time watermark {_time(mark)}")
+    text += "" if mark is None else f", event-time watermark {_time(mark)}"
+    low, high = p.event_time_low_ms, p.event_time_high_ms
+    if low is not None and high is not None:
+        text += f", event times {_time(low)} .. {_time(high)}"
+    return text
 
 
 def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:

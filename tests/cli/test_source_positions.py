@@ -81,6 +81,7 @@ def test_status_of_a_table_alone_prints_each_sinks_position(
     assert lines["source offsets"] == '[{"events":{"0":20}}]'
     assert lines["sink"] == "s"
     assert f"{WATERMARK_MS} (2023-11-14 22:13:20 UTC)" in out
+    assert lines["event times"].startswith("none recorded")  # no event_time_column
     args = ["status", "--table", "db.t", "--warehouse", warehouse, "--format", "jsonl"]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -1,7 +1,8 @@
 """stream_sink.commit.iceberg.event_time and stream_sink.commit.delta.event_time: with an
 ``event_time_column`` each commit records the low and high event time of the data files it
 adds, from their column statistics, in the same version as the data; the column is
-checked when the target is made, and files without statistics record nothing."""
+checked when the target is made, files without statistics record nothing, and
+``stream-sink status --table`` shows what was recorded."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import stream_sink as ss
+from stream_sink.cli.main import main
 from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
 from stream_sink.commit.delta.event_time import stat_ms
 from stream_sink.commit.delta.source_position import sink_position as delta_position
@@ -190,7 +192,9 @@ def delta_files(loc: str, data: pa.Table) -> DeltaBatch:
     return DeltaBatch(tuple(write_data_files(loc, data, SCHEMA, ())))
 
 
-def test_delta_commits_record_the_event_time_range_in_commit_info(tmp_path: Path) -> None:
+def test_delta_commits_record_the_event_time_range_in_commit_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     loc = str(tmp_path / "lake")
     DeltaTable.create(loc, SCHEMA)
     target = DeltaTarget(DeltaTable.load(loc), event_time_column="at")
@@ -198,6 +202,9 @@ def test_delta_commits_record_the_event_time_range_in_commit_info(tmp_path: Path
     position = delta_position(DeltaTable.load(loc).log, "s")
     assert position is not None
     assert (position.event_time_low_ms, position.event_time_high_ms) == (T0_MS, T0_MS + 2)
+    assert main(["status", "--table", loc]) == 0
+    shown = capsys.readouterr().out
+    assert "2024-05-02T12:00:00.000Z .. 2024-05-02T12:00:00.002Z" in shown
 
 
 def test_delta_adds_without_stats_record_nothing(tmp_path: Path) -> None:
