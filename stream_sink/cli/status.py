@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --table: per sink (or for --sink-id), the oldest snapshot (Delta: "
         "version) complete up to event time TIME, the first whose commit recorded an "
         "event-time watermark at or above it, or that none is yet; TIME is ISO-8601 "
-        "(2024-05-02T12:00:00Z, UTC without an offset) or epoch milliseconds",
+        "(2024-05-02T12:00:00Z, UTC without an offset) or epoch milliseconds; without it "
+        "(the default), the recorded positions are printed",
     )
     parser.add_argument(
         "--source",
