@@ -111,6 +111,11 @@ def iso_time(ms: int | None) -> str | None:
     return text.replace("+00:00", "Z")
 
 
+def _event_times(p: SourcePosition) -> str | None:
+    low, high = p.event_time_low_ms, p.event_time_high_ms
+    return None if low is None or high is None else f"{iso_time(low)}..{iso_time(high)}"
+
+
 def position_rows(table: Table | DeltaTable) -> list[dict[str, object]]:
     """Each sink's recorded position as ``table show`` lists it (one row a sink)."""
     return [
@@ -120,6 +125,7 @@ def position_rows(table: Table | DeltaTable) -> list[dict[str, object]]:
             "source_offsets": p.offsets_json or "unknown",
             "event_time_watermark_ms": p.event_time_watermark_ms,
             "event_time_watermark": iso_time(p.event_time_watermark_ms),
+            "event_times": _event_times(p),
             "version": p.version,
         }
         for p in sink_positions(table)

@@ -6,6 +6,7 @@ checked when the target is made, files without statistics record nothing, and
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,9 @@ def test_delta_commits_record_the_event_time_range_in_commit_info(
     assert main(["status", "--table", loc]) == 0
     shown = capsys.readouterr().out
     assert "2024-05-02T12:00:00.000Z .. 2024-05-02T12:00:00.002Z" in shown
+    assert main(["table", "show", loc, "--format", "jsonl"]) == 0
+    row = json.loads(capsys.readouterr().out)["source_positions"][0]
+    assert row["event_times"] == "2024-05-02T12:00:00.000Z..2024-05-02T12:00:00.002Z"
 
 
 def test_delta_adds_without_stats_record_nothing(tmp_path: Path) -> None:
