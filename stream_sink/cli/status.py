@@ -1,6 +1,7 @@
 """``stream-sink status``: a sink's watermark, pending and staged batches, last commit,
 and how far Spark's offsets are ahead (see :mod:`stream_sink.ops.status`); with
-``--table`` only, each sink's source position as the table records it (:mod:`.positions`)."""
+``--table`` only, each sink's source position as the table records it, and with
+``--complete-up-to`` the version complete up to an event time (:mod:`.source_positions`)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"topic":{"0":123}}) that starts a new query where the sink\'s last commit ended',
     )
     parser.add_argument(
+        "--complete-up-to",
+        default=None,
+        metavar="TIME",
+        help="with --table: per sink (or for --sink-id), the oldest snapshot (Delta: "
+        "version) complete up to event time TIME, the first whose commit recorded an "
+        "event-time watermark at or above it, or that none is yet; TIME is ISO-8601 "
+        "(2024-05-02T12:00:00Z, UTC without an offset) or epoch milliseconds; without it "
+        "(the default), the recorded positions are printed",
+    )
+    parser.add_argument(
         "--source",
         type=int,
         default=0,
@@ -66,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_status(args: argparse.Namespace) -> int:
     """Print the status; 1 (with the reason on stderr) when the sink's table could not be
     read: then nothing is known to be committed or not, and nothing is reported as such."""
-    if args.checkpoint_location is None or args.starting_offsets:
+    if args.checkpoint_location is None or args.starting_offsets or args.complete_up_to:
         return run_positions(args)
     status = sink_status(
         args.checkpoint_location,
@@ -155,7 +166,11 @@ def _position(s: SinkStatus) -> str:
     mark = p.event_time_watermark_ms
     where = p.offsets_json or "unknown offsets"
     text = f"batch {p.batch_id} of query {p.job_id}: {where}"
-    return text + ("" if mark is None else f", event-time watermark {_time(mark)}")
+    text += "" if mark is None else f", event-time watermark {_time(mark)}"
+    low, high = p.event_time_low_ms, p.event_time_high_ms
+    if low is not None and high is not None:
+        text += f", event times {_time(low)} .. {_time(high)}"
+    return text
 
 
 def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:

@@ -14,6 +14,12 @@ a per-sink table property (``commit/iceberg/source_position.py``), Delta into th
 that position: :func:`check_resume` refuses it unless the table's position for the sink
 is exactly the one named, with known offsets, and the new query starts at those offsets.
 
+With an ``event_time_column`` (a timestamp, date or long column of the table), a commit
+also records the lowest and highest value of that column over the data files it adds,
+read from their column statistics (:data:`EVENT_TIME_LOW_MS`, :data:`EVENT_TIME_HIGH_MS`;
+``commit/iceberg/event_time.py``, ``commit/delta/event_time.py``); when any of those
+files has no statistics for the column, nothing is recorded rather than a guess.
+
 Invariants: a commit whose offsets cannot be read records a position with unknown
 offsets (``sources`` None) rather than none, so a table never shows an older position
 than the data it holds; a recorded position with unknown offsets cannot be resumed from.
@@ -22,7 +28,7 @@ than the data it holds; a recorded position with unknown offsets cannot be resum
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +38,11 @@ SOURCE_OFFSETS = "stream-sink.source-offsets"
 """Summary / commit key: a JSON array, one element per source, of the end offsets."""
 EVENT_TIME_WATERMARK_MS = "stream-sink.event-time-watermark-ms"
 """Summary / commit key: the query's event-time watermark (epoch ms), when above 0."""
+EVENT_TIME_LOW_MS = "stream-sink.event-time-low-ms"
+"""Summary / commit key: the lowest value (epoch ms, rounded down) of the sink's
+``event_time_column`` over the data files the commit adds, from their column statistics."""
+EVENT_TIME_HIGH_MS = "stream-sink.event-time-high-ms"
+"""Summary / commit key: the highest such value (epoch ms, rounded up)."""
 SOURCE_BATCH = "stream-sink.source-batch"
 """Commit key (Delta): the batch id whose end offsets are recorded."""
 
@@ -83,6 +94,11 @@ class SourcePosition:
     """The Iceberg snapshot id or Delta version that recorded it (None: not known)."""
     timestamp_ms: int | None = None
     """When that commit was made (None: not known)."""
+    event_time_low_ms: int | None = None
+    """The lowest ``event_time_column`` value of the commit's data files (None: no
+    column configured, or a file without statistics for it)."""
+    event_time_high_ms: int | None = None
+    """The highest such value (None as for the low one)."""
 
     @property
     def point(self) -> str:
@@ -122,6 +138,9 @@ class SourcePosition:
             doc["version"] = self.version
         if self.timestamp_ms is not None:
             doc["timestamp-ms"] = self.timestamp_ms
+        if self.event_time_low_ms is not None and self.event_time_high_ms is not None:
+            doc["event-time-low-ms"] = self.event_time_low_ms
+            doc["event-time-high-ms"] = self.event_time_high_ms
         return dumps(doc)
 
     @staticmethod
@@ -138,18 +157,68 @@ class SourcePosition:
                 watermark_ms(doc.get("event-time-watermark-ms")),
                 _int_or_none(doc.get("version")),
                 _int_or_none(doc.get("timestamp-ms")),
+                _int_or_none(doc.get("event-time-low-ms")),
+                _int_or_none(doc.get("event-time-high-ms")),
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
 
 def position_of(
-    offsets: BatchOffsets, job_id: str, sink_id: str, version: int | None = None
+    offsets: BatchOffsets,
+    job_id: str,
+    sink_id: str,
+    version: int | None = None,
+    event_times: EventTimeRange | None = None,
 ) -> SourcePosition:
-    """The position a commit of ``offsets`` records for (job, sink)."""
+    """The position a commit of ``offsets`` (and of data files whose event times span
+    ``event_times``) records for (job, sink)."""
+    low, high = event_times if event_times is not None else (None, None)
     return SourcePosition(
-        job_id, sink_id, offsets.batch_id, offsets.sources, offsets.event_time_watermark_ms, version
+        job_id,
+        sink_id,
+        offsets.batch_id,
+        offsets.sources,
+        offsets.event_time_watermark_ms,
+        version,
+        None,
+        low,
+        high,
     )
+
+
+EventTimeRange = tuple[int, int]
+"""The lowest and highest event time (epoch ms) of a commit's data files."""
+
+
+def span(ranges: Iterable[EventTimeRange | None]) -> EventTimeRange | None:
+    """The range covering every one of ``ranges``; None when any is None (a file without
+    statistics for the column: nothing is known of it, nothing is recorded) or there are
+    none. A file that holds only nulls of the column is left out by its caller."""
+    lows: list[int] = []
+    highs: list[int] = []
+    for r in ranges:
+        if r is None:
+            return None
+        lows.append(r[0])
+        highs.append(r[1])
+    return (min(lows), max(highs)) if lows else None
+
+
+def event_time_entries(event_times: EventTimeRange | None) -> dict[str, str]:
+    """The summary / commit keys recording ``event_times`` (none without a range)."""
+    if event_times is None:
+        return {}
+    return {EVENT_TIME_LOW_MS: str(event_times[0]), EVENT_TIME_HIGH_MS: str(event_times[1])}
+
+
+def event_time_range(entries: Any) -> EventTimeRange | None:
+    """The range a summary / ``operationParameters`` mapping records; None if none."""
+    try:
+        low, high = int(entries[EVENT_TIME_LOW_MS]), int(entries[EVENT_TIME_HIGH_MS])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (low, high)
 
 
 def parse_sources(text: str | None) -> tuple[Any, ...] | None:

@@ -16,12 +16,14 @@ A routed sink's tables each record it under the operator id ``<sink id>=<table>`
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from stream_sink.commit.delta import source_position as delta_position
 from stream_sink.commit.iceberg import source_position as iceberg_position
 from stream_sink.commit.source_position import SourcePosition
 from stream_sink.delta import DeltaTable
+from stream_sink.exceptions import InvalidOptionError
 from stream_sink.table.snapshots import MAIN_BRANCH
 from stream_sink.table.table import Table
 
@@ -29,6 +31,8 @@ __all__ = [
     "SourcePosition",
     "complete_up_to",
     "event_time_ms",
+    "iso_time",
+    "parse_event_time",
     "position_rows",
     "sink_position",
     "sink_positions",
@@ -80,6 +84,38 @@ def event_time_ms(t: int | datetime) -> int:
     return int(t)
 
 
+def parse_event_time(text: str, *, option: str = "--complete-up-to") -> int:
+    """Epoch milliseconds of ``text``: an integer (epoch ms) or an ISO-8601 time
+    (``2024-05-02T12:00:00Z``, ``2024-05-02 12:00:00+02:00``, ``2024-05-02``; without
+    an offset it is UTC). InvalidOptionError naming ``option`` otherwise."""
+    value = str(text).strip()
+    if re.fullmatch(r"-?\d+", value):
+        return int(value)
+    try:
+        utc = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+        parsed = datetime.fromisoformat(utc)
+    except ValueError:
+        raise InvalidOptionError(
+            f"{option} {text!r}: expected an event time as ISO-8601 "
+            "(2024-05-02T12:00:00Z; UTC without an offset) or epoch milliseconds "
+            "(1714651200000)"
+        ) from None
+    return event_time_ms(parsed)
+
+
+def iso_time(ms: int | None) -> str | None:
+    """``ms`` (epoch milliseconds) as an ISO-8601 UTC time; None for None."""
+    if ms is None:
+        return None
+    text = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def _event_times(p: SourcePosition) -> str | None:
+    low, high = p.event_time_low_ms, p.event_time_high_ms
+    return None if low is None or high is None else f"{iso_time(low)}..{iso_time(high)}"
+
+
 def position_rows(table: Table | DeltaTable) -> list[dict[str, object]]:
     """Each sink's recorded position as ``table show`` lists it (one row a sink)."""
     return [
@@ -88,6 +124,8 @@ def position_rows(table: Table | DeltaTable) -> list[dict[str, object]]:
             "resume_from_table": p.point,
             "source_offsets": p.offsets_json or "unknown",
             "event_time_watermark_ms": p.event_time_watermark_ms,
+            "event_time_watermark": iso_time(p.event_time_watermark_ms),
+            "event_times": _event_times(p),
             "version": p.version,
         }
         for p in sink_positions(table)

@@ -79,6 +79,9 @@ class SinkOptions:
     """How rows written by earlier batches are deleted (:data:`DeleteMode`)."""
     resume_from_table: ResumePoint | None = None
     """Continue the query that recorded this position in the table (a new checkpoint)."""
+    event_time_column: str | None = None
+    """A timestamp, date or long column whose low and high value over each commit's data
+    files the commit records (:mod:`stream_sink.commit.iceberg.event_time`)."""
 
     @property
     def is_cdc(self) -> bool:
@@ -124,6 +127,7 @@ def parse_options(
     deletes: str = "equality",
     cdc_names: CdcOptionNames | None = None,
     resume_from_table: str | None = None,
+    event_time_column: str | None = None,
 ) -> SinkOptions:
     """Check and normalise the keyword arguments of ``IcebergSink``; ``cdc_names``: how
     the messages name the CDC options (default: as keyword arguments)."""
@@ -144,6 +148,12 @@ def parse_options(
             "routed sink's tables record positions of their own (a table without rows in the "
             "last batches records an older one), so the stream cannot be continued from them "
             "exactly once; resume a sink of one table"
+        )
+    if table_column is not None and event_time_column:
+        raise InvalidOptionError(
+            f"event_time_column={event_time_column!r} with table_column={table_column!r}: a "
+            "routed sink's tables need not share the column; record event times with a sink "
+            "of one table"
         )
     sink = validate_sink_id(sink_id if sink_id is not None else table)
     root = resolve_location(checkpoint_location or f"{DEFAULT_CHECKPOINT_ROOT}/{sink}")
@@ -182,7 +192,17 @@ def parse_options(
         commit_mode=check_commit_mode(commit_mode, where=f"sink {sink!r}"),
         deletes=check_delete_mode(deletes, mode_, where=f"sink {sink!r}"),
         resume_from_table=resume_point(resume_from_table),
+        event_time_column=_event_time_column(event_time_column),
     )
+
+
+def _event_time_column(value: str | None, option: str = "event_time_column") -> str | None:
+    """The column's name, or None; the table checks its type when the sink opens."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOptionError(f"{option} must be a column name, got {value!r}")
+    return value.strip()
 
 
 def resume_point(value: str | None, option: str = "resume_from_table") -> ResumePoint | None:

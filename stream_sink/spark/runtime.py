@@ -136,6 +136,7 @@ def iceberg_committer(
             branch=options.branch,
             snapshot_properties=options.snapshot_property_map,
             deletes=options.deletes,
+            event_time_column=options.event_time_column,
         ),
         StateDirectory(state_dir_for(options.state_dir, operator_id)),
         CheckpointStorage(options.checkpoint_location, operator_id, io),
@@ -237,6 +238,7 @@ def open_delta(
     after_checkpoint: AfterCheckpoint[DeltaTable] | None = None,
     commit_mode: ScheduleName = "synchronous",
     resume: ResumePoint | None = None,
+    event_time_column: str | None = None,
 ) -> SinkRuntime[DeltaTable]:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left: pipelined, the sink drains first).
@@ -245,7 +247,7 @@ def open_delta(
     if commit_mode == "pipelined":
         committing = DeltaTable.load(table.location, storage_options=places.storage_options)
     committer = FilesCommitter(
-        DeltaTarget(committing),
+        DeltaTarget(committing, event_time_column=event_time_column),
         StateDirectory(places.state_dir),
         CheckpointStorage(
             places.checkpoint_location,

@@ -1,6 +1,7 @@
 """stream_sink.cli.source_positions: ``stream-sink status --table T`` without a checkpoint
 location prints what the table records of each sink's stream, and
-``--starting-offsets`` the JSON that starts a new query there (Iceberg and Delta)."""
+``--starting-offsets`` the JSON that starts a new query there, and ``--complete-up-to``
+the oldest version complete up to an event time (Iceberg and Delta)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ def test_status_of_a_table_alone_prints_each_sinks_position(
     assert lines["source offsets"] == '[{"events":{"0":20}}]'
     assert lines["sink"] == "s"
     assert f"{WATERMARK_MS} (2023-11-14 22:13:20 UTC)" in out
+    assert lines["event times"].startswith("none recorded")  # no event_time_column
     args = ["status", "--table", "db.t", "--warehouse", warehouse, "--format", "jsonl"]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -119,6 +121,45 @@ def test_table_show_lists_each_sinks_position(
     assert main(["table", "show", "db.t", "--warehouse", warehouse]) == 0
     out = capsys.readouterr().out.split("source positions", 1)[1]
     assert "q1:1" in out and '[{"events":{"0":20}}]' in out and str(WATERMARK_MS) in out
+    assert "2023-11-14T22:13:20.000Z" in out  # the watermark as an ISO time too
     assert main(["table", "show", "db.t", "--warehouse", warehouse, "--format", "jsonl"]) == 0
     shown = json.loads(capsys.readouterr().out)["source_positions"]
     assert [(r["sink"], r["resume_from_table"]) for r in shown] == [("s", "q1:1")]
+    assert shown[0]["event_time_watermark"] == "2023-11-14T22:13:20.000Z"
+
+
+def test_complete_up_to_names_the_oldest_snapshot_whose_watermark_reaches_the_time(
+    warehouse: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = ss.load_catalog("cli", type="hadoop", warehouse=warehouse).load_table("db.t")
+    first = min(table.metadata.snapshots, key=lambda s: s.sequence_number).snapshot_id
+    base = ["status", "--table", "db.t", "--warehouse", warehouse]
+    for when in ("2023-11-14T22:13:20Z", str(WATERMARK_MS), "2023-11-14 23:13:20+01:00"):
+        assert main([*base, "--complete-up-to", when]) == 0
+        out = capsys.readouterr().out
+        assert f"snapshot {first} at" in out and "and every later one" in out
+        assert "2023-11-14T22:13:20.000Z (1700000000000)" in out
+    assert main([*base, "--complete-up-to", "2023-11-14T22:13:21", "--format", "jsonl"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["sink_id"], doc["complete"], doc["version"]) == ("s", False, None)
+    assert doc["complete_up_to_ms"] == WATERMARK_MS + 1000
+    assert main([*base, "--complete-up-to", str(WATERMARK_MS + 1)]) == 0
+    assert "none yet: the last recorded event-time watermark is 2023-11-14T22:13:20.000Z" in (
+        capsys.readouterr().out
+    )
+    assert main([*base, "--complete-up-to", "yesterday"]) == 1
+    err = capsys.readouterr().err
+    assert "--complete-up-to 'yesterday'" in err and "ISO-8601" in err
+    assert main([*base, "--complete-up-to", "2023-11-14", "--sink-id", "other"]) == 1
+
+
+def test_complete_up_to_on_a_delta_table_names_a_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loc = str(tmp_path / "lake")
+    DeltaTable.create(loc, SCHEMA)
+    data = pa.table({"id": [1], "data": ["x"]}, schema=SCHEMA)
+    batch = DeltaBatch(tuple(write_data_files(loc, data, SCHEMA, ())))
+    _commit(DeltaTarget(DeltaTable.load(loc)), tmp_path / "state", "d", [batch])
+    assert main(["status", "--table", loc, "--complete-up-to", "2023-11-14T00:00:00Z"]) == 0
+    assert "version 1 at" in capsys.readouterr().out

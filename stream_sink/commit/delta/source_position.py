@@ -4,7 +4,9 @@ A commit whose group carries the query's offsets adds to its ``operationParamete
 (strings, as Delta's own writers put them) :data:`SINK_ID`, :data:`JOB_ID`,
 :data:`SOURCE_BATCH`, :data:`SOURCE_OFFSETS` (a JSON array, one element per source;
 ``null`` when unknown) and :data:`EVENT_TIME_WATERMARK_MS` (only with an event-time
-watermark): the same version as the data and the ``txn`` watermark. ``DESCRIBE HISTORY``
+watermark), and with an ``event_time_column`` the low and high event time of the
+commit's new data files (:data:`EVENT_TIME_LOW_MS`, :data:`EVENT_TIME_HIGH_MS`;
+:mod:`.event_time`): the same version as the data and the ``txn`` watermark. ``DESCRIBE HISTORY``
 shows them in every engine.
 
 Reading back walks the commit files from the newest; a position is found as long as the
@@ -28,6 +30,7 @@ from ..source_position import (
     SOURCE_OFFSETS,
     BatchOffsets,
     SourcePosition,
+    event_time_range,
     parse_sources,
     watermark_ms,
 )
@@ -64,6 +67,7 @@ def commit_position(info: Mapping[str, Any], version: int) -> SourcePosition | N
     if not isinstance(job, str) or not isinstance(sink, str):
         return None
     timestamp = info.get("timestamp")
+    low, high = event_time_range(params) or (None, None)
     return SourcePosition(
         job,
         sink,
@@ -72,6 +76,8 @@ def commit_position(info: Mapping[str, Any], version: int) -> SourcePosition | N
         watermark_ms(params.get(EVENT_TIME_WATERMARK_MS)),
         version,
         int(timestamp) if isinstance(timestamp, int) else None,
+        low,
+        high,
     )
 
 

@@ -38,8 +38,9 @@ from stream_sink.metrics.committer import CommitterMetrics
 
 from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
 from ..shapes import CommitGroup, Shape
-from ..source_position import SourcePosition
+from ..source_position import EventTimeRange, SourcePosition, event_time_entries
 from ..target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
+from .event_time import check_event_time_column, event_time_range
 from .source_position import position_parameters, sink_position
 
 log = logging.getLogger(__name__)
@@ -80,12 +81,16 @@ class _Counted:
 class DeltaTarget(CommitTarget[DeltaTable]):
     """A Delta table as the sink's target."""
 
-    def __init__(self, table: DeltaTable) -> None:
+    def __init__(self, table: DeltaTable, *, event_time_column: str | None = None) -> None:
         snapshot = table.snapshot
         check_writable(
             snapshot.protocol, f"Delta table {table.location}", snapshot.metadata.schema_string
         )
+        if event_time_column is not None:
+            check_event_time_column(table.schema, event_time_column, table=table.location)
         self.table = table
+        self.event_time_column = event_time_column
+        """The column whose low and high values each commit records (:mod:`.event_time`)."""
 
     @property
     def committed(self) -> DeltaTable:
@@ -118,6 +123,13 @@ class DeltaTarget(CommitTarget[DeltaTable]):
 
     def sweep(self, namer: StagingNamer, referenced: Iterable[bytes], *, where: str) -> None:
         return None
+
+    def _event_times(self, batch: DeltaBatch) -> EventTimeRange | None:
+        column = self.event_time_column
+        if column is None or column not in self.table.schema.names:
+            return None
+        physical = self.table.snapshot.column_mapping.physical_name(column)
+        return event_time_range(batch.adds, physical)
 
     def watermark(self, job_id: str, operator_id: str) -> int:
         return committed_watermark(self.table.refresh().snapshot, job_id, operator_id)
@@ -157,6 +169,7 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             batches = f"{group.lowest}..{group.stamp}"
             parameters = {"stream-sink.batches": batches}
             parameters.update(position_parameters(group.offsets, job_id, operator_id))
+            parameters.update(event_time_entries(self._event_times(batch)))
             version = txn.commit(operation, parameters)
         except CommitValidationError:
             if not seen:

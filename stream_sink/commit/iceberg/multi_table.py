@@ -337,7 +337,11 @@ def _checkpoint_of(committer: FilesCommitter, group: CommitGroup) -> TableCheckp
             f"sink {committer.operator_id}: only Iceberg tables commit together here"
         )
     who = SinkIdentity(
-        committer.job_id, committer.operator_id, target.branch, target.snapshot_properties
+        committer.job_id,
+        committer.operator_id,
+        target.branch,
+        target.snapshot_properties,
+        target.event_time_column,
     )
     return TableCheckpoint(target.table, group, who, committer.metrics, target.positions)
 

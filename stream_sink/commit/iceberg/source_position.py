@@ -28,7 +28,9 @@ from ..source_position import (
     EVENT_TIME_WATERMARK_MS,
     SOURCE_OFFSETS,
     BatchOffsets,
+    EventTimeRange,
     SourcePosition,
+    event_time_range,
     parse_sources,
     position_of,
     watermark_ms,
@@ -50,12 +52,14 @@ def stamp_position(
     job_id: str,
     operator_id: str,
     branch: str = MAIN_BRANCH,
+    event_times: EventTimeRange | None = None,
 ) -> None:
-    """Record ``offsets`` in the snapshot ``producer`` commits and in the table property."""
+    """Record ``offsets`` (and the commit's ``event_times``, whose summary keys the caller
+    sets) in the snapshot ``producer`` commits and in the table property."""
     producer.set(SOURCE_OFFSETS, offsets.offsets_json or "null")
     if offsets.event_time_watermark_ms is not None:
         producer.set(EVENT_TIME_WATERMARK_MS, str(offsets.event_time_watermark_ms))
-    position = position_of(offsets, job_id, operator_id, producer.snapshot_id)
+    position = position_of(offsets, job_id, operator_id, producer.snapshot_id, event_times)
     producer.set_table_property(position_property(operator_id, branch), position.to_json())
 
 
@@ -65,6 +69,7 @@ def summary_position(snapshot: Snapshot) -> SourcePosition | None:
     operator, job, stamp = summary.get(OPERATOR_ID), summary.get(JOB_ID), summary_stamp(summary)
     if SOURCE_OFFSETS not in summary or operator is None or job is None or stamp is None:
         return None
+    low, high = event_time_range(summary) or (None, None)
     return SourcePosition(
         job,
         operator,
@@ -73,6 +78,8 @@ def summary_position(snapshot: Snapshot) -> SourcePosition | None:
         watermark_ms(summary.get(EVENT_TIME_WATERMARK_MS)),
         snapshot.snapshot_id,
         snapshot.timestamp_ms,
+        low,
+        high,
     )
 
 

@@ -52,6 +52,8 @@ from stream_sink.write.snapshot import Operation, snapshot_producer
 
 from ..failpoints import AFTER_METADATA_FILE_WRITE, AFTER_POSITION_DELETES, failpoint
 from ..shapes import CommitGroup, Shape
+from ..source_position import event_time_entries
+from .event_time import event_time_range
 from .position_deletes import PositionResolver, Resolution
 from .source_position import stamp_position
 from .watermark import (
@@ -76,6 +78,8 @@ class SinkIdentity:
     operator_id: str
     branch: str
     properties: Mapping[str, str]
+    event_time_column: str | None = None
+    """The column whose low and high values the commit records (:mod:`.event_time`)."""
 
 
 def commit_group(
@@ -97,7 +101,7 @@ def commit_group(
         if positions is not None and group.shape == Shape.ROW_DELTA:
             files = _commit_positions(table, group, who, check, positions)
         else:
-            producer = _stamped(_producer(table, group, who.branch), group, who, check)
+            producer = _stamped(table, _producer(table, group, who.branch), group, who, check)
             producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
             _commit_settling_unknown(table, producer, group)
             files = group_files(group)
@@ -151,22 +155,32 @@ def stamped_producer(
     """The snapshot of ``group`` with the sink's stamps and durable watermark record,
     refused on any attempt that finds the group committed (:func:`watermark_check`)."""
     check = watermark_check(table, group, who, seen)
-    return _stamped(_producer(table, group, who.branch), group, who, check)
+    return _stamped(table, _producer(table, group, who.branch), group, who, check)
 
 
 P = TypeVar("P", bound=SnapshotProducer)
 
 
-def _stamped(producer: P, group: CommitGroup, who: SinkIdentity, check: WatermarkCheck) -> P:
-    """``producer`` with the sink's snapshot properties, watermark and its check."""
+def _stamped(
+    table: Table, producer: P, group: CommitGroup, who: SinkIdentity, check: WatermarkCheck
+) -> P:
+    """``producer`` with the sink's snapshot properties, watermark and its check (and
+    the event-time range of the group's data files, in ``table``'s schema)."""
     producer.set_all(dict(who.properties))
     producer.set(JOB_ID, who.job_id)
     producer.set(OPERATOR_ID, who.operator_id)
     producer.set(MAX_COMMITTED_CHECKPOINT_ID, str(group.stamp))
     record = WatermarkRecord(who.job_id, group.stamp, producer.snapshot_id)
     producer.set_table_property(watermark_property(who.operator_id, who.branch), record.to_json())
+    event_times = None
+    if who.event_time_column is not None:
+        files = group_files(group)
+        event_times = event_time_range(files, table.metadata.schema, who.event_time_column)
+        producer.set_all(event_time_entries(event_times))
     if group.offsets is not None:
-        stamp_position(producer, group.offsets, who.job_id, who.operator_id, who.branch)
+        stamp_position(
+            producer, group.offsets, who.job_id, who.operator_id, who.branch, event_times
+        )
     producer.validate(check)
     return producer
 
@@ -194,7 +208,7 @@ def _commit_positions(
         try:
             check(table.metadata, head)  # before any lookup: already committed?
             resolution = positions.resolve(table, head, group_result)
-            producer = _stamped(_delta(table, resolution, who.branch), group, who, check)
+            producer = _stamped(table, _delta(table, resolution, who.branch), group, who, check)
             producer.validate(resolution.unchanged)
             producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
             failpoint(AFTER_POSITION_DELETES)

@@ -28,6 +28,7 @@ from stream_sink.write.result import WriteResult
 from ..shapes import CommitGroup
 from ..source_position import SourcePosition
 from ..target import BatchFiles, CommitTarget, StagingNamer
+from .event_time import event_time_field
 from .position_deletes import PositionResolver
 from .source_position import sink_position
 from .staging import (
@@ -56,7 +57,11 @@ class IcebergTarget(CommitTarget[Table]):
         branch: str = MAIN_BRANCH,
         snapshot_properties: Mapping[str, str] | None = None,
         deletes: str = "equality",
+        event_time_column: str | None = None,
     ) -> None:
+        if event_time_column is not None:
+            event_time_field(table.schema(), event_time_column, table=str(table.name))
+        self.event_time_column = event_time_column
         self.table = table
         self.branch = branch
         self.snapshot_properties = {str(k): str(v) for k, v in (snapshot_properties or {}).items()}
@@ -125,7 +130,9 @@ class IcebergTarget(CommitTarget[Table]):
     def commit(
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
     ) -> int | None:
-        who = SinkIdentity(job_id, operator_id, self.branch, self.snapshot_properties)
+        who = SinkIdentity(
+            job_id, operator_id, self.branch, self.snapshot_properties, self.event_time_column
+        )
         return commit_group(self.table, group, who, metrics, self.positions)
 
     def delete_unreferenced(

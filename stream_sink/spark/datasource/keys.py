@@ -44,6 +44,7 @@ SHARED_OPTIONS = (
     "commit-mode",
     "maintenance",
     "resume-from-table",
+    "event-time-column",
 )
 """The sink options both targets take, with the same meaning (each target's module
 doc lists them with its own)."""

@@ -28,6 +28,8 @@ option                         meaning (default)
                                ``equality``): see ``IcebergSink``'s ``deletes``
 ``resume-from-table``          ``<job id>:<batch id>``: continue the query that
                                recorded this position in the table (a new checkpoint)
+``event-time-column``          a timestamp, date or long column: each commit records
+                               its low and high value over the commit's data files
 ``catalog.type``               ``hadoop`` | ``sql`` | ``rest`` (``hadoop``)
 ``catalog.warehouse``          warehouse location (required for ``hadoop``)
 ``catalog.uri``                database URI of a ``sql`` catalog, URL of a ``rest`` one
@@ -212,6 +214,7 @@ def _sink_options(
         deletes=given.get("deletes", "equality"),
         cdc_names=ROUTE_OPTION_NAMES,
         resume_from_table=given.get("resume-from-table") or None,
+        event_time_column=given.get("event-time-column") or None,
     )
 
 

@@ -103,6 +103,13 @@ class DeltaSink:
     ``resume_from_table="<job id>:<batch id>"``: this query (a new checkpoint location,
     the same sink id) continues the one that recorded that source position in the table
     (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
+
+    ``event_time_column``: a timestamp, date or long (epoch ms) column of the table; each
+    commit records the lowest and highest value of it over the data files it adds, from
+    their column statistics, next to its source offsets (``stream-sink.event-time-low-ms``,
+    ``stream-sink.event-time-high-ms`` in ``commitInfo``; nothing when a file has no
+    statistics for it). A column that is missing or of another type is refused when the
+    sink opens its table.
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class DeltaSink:
         maintenance: DeltaMaintenanceOptions | None = None,
         commit_mode: str = "synchronous",
         resume_from_table: str | None = None,
+        event_time_column: str | None = None,
     ) -> None:
         self.places = DeltaPlaces.resolve(
             path,
@@ -158,6 +166,7 @@ class DeltaSink:
         self.maintenance = maintenance
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.resume_from_table = resume_point(resume_from_table)
+        self.event_time_column = (event_time_column or "").strip() or None
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._runtime: SinkRuntime[DeltaTable] | None = None
@@ -272,6 +281,7 @@ class DeltaSink:
             after_checkpoint=self._maintain_committed,
             commit_mode=self.commit_mode,
             resume=self.resume_from_table,
+            event_time_column=self.event_time_column,
         )
         self._opened = True
         return self._runtime

@@ -91,6 +91,12 @@ class IcebergSink:
     the same sink id) continues the one that recorded that source position in the table
     (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
 
+    ``event_time_column``: a timestamp, date or long (epoch ms) column of the table; each
+    commit records the lowest and highest value of it over the data files it adds, from
+    their column statistics, next to its source offsets (``stream-sink.event-time-low-ms``,
+    ``stream-sink.event-time-high-ms``; nothing when a file has no statistics for it). A
+    column that is missing or of another type is refused when the sink opens its table.
+
     Start the query with ``.option("checkpointLocation", sink.spark_checkpoint_location)``.
     Call ``close()`` when the query ends: it takes the final checkpoint of batches not
     yet committed (only when ``checkpoint_interval_batches`` > 1 or time-based), waits
@@ -128,6 +134,7 @@ class IcebergSink:
         commit_mode: str = "synchronous",
         deletes: str = "equality",
         resume_from_table: str | None = None,
+        event_time_column: str | None = None,
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -155,6 +162,7 @@ class IcebergSink:
             commit_mode=commit_mode,
             deletes=deletes,
             resume_from_table=resume_from_table,
+            event_time_column=event_time_column,
         )
         self._writer_metrics = WriterMetrics()
         self.maintenance_options = maintenance

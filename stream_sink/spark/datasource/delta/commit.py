@@ -234,7 +234,14 @@ def _open(options: DeltaRouteOptions) -> tuple[DeltaTable, SinkRuntime[DeltaTabl
     places = _places(options)
     job_id = places.job_id()
     table = DeltaTable.load(places.path, storage_options=places.storage_options)
-    return table, open_delta(places, table, options.mode, job_id, resume=options.resume_from_table)
+    return table, open_delta(
+        places,
+        table,
+        options.mode,
+        job_id,
+        resume=options.resume_from_table,
+        event_time_column=options.event_time_column,
+    )
 
 
 def commit_stream(

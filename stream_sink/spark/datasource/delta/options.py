@@ -26,6 +26,8 @@ option                         meaning (default)
                                an Iceberg target)
 ``resume-from-table``          ``<job id>:<batch id>``: continue the query that
                                recorded this position in the table (a new checkpoint)
+``event-time-column``          a timestamp, date or long column: each commit records
+                               its low and high value over the commit's data files
 ``driver-key-limit``           CDC: distinct keys of a batch the commit holds at once
                                (``1000000``); beyond, it streams the tasks' spilled keys
 ``maintenance``                ``true``: compaction and vacuum after the commits, as
@@ -121,6 +123,8 @@ class DeltaRouteOptions:
     """Delta table configuration of a table the sink creates (``configuration.*``)."""
     resume_from_table: ResumePoint | None = None
     """The recorded position a new query continues from (``resume-from-table``)."""
+    event_time_column: str | None = None
+    """The column whose low and high value each commit records (``event-time-column``)."""
 
     @property
     def storage(self) -> dict[str, str]:
@@ -146,6 +150,7 @@ class DeltaRouteOptions:
             "storage_options": self.storage,
             "maintenance": self.maintenance,
             "configuration": dict(self.configuration),
+            "event_time_column": self.event_time_column,
             **self._key_limit(),
         }
 
@@ -229,6 +234,7 @@ def parse_delta_options(options: Mapping[str, str], *, streaming: bool) -> Delta
         configuration=tuple(sorted(configuration.items())),
         maintenance=sink_maintenance,
         resume_from_table=resume_point(given.get("resume-from-table"), "resume-from-table"),
+        event_time_column=(given.get("event-time-column") or "").strip() or None,
     )
 
 
