@@ -23,6 +23,7 @@ from readers import duckdb_rows
 
 import stream_sink as ss
 from stream_sink.delta import DeltaTable
+from stream_sink.exceptions import NoSuchTableError
 from stream_sink.spark import (
     ORDER_COLUMN,
     ROW_KIND_COLUMN,
@@ -180,7 +181,12 @@ def test_source_types_survive_into_a_created_iceberg_table_read_by_every_reader(
     deadline = time.monotonic() + 180
     while True:  # Debezium is asynchronous: run until its changes have arrived
         run(kafka_spark, cdc_stack, sink)
-        table = catalog.load_table("public.ty_all")  # named <schema>.<table>
+        try:
+            table = catalog.load_table("public.ty_all")  # named <schema>.<table>
+        except NoSuchTableError:  # no change of ty_all has reached Kafka yet
+            assert time.monotonic() < deadline, "Debezium sent no change of ty_all in 180 s"
+            time.sleep(2)
+            continue
         got = ours(table.scan().to_arrow())
         if got == want or time.monotonic() > deadline:
             break
@@ -211,6 +217,10 @@ def test_source_types_survive_into_a_created_delta_table(
     deadline = time.monotonic() + 180
     while True:
         run(kafka_spark, cdc_stack, _unrouted(sink))
+        if not (Path(lake) / "_delta_log").exists():  # no change has reached Kafka yet
+            assert time.monotonic() < deadline, "Debezium sent no change of ty_all in 180 s"
+            time.sleep(2)
+            continue
         got = ours(DeltaTable.load(lake).to_arrow())
         if got == want or time.monotonic() > deadline:
             break
