@@ -1,8 +1,10 @@
 """A Kafka append stream for the resume tests, as a process of its own (killed by them).
 
 ``python resume_kafka_job.py ROOT BOOTSTRAP TOPIC CHECKPOINT [RESUME STARTING]`` streams
-TOPIC (values are ids) into table ``db.events`` of the Hadoop catalog under
-ROOT/warehouse with ``IcebergSink`` (``STREAM_SINK_RESUME_TARGET=delta``: into the Delta
+TOPIC (values are ids) into table ``STREAM_SINK_RESUME_TABLE`` (default ``db.events``) of
+the catalog whose ``load_catalog`` arguments are the JSON object
+``STREAM_SINK_RESUME_CATALOG`` (default: the Hadoop catalog under ROOT/warehouse) with
+``IcebergSink`` (``STREAM_SINK_RESUME_TARGET=delta``: into the Delta
 table ROOT/delta with ``DeltaSink``; ``STREAM_SINK_RESUME_MODE=upsert``: values are
 ``<id>,<v>`` upserted by id in Kafka offset order; sink id ``events``, checkpoints under
 ROOT/CHECKPOINT, state under ROOT/state), five records per micro-batch, until the topic
@@ -14,6 +16,7 @@ is consumed. RESUME and STARTING are ``resume_from_table`` and Kafka's
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -39,8 +42,11 @@ def main(root: Path, bootstrap: str, topic: str, checkpoint: str, *resume: str) 
     if os.environ.get("STREAM_SINK_RESUME_TARGET") == "delta":
         sink = DeltaSink(path=str(root / "delta"), **common)
     else:
-        catalog = ss.load_catalog("job", type="hadoop", warehouse=str(root / "warehouse"))
-        sink = IcebergSink(catalog=catalog, table="db.events", **common)
+        default = {"type": "hadoop", "warehouse": str(root / "warehouse")}
+        props = json.loads(os.environ.get("STREAM_SINK_RESUME_CATALOG") or json.dumps(default))
+        catalog = ss.load_catalog("job", **props)
+        table = os.environ.get("STREAM_SINK_RESUME_TABLE", "db.events")
+        sink = IcebergSink(catalog=catalog, table=table, **common)
 
     def batch(df: Any, batch_id: int) -> None:
         print(f"batch {batch_id}", flush=True)

@@ -2,8 +2,10 @@
 batch staged but not committed, its Spark checkpoint deleted (and, in the second case,
 the sink's state and checkpoints too), then the stream recovered from the table as
 docs/operations.md says (``stream-sink status --table``, a new checkpoint location,
-``startingOffsets`` and ``resume_from_table``): every record once, no gap. A wrong start
-is refused with SourcePositionError and changes nothing. Iceberg and Delta targets."""
+``startingOffsets`` and ``resume_from_table``): every appended record once, every upserted
+key's last value, no gap. A wrong start is refused with SourcePositionError and changes
+nothing. Append and upsert into Iceberg tables behind Apache Iceberg's own REST catalog
+server and into Delta tables."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,39 +59,68 @@ def jars() -> str:
     return found
 
 
-def _status(root: Path, target: str, *extra: str) -> str:
-    table = ["--table", str(root / "delta")] if target == "delta" else ["--table", "db.events"]
-    args = ["status", *table, "--warehouse", str(root / "warehouse"), *extra]
-    proc = subprocess.run(
-        [sys.executable, "-m", "stream_sink.cli.main", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return proc.stdout.strip()
+@dataclass
+class Target:
+    """Where the job writes: the Delta table ROOT/delta, or an Iceberg table ``name``
+    behind Apache Iceberg's own REST catalog server (``props``: its ``load_catalog``
+    arguments)."""
+
+    kind: str
+    root: Path
+    props: dict[str, Any]
+    name: str = ""
+
+    def catalog(self) -> Any:
+        return ss.load_catalog("t", **self.props)
+
+    def status(self, *extra: str) -> str:
+        """``stream-sink status --table`` as a user types it."""
+        if self.kind == "delta":
+            table = ["--table", str(self.root / "delta")]
+        else:
+            table = ["--table", self.name, "--catalog-type", "rest"]
+            table += ["--catalog-uri", self.props["uri"]]
+        proc = subprocess.run(
+            [sys.executable, "-m", "stream_sink.cli.main", "status", *table, *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return proc.stdout.strip()
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self.kind == "delta":
+            return list(DeltaTable.load(str(self.root / "delta")).to_arrow().to_pylist())
+        return list(self.catalog().load_table(self.name).scan().to_arrow().to_pylist())
+
+    def ids(self) -> list[int]:
+        return [r["id"] for r in self.rows()]
+
+    def commits(self) -> list[tuple[str, int]]:
+        """(job, batch) of each commit of the sink, oldest first."""
+        if self.kind == "delta":
+            found = positions(DeltaTable.load(str(self.root / "delta")).log)
+            return [(p.job_id, p.batch_id) for p in reversed(list(found))]
+        snapshots = self.catalog().load_table(self.name).snapshots()
+        key = "stream-sink.max-committed-checkpoint-id"
+        return [(s.summary["stream-sink.job-id"], int(s.summary[key])) for s in snapshots]
 
 
-def _rows(root: Path, target: str) -> list[dict[str, Any]]:
-    if target == "delta":
-        return list(DeltaTable.load(str(root / "delta")).to_arrow().to_pylist())
-    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(root / "warehouse"))
-    return list(catalog.load_table("db.events").scan().to_arrow().to_pylist())
-
-
-def _ids(root: Path, target: str) -> list[int]:
-    return [r["id"] for r in _rows(root, target)]
-
-
-def _commits(root: Path, target: str) -> list[tuple[str, int]]:
-    """(job, batch) of each commit of the sink, oldest first."""
-    if target == "delta":
-        found = positions(DeltaTable.load(str(root / "delta")).log)
-        return [(p.job_id, p.batch_id) for p in reversed(list(found))]
-    catalog = ss.load_catalog("t", type="hadoop", warehouse=str(root / "warehouse"))
-    return [
-        (s.summary["stream-sink.job-id"], int(s.summary["stream-sink.max-committed-checkpoint-id"]))
-        for s in catalog.load_table("db.events").snapshots()
-    ]
+def _target(request: pytest.FixtureRequest, kind: str, root: Path, upsert: bool) -> Target:
+    """The job's target; an Iceberg table is created in a namespace of its own."""
+    if kind == "delta":
+        return Target("delta", root, {})
+    server = request.getfixturevalue("iceberg_rest")
+    ns = f"resume{uuid.uuid4().hex[:8]}"
+    target = Target("iceberg", root, {"type": "rest", "uri": server.uri}, f"{ns}.events")
+    catalog = target.catalog()
+    catalog.create_namespace(ns)
+    if upsert:
+        schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+        catalog.create_table(target.name, schema, identifier_fields=["id"])
+    else:
+        catalog.create_table(target.name, pa.schema([("id", pa.int64())]))
+    return target
 
 
 @pytest.mark.parametrize(
@@ -97,10 +130,17 @@ def _commits(root: Path, target: str) -> list[tuple[str, int]]:
         ("iceberg", "spark checkpoint, state and checkpoints", "append"),
         ("iceberg", "spark checkpoint", "upsert"),
         ("delta", "spark checkpoint", "append"),
+        ("delta", "spark checkpoint, state and checkpoints", "upsert"),
     ],
 )
 def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
-    kafka: Any, jars: str, tmp_path: Path, target: str, lost: str, mode: str
+    request: pytest.FixtureRequest,
+    kafka: Any,
+    jars: str,
+    tmp_path: Path,
+    target: str,
+    lost: str,
+    mode: str,
 ) -> None:
     topic = f"events-{target}-{mode}-{len(lost)}"
     kafka.create_topic(topic, partitions=2)
@@ -108,14 +148,7 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
     keys = [i % KEYS if upsert else i for i in range(RECORDS)]
     values = [f"{k},v{i}" if upsert else str(k) for i, k in enumerate(keys)]
     kafka.produce(topic, [(str(k), v) for k, v in zip(keys, values, strict=True)])
-    if target == "iceberg":
-        catalog = ss.load_catalog("t", type="hadoop", warehouse=str(tmp_path / "warehouse"))
-        catalog.create_namespace("db")
-        if upsert:
-            schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
-            catalog.create_table("db.events", schema, identifier_fields=["id"])
-        else:
-            catalog.create_table("db.events", pa.schema([("id", pa.int64())]))
+    into = _target(request, target, tmp_path, upsert)
 
     def job(checkpoint: str, *resume: str) -> KillJob:
         env = {
@@ -123,6 +156,8 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
             "STREAM_SINK_SPARK_JARS": jars,
             "STREAM_SINK_RESUME_TARGET": target,
             "STREAM_SINK_RESUME_MODE": mode,
+            "STREAM_SINK_RESUME_CATALOG": json.dumps(into.props),
+            "STREAM_SINK_RESUME_TABLE": into.name,
         }
         args = [str(tmp_path), kafka.bootstrap, topic, checkpoint, *resume]
         return KillJob(JOB, args, env=env, log=tmp_path / "job.log")
@@ -134,13 +169,13 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
         shutil.rmtree(tmp_path / "ck1")
         shutil.rmtree(tmp_path / "state")
 
-    position = json.loads(_status(tmp_path, target, "--format", "jsonl"))
+    position = json.loads(into.status("--format", "jsonl"))
     assert position["batch_id"] == 1
-    starting = _status(tmp_path, target, "--starting-offsets")
+    starting = into.status("--starting-offsets")
     ends = json.loads(starting)[topic]
     committed = sum(ends.values())  # batches 0 and 1: at most five records each
     assert 0 < committed <= 10 and set(ends) == {"0", "1"}
-    ids = _ids(tmp_path, target)
+    ids = into.ids()
     assert len(ids) == len(set(ids))
     if not upsert:
         assert len(ids) == committed  # batch 2 is staged, not committed
@@ -150,17 +185,17 @@ def test_a_lost_checkpoint_is_recovered_from_the_table_exactly_once(
     log = (tmp_path / "job.log").read_text()
     assert code != 0 and "done" not in out, out
     assert "SourcePositionError" in log and "the new query starts at" in log
-    assert sorted(_ids(tmp_path, target)) == sorted(ids)  # the refused query changed nothing
+    assert sorted(into.ids()) == sorted(ids)  # the refused query changed nothing
 
     job("ck2", position["resume_from_table"], starting).run_to_end()
     if upsert:  # equal to the source: each key's last value
         last = {k: v.split(",")[1] for k, v in zip(keys, values, strict=True)}
-        assert sorted((r["id"], r["v"]) for r in _rows(tmp_path, target)) == sorted(last.items())
+        assert sorted((r["id"], r["v"]) for r in into.rows()) == sorted(last.items())
     else:
-        assert sorted(_ids(tmp_path, target)) == list(range(RECORDS))
-    commits = _commits(tmp_path, target)
+        assert sorted(into.ids()) == list(range(RECORDS))
+    commits = into.commits()
     for job_id in dict.fromkeys(j for j, _ in commits):
         assert_committed_once([b for j, b in commits if j == job_id], job_id)
     assert len(dict.fromkeys(j for j, _ in commits)) == 2
-    final = json.loads(_status(tmp_path, target, "--starting-offsets"))[topic]
+    final = json.loads(into.status("--starting-offsets"))[topic]
     assert sum(final.values()) == RECORDS
