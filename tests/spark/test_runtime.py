@@ -2,7 +2,8 @@
 committers, so each commit records the end offsets and event-time watermark of the
 batches it commits (read back with stream_sink.ops.source_positions) — IcebergSink and
 DeltaSink with foreachBatch, a routed IcebergSink, and format("stream_sink") into
-Iceberg and Delta."""
+Iceberg and Delta. Apache Iceberg Java reads the same watermarks from the summaries, and
+the completeness answer worked out from them is ``complete_up_to``'s at every time."""
 
 from __future__ import annotations
 
@@ -103,6 +104,36 @@ def test_iceberg_sink_records_each_batchs_offsets_and_watermark(spark: Any, tmp_
     assert status.position == position
     shown = r'^source position +batch 2 of query .*: \[\{"logOffset":2\}\], event-time'
     assert re.search(shown, render(status), re.M)
+    _java_answers_completeness_as_we_do(table, str(tmp_path / "warehouse"))
+
+
+def _java_answers_completeness_as_we_do(table: Any, warehouse: str) -> None:
+    """Apache Iceberg Java reads the watermarks from the snapshot summaries; the oldest
+    snapshot complete up to each time, worked out from what Java read, is the one
+    ``complete_up_to`` names."""
+    from interop.conftest import java_available, sql_with_java
+
+    if not java_available():
+        pytest.skip("Java (the peer harness) is needed to read the summaries with Iceberg Java")
+    (snaps,) = sql_with_java(
+        warehouse,
+        [
+            "SELECT snapshot_id, parent_id, "
+            f"summary['{EVENT_TIME_WATERMARK_MS}'] AS mark FROM hc.db.t.snapshots"
+        ],
+    )
+    assert snaps is not None
+    marks = {r["snapshot_id"]: r for r in snaps.to_pylist()}
+    assert {k: r["mark"] for k, r in marks.items()} == {
+        s.snapshot_id: s.summary.get(EVENT_TIME_WATERMARK_MS) for s in table.snapshots()
+    }
+    times = {int(r["mark"]) + d for r in marks.values() if r["mark"] for d in (-1, 0, 1)}
+    for t in sorted(times):
+        oldest, at = None, table.current_snapshot().snapshot_id
+        while at is not None and marks[at]["mark"] is not None and int(marks[at]["mark"]) >= t:
+            oldest, at = at, marks[at]["parent_id"]
+        ours = complete_up_to(table, "s", t)
+        assert (ours.version if ours else None) == oldest, t
 
 
 def test_a_routed_sink_records_the_same_offsets_in_every_table(spark: Any, tmp_path: Path) -> None:
