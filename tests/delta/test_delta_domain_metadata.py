@@ -9,12 +9,14 @@ Tests stream_sink.delta.checkpoint: checkpoints carry the live domains."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
 import pyarrow as pa
 import pytest
 from delta_readers import delta_rs_rows, duckdb_delta_rows
+from delta_tables import action_parquet, commit, field, metadata, protocol, struct_type
 
 from stream_sink.delta import DeltaTable, Protocol
 from stream_sink.delta.actions import DomainMetadata, action_to_json, parse_action
@@ -192,3 +194,37 @@ def test_delta_rs_still_writes_a_table_created_without_the_feature(tmp_path) -> 
     write_deltalake(location, rows([2]), mode="append")
     assert sorted(r["id"] for r in DeltaTable.load(location).to_arrow().to_pylist()) == [1, 2]
     assert DeltaTable.load(location).snapshot.domains == {}
+
+
+@pytest.mark.parametrize("kind", ["json", "parquet", "classic"])
+def test_v2_and_classic_checkpoints_of_other_writers_give_their_domains(tmp_path, kind) -> None:
+    """A checkpoint written by another engine (V2 spec: UUID-named JSON or Parquet, or
+    classic) carries domains; the commits below it are gone, so only it can answer."""
+    loc = str(tmp_path / "t")
+    proto = protocol(3, 7, "v2Checkpoint", writer_only=["domainMetadata"])
+    meta = metadata(struct_type(field("id", "long")), {"delta.checkpointPolicy": "v2"})
+    kept = {"domainMetadata": {"domain": "app.x", "configuration": "{}", "removed": False}}
+    commit(loc, 0, proto, meta, kept)
+    later = {"domainMetadata": {"domain": "app.y", "configuration": "y", "removed": False}}
+    commit(loc, 1, later)
+    head = {"checkpointMetadata": {"version": 1, "tags": {}}}
+    rows = [head, proto, meta, kept, later]
+    stem = f"{loc}/_delta_log/{1:020d}.checkpoint"
+    columns = ["checkpointMetadata", "protocol", "metaData", "domainMetadata"]
+    if kind == "json":
+        with open(f"{stem}.80a083e8-7026-4e79-81be-64bd76c43a11.json", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    else:
+        name = (
+            f"{stem}.80a083e8-7026-4e79-81be-64bd76c43a11.parquet"
+            if kind == "parquet"
+            else f"{stem}.parquet"
+        )
+        action_parquet(name, rows, columns)
+    os.remove(f"{loc}/_delta_log/{0:020d}.json")
+    os.remove(f"{loc}/_delta_log/{1:020d}.json")
+    snapshot = DeltaTable.load(loc).snapshot
+    assert snapshot.domains == {
+        "app.x": DomainMetadata("app.x", "{}"),
+        "app.y": DomainMetadata("app.y", "y"),
+    }
