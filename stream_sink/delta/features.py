@@ -96,23 +96,33 @@ def protocol_for(
     return Protocol(1, 2)
 
 
+def is_feature_key(key: str) -> bool:
+    """Whether ``key`` is a ``delta.feature.<name>`` key (any case, as Delta matches it)."""
+    return key.lower().startswith(FEATURE_PREFIX.lower())
+
+
+_BY_LOWER_NAME = {f.lower(): f for f in WRITER_FEATURES}
+
+
 def requested_features(configuration: Mapping[str, str]) -> list[str]:
-    """The features ``delta.feature.<name>=supported`` keys name, in order; refuses
+    """The features ``delta.feature.<name>=supported`` keys name (case aside, as Delta
+    Lake and Spark's lower-cased options spell them), in order; refuses
     (ValidationError) another value and (UnsupportedError) a feature this package does
     not write."""
     out = []
     for key, value in configuration.items():
-        if not key.startswith(FEATURE_PREFIX):
+        if not is_feature_key(key):
             continue
-        name = key[len(FEATURE_PREFIX) :]
+        name = _BY_LOWER_NAME.get(key[len(FEATURE_PREFIX) :].lower())
         if value.strip().lower() != "supported":
             raise ValidationError(f"{key}={value!r}: the only value is 'supported'")
-        if name not in WRITER_FEATURES:
+        if name is None:
             raise UnsupportedError(
-                f"{key}: stream_sink does not write tables with feature {name!r} "
+                f"{key}: stream_sink does not write tables with that feature "
                 f"(supported: {sorted(WRITER_FEATURES)})"
             )
-        out.append(name)
+        if name not in out:
+            out.append(name)
     return out
 
 

@@ -70,6 +70,8 @@ def test_a_new_table_asks_for_the_feature_by_table_property(loc: str) -> None:
     both = protocol_for(True, FEATURE)
     assert both == Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "domainMetadata"))
     assert protocol_for(False, {}) == Protocol(1, 2)
+    lowered = {"delta.feature.domainmetadata": "Supported"}  # as Spark passes options
+    assert protocol_for(False, lowered) == protocol_for(False, FEATURE)
     with pytest.raises(UnsupportedError, match="checkConstraints"):
         requested_features({"delta.feature.checkConstraints": "supported"})
     with pytest.raises(ValidationError, match="supported"):
