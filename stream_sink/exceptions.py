@@ -208,6 +208,11 @@ class ConcurrentTransactionError(CommitConflictError):
     """A winning commit advanced a transaction id (``txn`` appId) this commit read."""
 
 
+class ConcurrentDomainMetadataError(CommitConflictError):
+    """A winning commit wrote (or removed) a Delta ``domainMetadata`` domain this commit
+    writes too."""
+
+
 # --- catalog servers -----------------------------------------------------------
 
 

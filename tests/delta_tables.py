@@ -238,6 +238,9 @@ CHECKPOINT_COLUMNS = {
             ("deletionVector", _DV),
         ]
     ),
+    "domainMetadata": pa.struct(
+        [("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]
+    ),
     "sidecar": pa.struct(
         [
             ("path", pa.string()),

@@ -6,8 +6,10 @@ as its data, the end offsets of the highest batch it commits (one JSON value per
 of the query, as the engine writes it: Kafka's ``{"topic":{"0":123}}``) and the query's
 event-time watermark when it has one. Iceberg writes them into the snapshot summary and
 a per-sink table property (``commit/iceberg/source_position.py``), Delta into the commit's
-``commitInfo`` (``commit/delta/source_position.py``); both read them back as a
-:class:`SourcePosition`.
+``commitInfo`` and, on a table with the ``domainMetadata`` feature, a per-sink domain
+(``commit/delta/source_position.py``); the property and the domain hold the same JSON
+(:meth:`SourcePosition.to_json`) under :data:`POSITION_PREFIX` + sink id. Both read them
+back as a :class:`SourcePosition`.
 
 ``resume_from_table="<job id>:<batch id>"`` (a :class:`ResumePoint`) makes a new query
 (a new checkpoint location, the same sink id) the continuation of the one that recorded
@@ -45,6 +47,9 @@ EVENT_TIME_HIGH_MS = "stream-sink.event-time-high-ms"
 """Summary / commit key: the highest such value (epoch ms, rounded up)."""
 SOURCE_BATCH = "stream-sink.source-batch"
 """Commit key (Delta): the batch id whose end offsets are recorded."""
+POSITION_PREFIX = "stream-sink.source-position."
+"""Followed by the sink id: the Iceberg table property and the Delta domain holding the
+sink's :class:`SourcePosition` as :meth:`SourcePosition.to_json` encodes it."""
 
 
 @dataclass(frozen=True)

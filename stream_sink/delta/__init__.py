@@ -4,7 +4,16 @@ Knows nothing of Iceberg (``table/``), the writers, the committer or Spark; the 
 protocol reaches it through ``stream_sink.commit``'s target interface.
 """
 
-from .actions import AddCDCFile, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from .actions import (
+    AddCDCFile,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
 from .conflicts import ISOLATION_LEVELS, IsolationLevel
 from .maintenance import DeltaMaintenanceOptions
 from .snapshot import DeltaSnapshot
@@ -20,6 +29,7 @@ __all__ = [
     "DeltaSnapshot",
     "DeltaTable",
     "DeltaTransaction",
+    "DomainMetadata",
     "IsolationLevel",
     "Metadata",
     "Protocol",

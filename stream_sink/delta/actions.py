@@ -7,6 +7,8 @@ of a checkpoint. Invariants:
   as it appears in the log (decode with :func:`stream_sink.delta.paths.decode_path`).
 - Unknown action names are kept out of replay (returned as None by :func:`parse_action`);
   unknown fields of known actions are ignored.
+- A ``domainMetadata`` action's ``configuration`` is an opaque string (JSON by
+  convention); which domains a writer may write is :mod:`.domains`' rule.
 """
 
 from __future__ import annotations
@@ -192,6 +194,23 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
+class DomainMetadata:
+    """PROTOCOL.md "Domain Metadata": named configuration (``domain`` -> ``configuration``)
+    carried by log replay and checkpoints; ``removed`` drops the domain."""
+
+    domain: str
+    configuration: str
+    removed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "domain": self.domain,
+            "configuration": self.configuration,
+            "removed": self.removed,
+        }
+
+
+@dataclass(frozen=True)
 class Sidecar:
     """A v2 checkpoint's reference to a ``_delta_log/_sidecars`` file of add/remove rows."""
 
@@ -220,6 +239,7 @@ Action = (
     | AddCDCFile
     | Txn
     | CommitInfo
+    | DomainMetadata
     | Sidecar
     | CheckpointMetadata
 )
@@ -232,6 +252,7 @@ _NAMES: dict[type, str] = {
     AddCDCFile: "cdc",
     Txn: "txn",
     CommitInfo: "commitInfo",
+    DomainMetadata: "domainMetadata",
     Sidecar: "sidecar",
     CheckpointMetadata: "checkpointMetadata",
 }
@@ -244,7 +265,7 @@ def action_to_json(action: Action) -> dict[str, Any]:
 
 def parse_action(doc: Mapping[str, Any], *, where: str) -> Action | None:
     """The action of one log line (or checkpoint row); None for names this code does not
-    replay (e.g. ``domainMetadata``). ``where`` is named in errors."""
+    replay (an action name a newer protocol adds). ``where`` is named in errors."""
     try:
         for name, body in doc.items():
             if body is None:
@@ -350,6 +371,13 @@ def _parse_txn(b: Mapping[str, Any]) -> Txn:
     return Txn(str(b["appId"]), int(b["version"]), b.get("lastUpdated"))
 
 
+def _parse_domain(b: Mapping[str, Any]) -> DomainMetadata:
+    config = b["configuration"]
+    if not isinstance(config, str):
+        raise TypeError(f"domainMetadata configuration must be a string, found {config!r:.100}")
+    return DomainMetadata(str(b["domain"]), config, bool(b.get("removed") or False))
+
+
 _PARSERS: dict[str, Any] = {
     "protocol": _parse_protocol,
     "metaData": _parse_metadata,
@@ -358,6 +386,7 @@ _PARSERS: dict[str, Any] = {
     "cdc": _parse_cdc,
     "txn": _parse_txn,
     "commitInfo": lambda b: CommitInfo(dict(b)),
+    "domainMetadata": _parse_domain,
     "sidecar": lambda b: Sidecar(str(b["path"]), b.get("sizeInBytes")),
     "checkpointMetadata": lambda b: CheckpointMetadata(int(b["version"])),
 }

@@ -5,14 +5,16 @@ Written: classic single-file Parquet checkpoints of the V1 spec (valid on every 
 (UUID-named JSON or Parquet, or classic) with their ``_delta_log/_sidecars`` files.
 
 A checkpoint at version v holds the reconciled state after v: protocol, metadata, the
-latest ``txn`` per appId, every live ``add`` and the ``remove`` tombstones younger than
-``delta.deletedFileRetentionDuration``, one action per row in the column named after
-it. Invariants: the checkpoint file is written atomically before ``_last_checkpoint``
-points at it; a checkpoint that cannot be decoded raises CorruptMetadataError naming
-its version; a tombstone leaves the checkpoints once it is past the retention, as in
-Delta's own checkpoints, so that a stream's checkpoints stay the size of its live
-files rather than growing with every file it ever removed (vacuum spares a file only
-for that retention too, and finds the files to delete by listing).
+latest ``txn`` per appId, the live ``domainMetadata`` per domain (a removed domain
+leaves no row: replay from the checkpoint has none either), every live ``add`` and the
+``remove`` tombstones younger than ``delta.deletedFileRetentionDuration``, one action
+per row in the column named after it. Invariants: the checkpoint file is written
+atomically before ``_last_checkpoint`` points at it; a checkpoint that cannot be decoded
+raises CorruptMetadataError naming its version; a tombstone leaves the checkpoints once
+it is past the retention, as in Delta's own checkpoints, so that a stream's checkpoints
+stay the size of its live files rather than growing with every file it ever removed
+(vacuum spares a file only for that retention too, and finds the files to delete by
+listing).
 
 Unlike commit files, both are plain overwrites (a rename over locally, a PUT on S3),
 and that is safe: the checkpoint of version v is a function of the committed log up to
@@ -57,7 +59,16 @@ _DV = pa.struct(
         pa.field("cardinality", pa.int64(), False),
     ]
 )
-_COLUMNS = ("checkpointMetadata", "protocol", "metaData", "txn", "add", "remove", "sidecar")
+_COLUMNS = (
+    "checkpointMetadata",
+    "protocol",
+    "metaData",
+    "txn",
+    "domainMetadata",
+    "add",
+    "remove",
+    "sidecar",
+)
 
 CHECKPOINT_SCHEMA = pa.schema(
     [
@@ -135,6 +146,16 @@ CHECKPOINT_SCHEMA = pa.schema(
                 ]
             ),
         ),
+        pa.field(
+            "domainMetadata",
+            pa.struct(
+                [
+                    pa.field("domain", pa.string(), False),
+                    pa.field("configuration", pa.string(), False),
+                    pa.field("removed", pa.bool_(), False),
+                ]
+            ),
+        ),
     ]
 )
 
@@ -150,6 +171,8 @@ def _rows(snapshot: DeltaSnapshot, now_ms: int) -> list[dict[str, Any]]:
     out.append(row("metaData", meta))
     for txn in snapshot.txns.values():
         out.append(row("txn", txn.to_json()))
+    for domain in snapshot.domains.values():
+        out.append(row("domainMetadata", domain.to_json()))
     for add in snapshot.files.values():
         body = add.to_json()
         body["partitionValues"] = list(add.partition_values.items())

@@ -8,7 +8,9 @@ For each winning commit, in order:
   WriteSerializable (the default) all but those of blind appends, SnapshotIsolation none;
 - a removed file this transaction read -> ConcurrentDeleteReadError, one it removes too
   -> ConcurrentDeleteDeleteError;
-- a txn of an appId this transaction read -> ConcurrentTransactionError.
+- a txn of an appId this transaction read -> ConcurrentTransactionError;
+- a ``domainMetadata`` of a domain this transaction writes -> ConcurrentDomainMetadataError
+  (PROTOCOL.md: a concurrent write of the same domain conflicts, for every user domain).
 Hence a blind append never conflicts with another blind append.
 """
 
@@ -22,12 +24,22 @@ from stream_sink.exceptions import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
+    ConcurrentDomainMetadataError,
     ConcurrentTransactionError,
     MetadataChangedError,
     ProtocolChangedError,
 )
 
-from .actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from .actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
 
 IsolationLevel = Literal["Serializable", "WriteSerializable", "SnapshotIsolation"]
 ISOLATION_LEVELS: tuple[IsolationLevel, ...] = (
@@ -55,6 +67,8 @@ class ReadSet:
     predicates: tuple[ReadPredicate, ...] = ()
     app_ids: frozenset[str] = frozenset()
     isolation: IsolationLevel = "WriteSerializable"
+    domains: frozenset[str] = frozenset()
+    """The domains the transaction writes."""
 
 
 def check_for_conflicts(read: ReadSet, version: int, winning: Sequence[Action], where: str) -> None:
@@ -83,6 +97,10 @@ def check_for_conflicts(read: ReadSet, version: int, winning: Sequence[Action], 
         if isinstance(a, Txn) and a.app_id in read.app_ids:
             raise ConcurrentTransactionError(
                 f"{at} set transaction {a.app_id} to version {a.version}"
+            )
+        if isinstance(a, DomainMetadata) and a.domain in read.domains:
+            raise ConcurrentDomainMetadataError(
+                f"{at} wrote domain {a.domain!r}, which this transaction writes too"
             )
         if isinstance(a, AddFile) and a.data_change and _counts(read.isolation, blind):
             for p in read.predicates:

@@ -15,6 +15,15 @@ What each supported feature means here:
   package writes classic V1 checkpoints, which the protocol allows on such tables.
 - ``typeWidening`` (and its preview name): files written before a widening read as the
   wider type; every recorded type change is checked to be one the protocol allows.
+- ``domainMetadata`` (writer only): ``domainMetadata`` actions are read from commits and
+  checkpoints, replay keeps the newest per domain (``removed`` drops it), and the
+  checkpoints this package writes carry the live ones, so a domain outlives the log
+  cleanup of the commit that wrote it. This package writes user-controlled domains only
+  (:mod:`.domains`; a sink's source position, ``stream-sink.source-position.<sink>``),
+  and only on a table whose protocol lists the feature; a concurrent commit writing the
+  same domain is a conflict. A new table gets it only when asked
+  (``delta.feature.domainMetadata=supported`` in its configuration): delta-rs 1.x
+  reads such tables but refuses to write to them.
 - ``vacuumProtocolCheck``: no effect on reads or commits; this package deletes no data
   files of a table except files it wrote and never committed, so it runs no VACUUM, and
   its log cleanup runs only after a commit, which checked the writer protocol.
@@ -43,7 +52,12 @@ READER_FEATURES = frozenset(
         "vacuumProtocolCheck",
     }
 )
-WRITER_FEATURES = READER_FEATURES | frozenset({"appendOnly", "invariants"})
+DOMAIN_METADATA = "domainMetadata"
+WRITER_ONLY_FEATURES = frozenset({"appendOnly", "invariants", DOMAIN_METADATA})
+WRITER_FEATURES = READER_FEATURES | WRITER_ONLY_FEATURES
+FEATURE_PREFIX = "delta.feature."
+"""``delta.feature.<name>=supported`` in a new table's configuration adds the feature to
+its protocol (as Delta Lake's table property does); the key is not stored."""
 _LEGACY_WRITER = {
     3: "checkConstraints",
     4: "changeDataFeed, generatedColumns",
@@ -60,7 +74,9 @@ def protocol_for(
 ) -> Protocol:
     """The lowest protocol a new table needs: ``timestampNtz`` for a timestamp without a
     zone, ``deletionVectors`` when ``delta.enableDeletionVectors`` is true,
-    ``columnMapping`` when ``delta.columnMapping.mode`` is name or id."""
+    ``columnMapping`` when ``delta.columnMapping.mode`` is name or id, and every feature a
+    ``delta.feature.<name>=supported`` key names (:func:`requested_features`). Writer
+    version 7 without reader features keeps the two features writer version 2 implies."""
     config = configuration or {}
     features = []
     if uses_timestamp_ntz:
@@ -69,9 +85,45 @@ def protocol_for(
         features.append("deletionVectors")
     if config.get(COLUMN_MAPPING_MODE, "none").lower() in ("name", "id"):
         features.append("columnMapping")
+    requested = requested_features(config)
+    features += [f for f in requested if f in READER_FEATURES and f not in features]
+    writer_only = [f for f in requested if f in WRITER_ONLY_FEATURES]
     if features:
-        return Protocol(3, 7, tuple(features), tuple(features))
+        return Protocol(3, 7, tuple(features), tuple(features + writer_only))
+    if writer_only:
+        implied = [f for f in ("appendOnly", "invariants") if f not in writer_only]
+        return Protocol(1, 7, None, tuple(implied + writer_only))
     return Protocol(1, 2)
+
+
+def is_feature_key(key: str) -> bool:
+    """Whether ``key`` is a ``delta.feature.<name>`` key (any case, as Delta matches it)."""
+    return key.lower().startswith(FEATURE_PREFIX.lower())
+
+
+_BY_LOWER_NAME = {f.lower(): f for f in WRITER_FEATURES}
+
+
+def requested_features(configuration: Mapping[str, str]) -> list[str]:
+    """The features ``delta.feature.<name>=supported`` keys name (case aside, as Delta
+    Lake and Spark's lower-cased options spell them), in order; refuses
+    (ValidationError) another value and (UnsupportedError) a feature this package does
+    not write."""
+    out = []
+    for key, value in configuration.items():
+        if not is_feature_key(key):
+            continue
+        name = _BY_LOWER_NAME.get(key[len(FEATURE_PREFIX) :].lower())
+        if value.strip().lower() != "supported":
+            raise ValidationError(f"{key}={value!r}: the only value is 'supported'")
+        if name is None:
+            raise UnsupportedError(
+                f"{key}: stream_sink does not write tables with that feature "
+                f"(supported: {sorted(WRITER_FEATURES)})"
+            )
+        if name not in out:
+            out.append(name)
+    return out
 
 
 def reader_features(protocol: Protocol) -> frozenset[str]:

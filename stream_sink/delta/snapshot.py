@@ -3,24 +3,35 @@
 Reconciliation (PROTOCOL.md "Action Reconciliation"): the newest protocol and metaData
 win; a logical file is a (path, deletion vector id) pair and for each the newest add or
 remove wins (an add cancels a tombstone, a remove drops the live file and leaves a
-tombstone); for each appId the newest txn wins. Within one version the removes apply
-before the adds, since a version may replace a file's deletion vector with a remove of
-(path, old DV) and an add of (path, new DV) in either order.
+tombstone); for each appId the newest txn wins; for each domain the newest
+``domainMetadata`` wins, and one with ``removed`` drops the domain. Within one version
+the removes apply before the adds, since a version may replace a file's deletion vector
+with a remove of (path, old DV) and an add of (path, new DV) in either order.
 Invariants: a DeltaSnapshot is never mutated after :class:`SnapshotBuilder` built it;
 ``files`` are the live files keyed by their log path (at most one per path);
-``tombstones`` are keyed by :func:`~stream_sink.delta.actions.file_key`.
+``tombstones`` are keyed by :func:`~stream_sink.delta.actions.file_key`; ``domains`` are
+the live (not removed) domain metadata by domain.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from stream_sink.exceptions import CorruptMetadataError
 
-from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, file_key
+from .actions import (
+    Action,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+    file_key,
+)
 from .column_mapping import ColumnMapping, mapping_mode
 from .schema import check_schema_string, schema_to_arrow
 
@@ -37,6 +48,12 @@ class DeltaSnapshot:
     files: Mapping[str, AddFile]
     tombstones: Mapping[str, RemoveFile]
     txns: Mapping[str, Txn]
+    domains: Mapping[str, DomainMetadata] = field(default_factory=dict)
+
+    def domain_configuration(self, domain: str) -> str | None:
+        """The configuration of live ``domain``; None when it is absent or removed."""
+        found = self.domains.get(domain)
+        return None if found is None else found.configuration
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -95,6 +112,7 @@ class SnapshotBuilder:
         self.files: dict[str, AddFile] = {}
         self.tombstones: dict[str, RemoveFile] = {}
         self.txns: dict[str, Txn] = {}
+        self.domains: dict[str, DomainMetadata] = {}
 
     @staticmethod
     def of(snapshot: DeltaSnapshot) -> SnapshotBuilder:
@@ -103,6 +121,7 @@ class SnapshotBuilder:
         b.protocol, b.metadata = snapshot.protocol, snapshot.metadata
         b.files, b.tombstones = dict(snapshot.files), dict(snapshot.tombstones)
         b.txns = dict(snapshot.txns)
+        b.domains = dict(snapshot.domains)
         return b
 
     def apply(self, version: int, actions: Iterable[Action]) -> SnapshotBuilder:
@@ -119,12 +138,20 @@ class SnapshotBuilder:
                 self.tombstones.pop(file_key(a.path, a.dv_id), None)
             elif isinstance(a, Txn):
                 self.txns[a.app_id] = a
+            elif isinstance(a, DomainMetadata):
+                self._apply_domain(a)
             elif isinstance(a, Metadata):
                 self.metadata = a
             elif isinstance(a, Protocol):
                 self.protocol = a
         self.version = version
         return self
+
+    def _apply_domain(self, action: DomainMetadata) -> None:
+        if action.removed:
+            self.domains.pop(action.domain, None)
+        else:
+            self.domains[action.domain] = action
 
     def build(self) -> DeltaSnapshot:
         where = f"Delta table {self.location} at version {self.version}"
@@ -149,4 +176,5 @@ class SnapshotBuilder:
             dict(self.files),
             dict(self.tombstones),
             dict(self.txns),
+            dict(self.domains),
         )

@@ -23,7 +23,7 @@ from stream_sink.io.fileio import FileIO
 from .actions import CommitInfo, Metadata
 from .column_mapping import MAX_COLUMN_ID, assign_physical
 from .conflicts import IsolationLevel
-from .features import check_readable, protocol_for
+from .features import check_readable, is_feature_key, protocol_for
 from .log import DeltaLog
 from .replay import load_snapshot, update_snapshot
 from .scan import read_snapshot
@@ -76,7 +76,9 @@ class DeltaTable:
         io: FileIO | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> DeltaTable:
-        """Create a table (version 0); an existing table is returned when ``exist_ok``."""
+        """Create a table (version 0); an existing table is returned when ``exist_ok``.
+        ``delta.feature.<name>=supported`` keys of ``configuration`` add the feature to the
+        protocol and are not stored (:func:`~.features.protocol_for`)."""
         log = DeltaLog(location, io, storage_options)
         if log.exists():
             if exist_ok:
@@ -89,6 +91,7 @@ class DeltaTable:
         now = int(time.time() * 1000)
         config = {str(k): str(v) for k, v in (configuration or {}).items()}
         protocol = protocol_for(uses_timestamp_ntz(schema), config)
+        config = {k: v for k, v in config.items() if not is_feature_key(k)}
         schema_string = schema_from_arrow(schema)
         if "columnMapping" in (protocol.reader_features or ()):
             schema_string, max_id = assign_physical(schema_string)

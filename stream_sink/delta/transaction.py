@@ -10,6 +10,10 @@ log entries older than ``delta.logRetentionDuration`` below a checkpoint are rem
 (:mod:`.expired_logs`), and commit temporaries a killed writer left are removed
 (:mod:`.log_cleanup`).
 
+Domain metadata (:meth:`DeltaTransaction.set_domain`) is built per attempt, so its
+configuration may name the version and commit time it lands at; :mod:`.domains` says
+which domains may be written, :mod:`.conflicts` that a concurrent write of one conflicts.
+
 Invariants: validations (e.g. the streaming watermark) run on the exact snapshot the
 version is written on top of, after every refresh, so a commit that would duplicate
 another writer's work never lands; the table is unchanged when commit() raises.
@@ -26,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from stream_sink.exceptions import CommitFailedError, ConcurrentDeleteReadError
 from stream_sink.retry import Backoff, TryAgain, is_try_again, retrying
 
-from .actions import Action, AddFile, CommitInfo, RemoveFile, Txn
+from .actions import Action, AddFile, CommitInfo, DomainMetadata, RemoveFile, Txn
 from .checkpoint import write_checkpoint
 from .conflicts import IsolationLevel, ReadPredicate, ReadSet, check_for_conflicts
+from .domains import check_domain_actions, written_domains
 from .expired_logs import remove_expired_logs
 from .features import check_removes_allowed, check_writable
 from .log_cleanup import remove_stale_temporaries
@@ -64,6 +69,7 @@ class DeltaTransaction:
         self._app_ids: set[str] = set()
         self._validations: list[Callable[[DeltaSnapshot], None]] = []
         self._before_publish: Callable[[], None] | None = None
+        self._domains: dict[str, Callable[[int, int], str]] = {}
 
     # --- what the transaction read -------------------------------------------------------
 
@@ -94,6 +100,15 @@ class DeltaTransaction:
         self._actions.extend(actions)
         return self
 
+    def set_domain(self, domain: str, configuration: Callable[[int, int], str]) -> DeltaTransaction:
+        """Write ``domainMetadata`` for ``domain``, its configuration made by
+        ``configuration(version, timestamp_ms)`` of the attempt that lands."""
+        self._domains[domain] = configuration
+        return self
+
+    def _domain_actions(self, version: int, timestamp_ms: int) -> list[DomainMetadata]:
+        return [DomainMetadata(d, make(version, timestamp_ms)) for d, make in self._domains.items()]
+
     def validate(self, check: Callable[[DeltaSnapshot], None]) -> DeltaTransaction:
         """Run ``check`` on the snapshot the commit is written on top of, every attempt."""
         self._validations.append(check)
@@ -121,13 +136,16 @@ class DeltaTransaction:
             tuple(self._predicates),
             frozenset(self._app_ids),
             self._isolation,
+            frozenset(self._domains) | written_domains(self._actions),
         )
         txn_id = str(uuid.uuid4())  # our bytes differ from any other writer's (S3 retries)
 
         def attempt(n: int) -> int:
             nonlocal snapshot
             version = snapshot.version + 1
-            actions = [self._commit_info(operation, parameters, n, txn_id), *self._actions]
+            now = int(time.time() * 1000)
+            info = self._commit_info(operation, parameters, n, txn_id, now)
+            actions = [info, *self._actions, *self._domain_actions(version, now)]
             if table.log.write_commit(version, actions, self._before_publish):
                 table.record_commit(SnapshotBuilder.of(snapshot).apply(version, actions).build())
                 self._post_commit(version)
@@ -146,6 +164,8 @@ class DeltaTransaction:
 
     def _prepare(self, snapshot: DeltaSnapshot, where: str) -> None:
         check_writable(snapshot.protocol, where, snapshot.metadata.schema_string)
+        domains = [*self._actions, *(DomainMetadata(d, "") for d in self._domains)]
+        check_domain_actions(domains, snapshot.protocol, where)
         if any(isinstance(a, RemoveFile) and a.data_change for a in self._actions):
             check_removes_allowed(snapshot.configuration, where)
         self._check_removes_live(snapshot, where)
@@ -196,16 +216,21 @@ class DeltaTransaction:
         return rebased
 
     def _commit_info(
-        self, operation: str, parameters: Mapping[str, Any] | None, attempt: int, txn_id: str
+        self,
+        operation: str,
+        parameters: Mapping[str, Any] | None,
+        attempt: int,
+        txn_id: str,
+        now_ms: int,
     ) -> CommitInfo:
         blind = (
             not self._files_read
             and not self._predicates
-            and all(isinstance(a, AddFile | Txn) for a in self._actions)
+            and all(isinstance(a, AddFile | Txn | DomainMetadata) for a in self._actions)
         )
         return CommitInfo(
             {
-                "timestamp": int(time.time() * 1000),
+                "timestamp": now_ms,
                 "operation": operation,
                 "operationParameters": {k: str(v) for k, v in (parameters or {}).items()},
                 "readVersion": self.read_snapshot.version,

@@ -44,7 +44,8 @@ def sink_position(
 ) -> SourcePosition | None:
     """The position ``sink_id`` last recorded in ``table`` (refreshed); None if none."""
     if isinstance(table, DeltaTable):
-        return delta_position.sink_position(table.refresh().log, sink_id)
+        table = table.refresh()
+        return delta_position.sink_position(table.log, sink_id, table.snapshot)
     metadata = table.refresh().metadata
     found = iceberg_position.sink_position(metadata, sink_id, branch)
     if found is None and "=" not in sink_id:
@@ -55,7 +56,8 @@ def sink_position(
 def sink_positions(table: Table | DeltaTable) -> list[SourcePosition]:
     """The position of every sink that recorded one in ``table`` (main), by sink id."""
     if isinstance(table, DeltaTable):
-        return delta_position.sink_positions(table.refresh().log)
+        table = table.refresh()
+        return delta_position.sink_positions(table.log, table.snapshot)
     return iceberg_position.sink_positions(table.refresh().metadata)
 
 
@@ -66,7 +68,8 @@ def complete_up_to(
     version known is (yet)."""
     ms = event_time_ms(t)
     if isinstance(table, DeltaTable):
-        return delta_position.complete_up_to(table.refresh().log, sink_id, ms)
+        table = table.refresh()
+        return delta_position.complete_up_to(table.log, sink_id, ms, table.snapshot)
     metadata = table.refresh().metadata
     found = iceberg_position.complete_up_to(metadata, sink_id, ms, branch)
     if found is None and "=" not in sink_id:

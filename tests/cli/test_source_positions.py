@@ -6,6 +6,7 @@ the oldest version complete up to an event time (Iceberg and Delta)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.commit.source_position import BatchOffsets
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.checkpoint import write_checkpoint
+from stream_sink.delta.expired_logs import remove_expired_logs
 from stream_sink.delta.writer import write_data_files
 from stream_sink.write.writer_factory import TaskWriterFactory
 
@@ -113,6 +116,31 @@ def test_a_delta_tables_positions_are_read_from_its_log(
     assert main(["table", "show", loc]) == 0
     shown = capsys.readouterr().out.split("source positions", 1)[1]
     assert "q1:0" in shown and '[{"events":{"0":10}}]' in shown
+
+
+def test_a_delta_position_is_read_from_its_domain_after_log_cleanup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``domainMetadata``, ``status --table`` and ``table show`` find the position
+    after Delta's log cleanup removed every commit that recorded it."""
+    loc = str(tmp_path / "lake")
+    table = DeltaTable.create(
+        loc, SCHEMA, configuration={"delta.feature.domainMetadata": "supported"}
+    )
+    data = pa.table({"id": [1], "data": ["x"]}, schema=SCHEMA)
+    batch = DeltaBatch(tuple(write_data_files(loc, data, SCHEMA, ())))
+    _commit(DeltaTarget(DeltaTable.load(loc)), tmp_path / "state", "d", [batch])
+    table.refresh().append(data)  # another writer, then a checkpoint and the cleanup
+    write_checkpoint(table.log, table.refresh().snapshot)
+    remove_expired_logs(table.log, {}, now_ms=int(time.time() * 1000) + 31 * 24 * 3600 * 1000)
+    assert table.log.list_commits() == [2]
+    assert main(["status", "--table", loc, "--starting-offsets"]) == 0
+    assert capsys.readouterr().out.strip() == '{"events":{"0":10}}'
+    assert main(["status", "--table", loc]) == 0
+    assert "version 1 at" in capsys.readouterr().out
+    assert main(["table", "show", loc]) == 0
+    shown = capsys.readouterr().out.split("source positions", 1)[1]
+    assert "q1:0" in shown
 
 
 def test_table_show_lists_each_sinks_position(

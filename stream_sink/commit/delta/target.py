@@ -6,7 +6,8 @@
   ``staged/<ckpt>`` is the batch's bytes); no staging files exist, so nothing is swept.
 - Watermark: a ``txn`` action with appId ``stream-sink:<job id>:<sink id>`` and version =
   the highest batch id committed, in the same log version as the data.
-- Source position: the query's offsets in the ``commitInfo`` of the same version
+- Source position: the query's offsets in the ``commitInfo`` of the same version and,
+  on a table with the ``domainMetadata`` feature, in the sink's position domain
   (:mod:`.source_position`).
 - Commit: one transaction per commit group; the watermark is validated on the snapshot
   each attempt is written on top of (after every lost race), and the removed files are
@@ -41,7 +42,7 @@ from ..shapes import CommitGroup, Shape
 from ..source_position import EventTimeRange, SourcePosition, event_time_entries
 from ..target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
 from .event_time import check_event_time_column, event_time_range
-from .source_position import position_parameters, sink_position
+from .source_position import position_parameters, sink_position, stamp_domain
 
 log = logging.getLogger(__name__)
 
@@ -164,12 +165,14 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             operation = "MERGE"
         txn.add(Txn(app, group.stamp, int(time.time() * 1000)))
         txn.validate(check).before_publish(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+        event_times = self._event_times(batch)
+        stamp_domain(txn, group.offsets, job_id, operator_id, event_times)
         started = time.perf_counter()
         try:
             batches = f"{group.lowest}..{group.stamp}"
             parameters = {"stream-sink.batches": batches}
             parameters.update(position_parameters(group.offsets, job_id, operator_id))
-            parameters.update(event_time_entries(self._event_times(batch)))
+            parameters.update(event_time_entries(event_times))
             version = txn.commit(operation, parameters)
         except CommitValidationError:
             if not seen:
@@ -188,7 +191,8 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         return None
 
     def source_position(self, operator_id: str) -> SourcePosition | None:
-        return sink_position(self.table.log, operator_id)
+        table = self.table.refresh()
+        return sink_position(table.log, operator_id, table.snapshot)
 
     def delete_unreferenced(
         self, files: Sequence[BatchFiles], job_id: str, operator_id: str, from_batch: int

@@ -26,6 +26,7 @@ from stream_sink.table.snapshots import MAIN_BRANCH, Snapshot
 
 from ..source_position import (
     EVENT_TIME_WATERMARK_MS,
+    POSITION_PREFIX,
     SOURCE_OFFSETS,
     BatchOffsets,
     EventTimeRange,
@@ -37,7 +38,7 @@ from ..source_position import (
 )
 from .watermark import JOB_ID, OPERATOR_ID, iter_ancestry, summary_stamp
 
-POSITION_PROPERTY_PREFIX = "stream-sink.source-position."
+POSITION_PROPERTY_PREFIX = POSITION_PREFIX
 
 
 def position_property(operator_id: str, branch: str = MAIN_BRANCH) -> str:

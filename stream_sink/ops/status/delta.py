@@ -97,7 +97,7 @@ def delta_watermark(
         sum(a.size for a in snapshot.files.values()),
     )
     last = _last_commit(table, app_id(query_id, sink_id)) if mark != INITIAL_WATERMARK else None
-    return DeltaWatermark(mark, None, state, last, sink_position(table.log, sink_id))
+    return DeltaWatermark(mark, None, state, last, sink_position(table.log, sink_id, snapshot))
 
 
 def _last_commit(table: DeltaTable, app: str) -> LastCommit | None:
