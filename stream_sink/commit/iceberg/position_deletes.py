@@ -68,6 +68,8 @@ from stream_sink.write.key_index import Column, KeyIndex
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter, Segment
 
+DELETE_GRANULARITY = "write.delete.granularity"
+"""Java's table property: ``file`` (the default) or ``partition``."""
 ROW_BITS = 40
 """An index entry is ``file ordinal << ROW_BITS | row``: files of up to 2^40 rows."""
 _ROW_MASK = (1 << ROW_BITS) - 1
@@ -363,11 +365,18 @@ def _vectors(
 def _position_files(
     table: Table, index: KeyPositions, encoded: np.ndarray, kept: WriteResult
 ) -> Resolution:
-    """v2: one position delete file (rolling) per partition of the data files hit."""
-    groups: dict[tuple[int, tuple[Any, ...]], PositionDeletes] = {}
+    """v2: one position delete file (rolling) per data file hit, naming it as its
+    ``referenced_data_file``, as Java's writers do by default (``write.delete.granularity``
+    ``file``): a reader opens it for that file only, and a concurrent compaction conflicts
+    only with the files the batch deleted from (one file per partition spans every data
+    file between its path bounds). ``write.delete.granularity=partition`` writes one per
+    partition instead."""
+    per_file = table.properties.get(DELETE_GRANULARITY, "file") != "partition"
+    groups: dict[tuple[int, tuple[Any, ...], str], PositionDeletes] = {}
     for ordinal, rows in _by_file(encoded):
         f = index.files[ordinal]
-        deletes = groups.setdefault((f.spec_id, tuple(f.partition)), PositionDeletes())
+        key = (f.spec_id, tuple(f.partition), f.file_path if per_file else "")
+        deletes = groups.setdefault(key, PositionDeletes())
         lo, hi = int(rows.min()), int(rows.max())
         every = deletes.positions_of([Segment(f.file_path, lo, 0, hi - lo + 1)])
         deletes.delete(every[rows - lo])
@@ -377,10 +386,15 @@ def _position_files(
     referenced: list[str] = []
     writers: list[RollingFileWriter] = []
     try:
-        for (spec_id, partition), deletes in groups.items():
-            meta = table.metadata
-            spec = meta.spec_by_id(spec_id).bind(meta.schema)
-            factory = OutputFileFactory(table.data_location, spec, 0, 0, 0, operation)
+        factories: dict[tuple[int, tuple[Any, ...]], OutputFileFactory] = {}
+        for (spec_id, partition, _), deletes in groups.items():
+            if (spec_id, partition) not in factories:  # one per partition: names never repeat
+                meta = table.metadata
+                spec = meta.spec_by_id(spec_id).bind(meta.schema)
+                factories[spec_id, partition] = OutputFileFactory(
+                    table.data_location, spec, 0, 0, 0, operation
+                )
+            factory = factories[spec_id, partition]
 
             def open_writer(
                 factory: OutputFileFactory = factory,

@@ -114,6 +114,31 @@ def test_the_index_is_rebuilt_after_a_restart_and_stays_exact(
     h.close()
 
 
+@pytest.mark.parametrize("granularity", ["file", "partition"])
+def test_v2_deletes_from_two_files_write_a_file_per_data_file_by_default(
+    tmp_path: Path, warehouse: Catalog, granularity: str
+) -> None:
+    """Java's ``write.delete.granularity``: ``file`` (default) names each data file in a
+    delete file of its own, ``partition`` puts them in one."""
+    props = {} if granularity == "file" else {"write.delete.granularity": "partition"}
+    table = warehouse.create_table(
+        "db.g", schema=SCHEMA, identifier_fields=["id"], format_version=2, properties=props
+    )
+    h = _open(tmp_path, table)
+    h.step(0, write_changes(table, [("+I", 1, "a"), ("+I", 2, "b")]))
+    h.step(1, write_changes(table, [("+I", 3, "c")]))
+    h.step(2, write_changes(table, [("-U", 1, "a"), ("+U", 1, "a1"), ("-D", 3, "c")]))
+    want = [(1, "a1"), (2, "b")]
+    assert _our_rows(table) == want and _pyiceberg(table) == want and table_rows(table) == want
+    added = [f for f in live_files(table) if f.content == DataFileContent.POSITION_DELETES]
+    targets = sorted(str(f.referenced_data_file) for f in added)
+    if granularity == "file":
+        assert len(added) == 2 and len(set(targets)) == 2 and "None" not in targets
+    else:
+        assert len(added) == 1 and targets == ["None"]
+    h.close()
+
+
 def test_a_key_an_older_equality_delete_deleted_is_not_live(
     tmp_path: Path, versioned: Table
 ) -> None:
