@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pyarrow as pa
 
@@ -33,7 +34,35 @@ TRUNCATING_BATCHES: list[list[Change]] = [
     [(TRUNCATE, 0, "")],  # a batch of a truncate alone
     [("+I", 11, "k0"), ("-D", 11, "k0"), ("+I", 12, "l0")],
 ]
+
+
+def long_batches(batches: int = 80, seed: int = 7) -> list[list[Change]]:
+    """A seeded stream of ``batches`` batches: each inserts two new keys and updates or
+    deletes a few live ones, so old data files keep live rows that a compaction
+    rewrites while later batches delete from them."""
+    rng = random.Random(seed)
+    live: dict[int, int] = {}
+    out: list[list[Change]] = []
+    for b in range(batches):
+        batch: list[Change] = []
+        for k in (2 * b, 2 * b + 1):
+            batch.append(("+I", k, f"k{k}v0"))
+            live[k] = 0
+        for k in rng.sample(sorted(live), min(3, len(live))):
+            if k in (2 * b, 2 * b + 1):
+                continue
+            if rng.random() < 0.2:
+                batch.append(("-D", k, f"k{k}v{live.pop(k)}"))
+            else:
+                batch += [("-U", k, f"k{k}v{live[k]}"), ("+U", k, f"k{k}v{live[k] + 1}")]
+                live[k] += 1
+        out.append(batch)
+    return out
+
+
 CHANGELOGS = {"plain": BATCHES, "truncating": TRUNCATING_BATCHES}
+LONG_BATCHES = long_batches()
+"""Not in CHANGELOGS, which tests run one by one: ``crash_driver.py``'s ``long``."""
 
 
 def expected_rows(batches: list[list[Change]] = BATCHES) -> list[tuple[int, str]]:

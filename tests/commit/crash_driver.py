@@ -8,19 +8,25 @@ the spot. SCHEDULE ``pipelined`` drives the committer through the commit driver 
 pipelined schedule: each table commit runs on a background thread while the next batch
 is written (and acknowledged before its commit ends), so a failpoint of phase 2 kills
 the process with a commit in flight. CHANGELOG names one of ``changelog.CHANGELOGS``
-(``truncating``: batches with TRUNCATEs of the source table). A file ``ROOT/deletes``
-holding ``positions`` makes the target commit deletes by position (``deletes=``).
+(``truncating``: batches with TRUNCATEs of the source table; ``long``: 80 batches of
+inserts, updates and deletes). A file ``ROOT/deletes`` holding ``positions`` makes the
+target commit deletes by position (``deletes=``). ``STREAM_SINK_DRIVER_PAUSE_S`` pauses
+that many seconds after each synchronous batch (a source that is not always busy);
+``STREAM_SINK_DRIVER_CATALOG`` (``load_catalog`` arguments as JSON; default: the Hadoop
+catalog under ROOT/warehouse) and ``STREAM_SINK_DRIVER_TABLE`` (default ``db.cdc``) name
+the table.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from changelog import CHANGELOGS, write_changes
+from changelog import CHANGELOGS, LONG_BATCHES, write_changes
 
 from stream_sink.catalogs import load_catalog
 from stream_sink.checkpoints import (
@@ -53,14 +59,17 @@ def acknowledge(commits: str, batch_id: int) -> None:
 
 
 def main(root: str, backend: str, interval: int, schedule: str, changelog: str) -> None:
-    batches = CHANGELOGS[changelog]
+    batches = LONG_BATCHES if changelog == "long" else CHANGELOGS[changelog]
     commits = os.path.join(root, "commits")
     os.makedirs(commits, exist_ok=True)
     acked = sorted(int(n) for n in os.listdir(commits) if n.isdigit())
-    catalog = load_catalog("c", type="hadoop", warehouse=os.path.join(root, "warehouse"))
-    table = catalog.load_table("db.cdc")
+    props = {"type": "hadoop", "warehouse": os.path.join(root, "warehouse")}
+    props = json.loads(os.environ.get("STREAM_SINK_DRIVER_CATALOG") or json.dumps(props))
+    catalog = load_catalog("c", **props)
+    name = os.environ.get("STREAM_SINK_DRIVER_TABLE", "db.cdc")
+    table = catalog.load_table(name)
     # pipelined, the commits go through a table handle of their own
-    committed = catalog.load_table("db.cdc") if schedule == "pipelined" else table
+    committed = catalog.load_table(name) if schedule == "pipelined" else table
     marker = os.path.join(root, "deletes")
     deletes = "equality"
     if os.path.exists(marker):
@@ -79,6 +88,7 @@ def main(root: str, backend: str, interval: int, schedule: str, changelog: str) 
         pipelined(table, commits, acked, driver, committer, batches)
         return
     committer.restore(acknowledged_batch_ids=acked)
+    pause = float(os.environ.get("STREAM_SINK_DRIVER_PAUSE_S", "0"))
     for batch_id in range((acked[-1] + 1) if acked else 0, len(batches)):
         result = write_changes(table, batches[batch_id])
         failpoint(AFTER_DATA_FILES)
@@ -88,6 +98,7 @@ def main(root: str, backend: str, interval: int, schedule: str, changelog: str) 
             committer.complete_checkpoint(batch_id)
             committer.notify_checkpoint_complete(batch_id)
         acknowledge(commits, batch_id)
+        time.sleep(pause)
     end_input(committer)
     committer.close()
 

@@ -213,17 +213,20 @@ def sql_with_java(warehouse: str, statements: Sequence[str]) -> list[pa.Table | 
 
 
 def sql_with_java_catalog(
-    name: str, properties: dict[str, str], statements: Sequence[str]
+    name: str, properties: dict[str, str], statements: Sequence[str], aws: bool = True
 ) -> list[pa.Table | None]:
     """``statements`` run in order in one Spark session of Apache Iceberg Java with
     iceberg-aws (set iceberg-aws-4.1) whose catalog ``name`` has ``properties`` (Iceberg
     catalog properties: ``type=rest``, ``uri``, ``io-impl``, ``s3.endpoint``...); one entry
-    per statement (see ``_sql``)."""
+    per statement (see ``_sql``). ``aws=False``: the run's served Iceberg session instead
+    (no iceberg-aws; tables on local files), which answers in seconds."""
     conf = {f"spark.sql.catalog.{name}": "org.apache.iceberg.spark.SparkCatalog"}
     conf |= {f"spark.sql.catalog.{name}.{k}": v for k, v in properties.items()}
     command = ["sql"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
+    if not aws:
+        return _sql(command, statements, PEER)
     env = {**os.environ, "STREAM_SINK_PEER_ICEBERG": "iceberg-aws-4.1"}
     return _sql(command, statements, PEER, env)
 
