@@ -2,7 +2,8 @@
 reference reader: every version of a representative set of the Delta tables we write
 (append, overwrite, upsert, changelog, after log checkpoints, after a commit that lost a
 race and retried, after a killed writer's leftovers were cleaned and the log before a
-checkpoint removed) reads the same in Delta Lake as in delta-rs, DuckDB and our own
+checkpoint removed, a table with domain metadata in its commits and checkpoints) reads
+the same in Delta Lake as in delta-rs, DuckDB and our own
 reader; and tables Delta Lake wrote (its ``MERGE`` and its streaming sink) are read and
 appended to by us, then read back by Delta Lake at every version.
 
@@ -26,6 +27,7 @@ from peers.readers import read_with_delta, sql_with_delta
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.delta import CommitInfo, DeltaTable
+from stream_sink.delta.actions import DomainMetadata
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.log import DeltaLog
 from stream_sink.delta.log_cleanup import STALE_TEMP_AGE_S
@@ -145,6 +147,22 @@ def write_cleaned(loc: str) -> int:
     return 2
 
 
+def write_domains(loc: str) -> None:
+    """Versions 0-4 of a table with the ``domainMetadata`` feature: each append writes a
+    user domain (checkpoints at 2 and 4 carry it), version 3 removes another one."""
+    config = {"delta.feature.domainMetadata": "supported", "delta.checkpointInterval": "2"}
+    table = DeltaTable.create(loc, SCHEMA, configuration=config)
+    for i in range(1, 5):
+        txn = table.refresh().new_transaction()
+        txn.add_all(write_data_files(loc, rows([i]), SCHEMA, (), io=table.io))
+        txn.set_domain("stream-sink.test", lambda v, ts: json.dumps({"version": v}))
+        if i == 1:
+            txn.set_domain("stream-sink.gone", lambda v, ts: "{}")
+        if i == 3:
+            txn.add(DomainMetadata("stream-sink.gone", "{}", removed=True))
+        assert txn.commit() == i
+
+
 @dataclass
 class World:
     versions: dict[str, list[int]] = field(default_factory=dict)
@@ -195,7 +213,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     write_modes(str(root / "modes"), root / "state")
     write_conflict(str(root / "conflict"))
     first = write_cleaned(str(root / "cleaned"))
-    for name in ("merge", "stream", "modes", "conflict", "cleaned"):
+    write_domains(str(root / "domains"))
+    for name in ("merge", "stream", "modes", "conflict", "cleaned", "domains"):
         newest = DeltaTable.load(str(root / name)).version
         w.versions[str(root / name)] = list(range(first if name == "cleaned" else 0, newest + 1))
     locations = [f"{loc}@{v}" for loc, vs in w.versions.items() for v in vs]
