@@ -181,3 +181,24 @@ def test_random_interleavings_commit_every_row_once_each_transaction_whole(seed:
         assert split.forced == ()
     check_committed(stream, committed)
     assert held.rows is None and held.open == {}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lost_ends_are_forced_out_by_the_bound_and_every_row_still_lands_once(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    stream = make_stream(rng, transactions=rng.randint(2, 12))
+    lost = {m.id for m in stream.ends if rng.random() < 0.3}
+    stream.ends = [m for m in stream.ends if m.id not in lost]
+    held, committed, forced = HeldTransactions(), [], set()
+    batches = cut(rng, stream, rng.randint(1, 6)) + [([], [])] * 4  # let the bound run out
+    for batch_id, (events, ends) in enumerate(batches):
+        split = run(events, ends, held=held, batch_id=batch_id, bound=HoldBound(batches=2))
+        held = split.held
+        committed.append(seqs(split.commit))
+        forced |= {f.id for f in split.forced}
+    with_rows = {e.tx for es in stream.topics.values() for e in es if e.tx is not None}
+    assert lost & with_rows <= forced  # a slow one may be forced too: the bound is a bound
+    assert held.rows is None and held.open == {}
+    check_committed(stream, committed, forced_out=forced)
