@@ -1,8 +1,9 @@
 """Tests stream_sink.commit.transactions: the hold across micro-batches and restarts
 (stream_sink.commit.transactions.buffer over both state backends): a crash before the
-hold is written, after it (failpoint ``after-held-write``), between two tables'
-records and before Spark acknowledges the batch, each followed by Spark's re-run of
-the batch, commits every change row exactly once and each transaction in one batch."""
+hold is written, after it (failpoint ``after-held-write``, also as a real SIGKILL),
+between two tables' records and before Spark acknowledges the batch, each followed by
+Spark's re-run of the batch, commits every change row exactly once and each
+transaction in one batch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import json
 import logging
 import os
 import random
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -213,6 +217,57 @@ def test_a_restart_shows_what_is_held(backend: str, tmp_path: str) -> None:
         assert (snap.held_transactions, snap.held_rows, snap.oldest_held_batch) == (1, 2, 4)
         held = pipe.buffer.held().rows
         assert isinstance(held, pa.Table) and held.column("seq").to_pylist() == [0, 1]
+    finally:
+        pipe.state.close()
+        pipe.tables.close()
+
+
+_CHILD = r"""
+import random, sys
+from test_buffer import Pipeline
+from tx_streams import cut, make_stream
+from stream_sink.commit.transactions.bound import HoldBound
+
+kind, root, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+stream = make_stream(rng, transactions=8)
+pipe = Pipeline(kind, root, HoldBound(batches=1000), [1000.0])
+for batch_id, (events, ends) in enumerate(cut(rng, stream, 5)):
+    pipe.batch(batch_id, events, ends, None)
+    print(batch_id, flush=True)  # acknowledged, as Spark's commit log
+"""
+
+
+@pytest.mark.parametrize("hit", [1, 3])
+def test_a_kill_at_the_failpoint_loses_and_repeats_nothing(
+    backend: str, tmp_path: str, hit: int
+) -> None:
+    """The real failpoint: SIGKILL once the hold is durable, then Spark's re-run."""
+    here = os.path.dirname(__file__)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]),
+        "STREAM_SINK_FAILPOINT": f"{AFTER_HELD_WRITE}@{hit}",
+    }
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, backend, str(tmp_path), "7"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    acked = [int(line) for line in child.stdout.split()]
+    assert acked == list(range(hit - 1))
+    rng = random.Random(7)
+    stream = make_stream(rng, transactions=8)
+    pipe = Pipeline(backend, str(tmp_path), HoldBound(batches=1000), [5000.0])
+    try:
+        for batch_id, (events, ends) in enumerate(cut(rng, stream, 5)):
+            if batch_id > (acked[-1] if acked else -1):
+                pipe.batch(batch_id, events, ends, None)
+        committed = pipe.tables.committed()
+        check_committed(stream, [committed[b] for b in sorted(committed)])
     finally:
         pipe.state.close()
         pipe.tables.close()
