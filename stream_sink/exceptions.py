@@ -39,6 +39,11 @@ class UnknownRowKindError(ValidationError):
     """A row kind other than +I, -U, +U, -D (or an unknown Debezium op)."""
 
 
+class TransactionMetadataError(ValidationError):
+    """A Debezium transaction block or BEGIN/END event lacks what holding transactions
+    needs (an id, END's counts), or its counts disagree with the events seen."""
+
+
 class MissingColumnError(ValidationError):
     """A column the operation requires (row kind, order, key) is absent."""
 

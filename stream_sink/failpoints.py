@@ -93,11 +93,16 @@ AFTER_POSITION_DELETES = "after-position-deletes"
 its deletion vectors (v3) or position delete files (v2) are written, before the table
 commit (:mod:`stream_sink.commit.iceberg.position_deletes`)."""
 
+AFTER_HELD_WRITE = "after-held-write"
+"""Reached once a batch's held source transactions are durable in the operator state,
+before any table records the batch's committed rows
+(:mod:`stream_sink.commit.transactions.buffer`)."""
+
 KNOWN_FAILPOINTS: tuple[str, ...] = (
     FAILPOINTS
     + MULTI_TABLE_FAILPOINTS
     + MAINTENANCE_FAILPOINTS
-    + (AFTER_SCHEMA_CHANGE, AFTER_POSITION_DELETES)
+    + (AFTER_SCHEMA_CHANGE, AFTER_POSITION_DELETES, AFTER_HELD_WRITE)
 )
 
 _armed: dict[str, int] | None = None

@@ -7,7 +7,8 @@ below it.
   failpoints; none of them imports a table format;
 - ``iceberg/``: the Iceberg target (``target.py``), its staging manifests, table commits
   and summary watermark;
-- ``delta/``: the Delta Lake target (``target.py``), with its ``txn`` watermark.
+- ``delta/``: the Delta Lake target (``target.py``), with its ``txn`` watermark;
+- ``transactions/``: source transactions held until complete (no table format).
 
 The Iceberg names below are loaded on first use, so importing the protocol loads no
 table format.
