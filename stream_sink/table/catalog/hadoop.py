@@ -8,7 +8,9 @@ Invariants:
   and links it to ``v<N+1>`` exclusively (no replace), so of two racing writers
   exactly one wins and the other gets CommitFailedError.
 - The version hint may lag (a writer can die between the rename and the hint
-  update): readers take the hint, then probe ``v<N+1>``, ``v<N+2>``... as Java does.
+  update, or a racing writer's lower hint land last, which the writers' probe after
+  writing repairs): readers take the hint, then probe ``v<N+1>``, ``v<N+2>``... as
+  Java does.
   A failure to update the hint never fails a commit that has already renamed.
 - Only local filesystems: an object store has no exclusive rename.
 """
@@ -132,9 +134,24 @@ class HadoopCatalog(Catalog[TableT]):
         return version, location
 
     def _write_hint(self, ident: Identifier, version: int) -> None:
+        """Point the hint at ``version``, then at any newer version found after writing it.
+
+        Two committers racing each write their own version, and the lower one may land
+        last; probing after the write makes the last writer leave the newest version it
+        can see (a writer that commits after the probe writes its own hint later still),
+        so the hint ends at the newest version once commits stop. A lagging hint only
+        costs readers a probe or two."""
+        metadata_dir = self._metadata_dir(ident)
+        hint = f"{metadata_dir}/{VERSION_HINT}"
         try:
-            hint = f"{self._metadata_dir(ident)}/{VERSION_HINT}"
-            self.io.write_atomic(hint, str(version).encode())
+            while True:
+                self.io.write_atomic(hint, str(version).encode())
+                newest = version
+                while self._version_file(metadata_dir, newest + 1) is not None:
+                    newest += 1
+                if newest == version:
+                    return
+                version = newest
         except OSError as e:
             log.warning(
                 "table %s: could not update %s to %d: %s", dotted(ident), VERSION_HINT, version, e
