@@ -180,3 +180,38 @@ def test_transaction_columns_without_the_hold_are_refused(spark: Any, tmp_path: 
     plain = from_debezium(spark.createDataFrame([], SOURCE_SCHEMA), row_schema=TABLES)
     with pytest.raises(TransactionMetadataError, match=r"from_debezium.*transactions=True"):
         check_columns(plain.schema, gate=True)
+
+
+KILL_JOB = Path(__file__).with_name("tx_kill_job.py")
+
+
+@pytest.mark.slow
+@pytest.mark.spread
+def test_killed_around_the_hold_and_inside_the_tables_commit(tmp_path: Path) -> None:
+    """Killed once the hold is durable and before any table records the batch, with a
+    batch recorded in some tables only, inside the database transaction that swaps the
+    three tables, after it, and at a random moment: after every kill the catalog shows
+    whole transactions only, and the tables end exact, each batch committed once."""
+    from kill_harness import KillJob, assert_committed_once, iceberg_marks, kill_rng
+    from tx_kill_job import catalog_at
+
+    events, final = transactions(16)
+    write_batches(tmp_path / "in", cut(events, 5))
+    catalog = catalog_at(tmp_path)
+    job = KillJob(KILL_JOB, [str(tmp_path)], log=tmp_path / "job.log", timeout=600)
+    states = []
+    for failpoint in (
+        "after-held-write@2",
+        "after-pending-write@2",  # the first table recorded the batch, the others not
+        "inside-tables-swap@2",
+        "after-tables-commit@1",
+    ):
+        job.killed_at(failpoint)
+        states.append(keys_by_table(catalog))
+    job.killed_mid_stream(kill_rng(38))
+    states.append(keys_by_table(catalog))
+    job.run_to_end()
+    assert halves(states) == 0, states
+    assert keys_by_table(catalog) == final
+    for name in TABLES:
+        assert_committed_once(iceberg_marks(catalog.load_table(name)), name)
