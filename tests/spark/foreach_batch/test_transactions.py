@@ -56,11 +56,11 @@ def run(
     """Every input file through ``sink``; the tables' keys after each batch into ``states``."""
 
     def foreach(df: Any, batch_id: int) -> None:
+        if not held:  # without the hold the transaction topic is not read
+            df = df.where("get_json_object(value, '$.status') is null")
         changes = from_debezium(
             df, row_schema=TABLES, table_column="_table", key_column="key", transactions=held
         )
-        if not held:  # the transaction topic is not read without the hold
-            changes = changes.where("_row_kind is not null")
         sink.foreach_batch(changes, batch_id)
         states.append(keys_by_table(sink.catalog))
 
