@@ -7,7 +7,9 @@ routed sink creates, schema evolution (one table or routed), the Delta tables
 - the row kind column the sink is given (``row_kind_column``, ``row-kind-column``);
 - the routing column of a routed sink (``table_column``);
 - a column ``from_debezium`` adds: ``_row_kind``, ``_cdc_order``, ``_cdc_key_fields``,
-  or the names it was told to give them (it marks them in the column's Spark metadata).
+  the transaction columns (``_transaction_id``, ``_data_collection``,
+  ``_transaction_key``, ``_transaction_marker``), or the names it was told to give them
+  (it marks them in the column's Spark metadata).
 
 Invariants:
 - Every other column is user data: it is never dropped on the way into a table the sink
@@ -27,7 +29,20 @@ if TYPE_CHECKING:
 ROW_KIND_COLUMN = "_row_kind"
 ORDER_COLUMN = "_cdc_order"
 KEY_FIELDS_COLUMN = "_cdc_key_fields"
-DEBEZIUM_COLUMNS = (ROW_KIND_COLUMN, ORDER_COLUMN, KEY_FIELDS_COLUMN)
+TRANSACTION_ID_COLUMN = "_transaction_id"
+DATA_COLLECTION_COLUMN = "_data_collection"
+TRANSACTION_KEY_COLUMN = "_transaction_key"
+TRANSACTION_MARKER_COLUMN = "_transaction_marker"
+TRANSACTION_COLUMNS = (
+    TRANSACTION_ID_COLUMN,
+    DATA_COLLECTION_COLUMN,
+    TRANSACTION_KEY_COLUMN,
+    TRANSACTION_MARKER_COLUMN,
+)
+"""The columns ``from_debezium(..., transactions=True)`` adds: an event's transaction id,
+its data collection as Debezium's END events name it, its Kafka key, and (on the rows of
+the transaction topic's BEGIN/END events, every other column null) the event itself."""
+DEBEZIUM_COLUMNS = (ROW_KIND_COLUMN, ORDER_COLUMN, KEY_FIELDS_COLUMN, *TRANSACTION_COLUMNS)
 """The names ``from_debezium`` gives its columns by default."""
 MARK = "stream_sink.control"
 """Spark column metadata key: the name ``from_debezium`` gave its column."""

@@ -47,6 +47,7 @@ from stream_sink.spark.errors import (
 )
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.copy_on_write import rewrite_touched_files
+from stream_sink.spark.foreach_batch.transactions import check_columns
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_DRIVER_KEY_LIMIT,
@@ -178,6 +179,7 @@ class DeltaSink:
     def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
+            check_columns(df.schema, gate=False)  # DeltaSink holds no source transactions
             runtime = self._open(df)
             self._gaps.arrived(batch_id, runtime.driver, self._spark_io())
             if self.mode in CDC_MODES:
