@@ -16,11 +16,16 @@ Invariants:
   creates, and schema evolution adds it like any other column. An ``order_by`` column
   such as ``seq`` or ``lsn`` is data; ``from_debezium``'s ``_cdc_order`` struct is not.
 - A marked column renamed by the user is data again (the mark records the name given).
+- A batch with the transaction columns reaches only a sink that holds source
+  transactions (:func:`check_columns`): anywhere else its BEGIN/END rows would be
+  written as changes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from stream_sink.exceptions import TransactionMetadataError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -72,3 +77,23 @@ def data_columns(
     """The columns of ``schema`` that are user data, in order."""
     control = control_columns(schema, row_kind_column=row_kind_column, table_column=table_column)
     return tuple(n for n in schema.fieldNames() if n not in control)
+
+
+def check_columns(schema: StructType, *, gate: bool) -> None:
+    """A batch with the transaction columns needs the gate, and the gate needs them
+    (TransactionMetadataError saying which side to fix)."""
+    names = set(schema.fieldNames())
+    if not gate and TRANSACTION_MARKER_COLUMN in names:
+        raise TransactionMetadataError(
+            "the micro-batch carries source transactions (from_debezium(..., "
+            "transactions=True)) but the sink does not hold them: pass "
+            "transactions='debezium' to IcebergSink (DeltaSink and format('stream_sink') "
+            "hold none), or drop transactions=True"
+        )
+    missing = [c for c in TRANSACTION_COLUMNS if c not in names]
+    if gate and missing:
+        raise TransactionMetadataError(
+            f"transactions='debezium': the micro-batch lacks {', '.join(missing)}; build it "
+            "with from_debezium(..., transactions=True) and subscribe the "
+            "<topic.prefix>.transaction topic in the same query"
+        )

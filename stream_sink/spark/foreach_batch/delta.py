@@ -39,7 +39,7 @@ from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark import query
 from stream_sink.spark.cdc import truncation
-from stream_sink.spark.cdc.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import check_columns, control_columns
 from stream_sink.spark.errors import (
     find_stream_sink_error,
     raise_if_interrupted,
@@ -47,7 +47,6 @@ from stream_sink.spark.errors import (
 )
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.copy_on_write import rewrite_touched_files
-from stream_sink.spark.foreach_batch.transactions import check_columns
 from stream_sink.spark.options import (
     CDC_MODES,
     DEFAULT_DRIVER_KEY_LIMIT,

@@ -30,6 +30,7 @@ from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptio
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
 from stream_sink.metrics.transactions import TransactionMetricsSnapshot
+from stream_sink.spark.cdc.control_columns import check_columns
 from stream_sink.spark.errors import raise_if_interrupted
 from stream_sink.spark.foreach_batch.destination import Destination
 from stream_sink.spark.foreach_batch.one_table import OneTable
@@ -37,7 +38,7 @@ from stream_sink.spark.foreach_batch.parquet_route import ROUTES
 from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing.scope import RouteScope
-from stream_sink.spark.foreach_batch.transactions import MODES, TransactionGate, check_columns
+from stream_sink.spark.foreach_batch.transactions import MODES, TransactionGate
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import plan_batch
 from stream_sink.table.catalog.base import Catalog

@@ -51,6 +51,7 @@ from stream_sink.spark.cdc.control_columns import (
     TRANSACTION_ID_COLUMN,
     TRANSACTION_KEY_COLUMN,
     TRANSACTION_MARKER_COLUMN,
+    check_columns,
 )
 from stream_sink.spark.foreach_batch.arrow_frames import to_arrow, to_frame
 from stream_sink.spark.options import SinkOptions
@@ -59,7 +60,6 @@ from stream_sink.table.catalog.base import Catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -159,28 +159,6 @@ class TransactionGate:
             log.warning(
                 "sink %s: held transactions report not written: %s", self.options.sink_id, e
             )
-
-
-def check_columns(schema: StructType, *, gate: bool) -> None:
-    """A batch with the transaction columns needs the gate, and the gate needs them
-    (TransactionMetadataError saying which side to fix)."""
-    names = set(schema.fieldNames())
-    if not gate and TRANSACTION_MARKER_COLUMN in names:
-        raise TransactionMetadataError(
-            "the micro-batch carries source transactions (from_debezium(..., "
-            "transactions=True)) but the sink does not hold them: pass "
-            "transactions='debezium' to the sink, or drop transactions=True"
-        )
-    missing = [c for c in (TRANSACTION_MARKER_COLUMN, *COLUMNS_NEEDED) if c not in names]
-    if gate and missing:
-        raise TransactionMetadataError(
-            f"transactions='debezium': the micro-batch lacks {', '.join(missing)}; build it "
-            "with from_debezium(..., transactions=True) and subscribe the "
-            "<topic.prefix>.transaction topic in the same query"
-        )
-
-
-COLUMNS_NEEDED = (TRANSACTION_ID_COLUMN, DATA_COLLECTION_COLUMN, TRANSACTION_KEY_COLUMN)
 
 
 def _collect(df: DataFrame, batch_id: int) -> tuple[pa.Table, list[TransactionMarker]]:

@@ -26,8 +26,9 @@ import stream_sink as ss
 from stream_sink.cli.main import main as cli_main
 from stream_sink.exceptions import DataLossError, TransactionMetadataError
 from stream_sink.spark import IcebergSink
+from stream_sink.spark.cdc.control_columns import check_columns
 from stream_sink.spark.cdc.debezium import from_debezium
-from stream_sink.spark.foreach_batch.transactions import HOLD_SUFFIX, check_columns
+from stream_sink.spark.foreach_batch.transactions import HOLD_SUFFIX
 from stream_sink.table.catalog import Catalog
 
 
