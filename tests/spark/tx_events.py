@@ -4,13 +4,17 @@ split transactions.
 
 Transaction ``n`` writes key ``n`` of each table (customer ``n``, order ``n``, item
 ``s<n>``); every fourth also deletes the three rows of transaction ``n - 3`` (held rows
-and deletes in one transaction). So a state that shows whole transactions only has the
+and deletes in one transaction), and every fourth from the second updates those of
+``n - 1`` (an update is one event that ``from_debezium`` makes two rows). Transaction ids
+are as Debezium's PostgreSQL connector writes them: ``<xid>:<lsn>`` with each event's
+own LSN. So a state that shows whole transactions only has the
 same keys in all three tables: :func:`keys_by_table` is what a reader checks.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 TABLES: dict[str, str] = {
@@ -35,10 +39,10 @@ def _event(table: str, n: int, tx: str, lsn: int, op: str) -> dict[str, Any]:
     image = _row(table, n)
     value = {
         "op": op,
-        "before": image if op == "d" else None,
+        "before": image if op in ("d", "u") else None,
         "after": None if op == "d" else image,
         "source": {"db": db, "table": name, "lsn": lsn},
-        "transaction": {"id": tx, "total_order": 1, "data_collection_order": 1},
+        "transaction": {"id": f"{tx}:{lsn}", "total_order": 1, "data_collection_order": 1},
     }
     return {"key": json.dumps({KEYS[table]: image[KEYS[table]]}), "value": json.dumps(value)}
 
@@ -61,17 +65,20 @@ def transactions(count: int) -> tuple[list[dict[str, Any]], dict[str, set[int]]]
     live: dict[str, set[int]] = {t: set() for t in TABLES}
     lsn = 0
     for n in range(count):
-        tx = f"tx{n}"
+        tx = str(700 + n)
         counts = dict.fromkeys(TABLES, 0)
         changes = [(t, n, "c") for t in TABLES]
         if n % 4 == 3:
             changes += [(t, n - 3, "d") for t in TABLES]
+        if n % 4 == 1:
+            changes += [(t, n - 1, "u") for t in TABLES]
         for table, k, op in changes:
             lsn += 1
             out.append(_event(table, k, tx, lsn, op))
             counts[table] += 1
             (live[table].discard if op == "d" else live[table].add)(k)
-        out.append(end_event(tx, counts))
+        lsn += 1
+        out.append(end_event(f"{tx}:{lsn}", counts))
     return out, live
 
 
@@ -92,3 +99,12 @@ def keys_by_table(catalog: Any) -> dict[str, set[int]]:
         values = catalog.load_table(name).scan().to_arrow().column(key).to_pylist()
         out[name] = {int(str(v).lstrip("s")) for v in values}
     return out
+
+
+def sql_catalog_at(root: Path) -> Any:
+    """The SQL catalog (SQLite) under ``root``: it commits a checkpoint's tables at once."""
+    import stream_sink as ss
+
+    return ss.load_catalog(
+        "tx", type="sql", uri=f"sqlite:///{root}/catalog.db", warehouse=str(root / "wh")
+    )

@@ -15,6 +15,7 @@ where (topic, partition, offset when known) and how to fix it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +25,19 @@ from stream_sink.exceptions import TransactionMetadataError
 Status = Literal["BEGIN", "END"]
 
 ENABLE = "set provide.transaction.metadata=true on the Debezium connector"
+
+POSTGRES_ID = r"^(\d+):\d+$"
+"""Debezium's PostgreSQL connector names a transaction ``<xid>:<lsn>`` with the LSN of
+each event's own place (BEGIN, END and every event differ); the xid names the
+transaction. Other connectors' ids (MySQL's GTID ``<server uuid>:<n>``, SQL Server's
+three hex parts) are whole names and kept as they are."""
+_POSTGRES_ID = re.compile(POSTGRES_ID)
+
+
+def canonical_id(tx: str) -> str:
+    """The name of transaction ``tx`` as every event of it carries it (:data:`POSTGRES_ID`)."""
+    found = _POSTGRES_ID.match(tx)
+    return found.group(1) if found else tx
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ def transaction_id(block: Mapping[str, Any] | None, at: str) -> str | None:
             f"events of a transaction must name it: {ENABLE}, and do not drop the "
             "transaction field in a transform (SMT)"
         )
-    return tx
+    return canonical_id(tx)
 
 
 def parse_marker(value: Mapping[str, Any], at: str) -> TransactionMarker:
@@ -88,6 +102,7 @@ def parse_marker(value: Mapping[str, Any], at: str) -> TransactionMarker:
         )
     if not isinstance(tx, str) or not tx:
         raise TransactionMetadataError(f"{at}: the {status} event has no transaction id")
+    tx = canonical_id(tx)
     ts = value.get("ts_ms")
     ts_ms = int(ts) if isinstance(ts, (int, str)) and str(ts).lstrip("-").isdigit() else None
     if status == "BEGIN":

@@ -64,6 +64,10 @@ class TransactionColumns:
     transaction: str = "_transaction_id"
     collection: str = "_data_collection"
     key: str | None = None
+    event: str | None = None
+    """A boolean column: the row is its event's first (an update arrives as two rows,
+    ``-U`` and ``+U``, of one event, and END counts events); None: every row is one
+    event."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ def split_batch(
 
 def _check_ids(rows: pa.Table, columns: TransactionColumns) -> None:
     """An empty transaction id is a block without its id: refused, naming the row."""
-    for name in (columns.transaction, columns.collection, columns.key):
+    for name in (columns.transaction, columns.collection, columns.key, columns.event):
         if name is not None and name not in rows.column_names:
             raise TransactionMetadataError(
                 f"the change rows have no column {name!r} (columns: {rows.column_names})"
@@ -173,10 +177,13 @@ def _seen(every: pa.Table, columns: TransactionColumns, done: set[str]) -> _Seen
     colls = every.column(columns.collection).to_pylist()
     raw = every.column(columns.key).to_pylist() if columns.key else [None] * len(txs)
     keys = [None if k is None else (c, _hashable(k)) for c, k in zip(colls, raw, strict=True)]
+    events = every.column(columns.event).to_pylist() if columns.event else [True] * len(txs)
     counts: dict[str, Counter[str]] = {}
-    for tx, coll in zip(txs, colls, strict=True):
+    for tx, coll, first in zip(txs, colls, events, strict=True):
         if tx is not None and tx not in done:
-            counts.setdefault(tx, Counter())[coll] += 1
+            seen = counts.setdefault(tx, Counter())
+            if first:
+                seen[coll] += 1
     return _Seen(txs, keys, counts)
 
 

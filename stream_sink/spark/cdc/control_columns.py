@@ -38,15 +38,19 @@ TRANSACTION_ID_COLUMN = "_transaction_id"
 DATA_COLLECTION_COLUMN = "_data_collection"
 TRANSACTION_KEY_COLUMN = "_transaction_key"
 TRANSACTION_MARKER_COLUMN = "_transaction_marker"
+TRANSACTION_EVENT_COLUMN = "_transaction_event"
 TRANSACTION_COLUMNS = (
     TRANSACTION_ID_COLUMN,
     DATA_COLLECTION_COLUMN,
     TRANSACTION_KEY_COLUMN,
+    TRANSACTION_EVENT_COLUMN,
     TRANSACTION_MARKER_COLUMN,
 )
 """The columns ``from_debezium(..., transactions=True)`` adds: an event's transaction id,
-its data collection as Debezium's END events name it, its Kafka key, and (on the rows of
-the transaction topic's BEGIN/END events, every other column null) the event itself."""
+its data collection as Debezium's END events name it, its Kafka key, whether the row is
+its event's first (an update is two rows of one event; END counts events), and (on the
+rows of the transaction topic's BEGIN/END events, every other column null) the event
+itself."""
 DEBEZIUM_COLUMNS = (ROW_KIND_COLUMN, ORDER_COLUMN, KEY_FIELDS_COLUMN, *TRANSACTION_COLUMNS)
 """The names ``from_debezium`` gives its columns by default."""
 MARK = "stream_sink.control"

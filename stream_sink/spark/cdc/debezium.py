@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from stream_sink.commit.transactions.markers import POSTGRES_ID
 from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
 from stream_sink.spark.cdc import wire_types
 from stream_sink.spark.cdc.control_columns import (
@@ -62,6 +63,7 @@ from stream_sink.spark.cdc.control_columns import (
     KEY_FIELDS_COLUMN,
     ORDER_COLUMN,
     ROW_KIND_COLUMN,
+    TRANSACTION_EVENT_COLUMN,
     TRANSACTION_ID_COLUMN,
     TRANSACTION_KEY_COLUMN,
     TRANSACTION_MARKER_COLUMN,
@@ -230,6 +232,8 @@ def _parse_changes(
         marked(F.struct(*order_fields), order_column),
         *(F.col(name) for name, _ in extra),
     ]
+    if transactions:
+        control.append(marked(F.col("c.seq") == F.lit(0), TRANSACTION_EVENT_COLUMN))
     if not (parsing and wire_types.needs_conversion(typed)):
         return exploded.select(*(row.getField(f.name).alias(f.name) for f in rows.fields), *control)
     return _converted(exploded, row, typed, control)
@@ -274,12 +278,16 @@ def _json_field(raw: Column, path: str) -> Column:
 def _transaction_columns(
     raw: Column, env: Column, key_column: str | None, source_fields: Sequence[str]
 ) -> list[tuple[str, Column]]:
-    """The transaction id, data collection and Kafka key of each change event."""
+    """The transaction id (as :func:`~stream_sink.commit.transactions.markers.canonical_id`
+    names it), data collection and Kafka key of each change event."""
     from pyspark.sql import functions as F
 
     key = F.col(key_column).cast("string") if key_column else F.lit(None).cast("string")
+    block_id = _json_field(raw, "transaction.id")
+    transaction_id = F.coalesce(F.regexp_extract(block_id, POSTGRES_ID, 1), F.lit(""))
+    transaction_id = F.when(transaction_id == "", block_id).otherwise(transaction_id)
     return [
-        (TRANSACTION_ID_COLUMN, marked(_json_field(raw, "transaction.id"), TRANSACTION_ID_COLUMN)),
+        (TRANSACTION_ID_COLUMN, marked(transaction_id, TRANSACTION_ID_COLUMN)),
         (
             DATA_COLLECTION_COLUMN,
             marked(_source_table(env.getField("source"), source_fields), DATA_COLLECTION_COLUMN),

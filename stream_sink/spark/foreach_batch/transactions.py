@@ -48,6 +48,7 @@ from stream_sink.spark import query
 from stream_sink.spark.cdc.control_columns import (
     DATA_COLLECTION_COLUMN,
     TRANSACTION_COLUMNS,
+    TRANSACTION_EVENT_COLUMN,
     TRANSACTION_ID_COLUMN,
     TRANSACTION_KEY_COLUMN,
     TRANSACTION_MARKER_COLUMN,
@@ -67,7 +68,10 @@ MODES = ("debezium",)
 HOLD_SUFFIX = ".held-transactions"
 """The hold's operator id: ``<sink id>.held-transactions``, beside the committers'."""
 COLUMNS = TransactionColumns(
-    transaction=TRANSACTION_ID_COLUMN, collection=DATA_COLLECTION_COLUMN, key=TRANSACTION_KEY_COLUMN
+    transaction=TRANSACTION_ID_COLUMN,
+    collection=DATA_COLLECTION_COLUMN,
+    key=TRANSACTION_KEY_COLUMN,
+    event=TRANSACTION_EVENT_COLUMN,
 )
 
 

@@ -202,3 +202,25 @@ def test_lost_ends_are_forced_out_by_the_bound_and_every_row_still_lands_once(
     assert lost & with_rows <= forced  # a slow one may be forced too: the bound is a bound
     assert held.rows is None and held.open == {}
     check_committed(stream, committed, forced_out=forced)
+
+
+def test_an_update_is_one_event_though_it_arrives_as_two_rows() -> None:
+    """``from_debezium`` makes an update two rows (``-U``, ``+U``) of one event, and END
+    counts events: only each event's first row counts. Counting rows, transaction ``a``
+    (END: two events of lines) would look complete with one update of the two."""
+    events = [Event(0, "a", ORD, 1), Event(1, "a", LIN, 1), Event(2, "a", LIN, 1)]
+    table = rows(events).append_column("first", pa.array([True, True, False]))
+    columns = TransactionColumns(key="key", event="first")
+    ends = [end("a", {ORD: 1, LIN: 2})]
+    split = split_batch(
+        table, ends, HeldTransactions(), batch_id=0, now_ms=0, bound=HoldBound(100), columns=columns
+    )
+    assert split.commit.num_rows == 0 and seqs(split.held.rows) == [0, 1, 2]
+    more = pa.table(
+        {**{c: rows([Event(3, "a", LIN, 2)]).column(c) for c in table.column_names[:-1]},
+         "first": [True]}
+    )  # fmt: skip
+    again = split_batch(
+        more, [], split.held, batch_id=1, now_ms=0, bound=HoldBound(100), columns=columns
+    )
+    assert seqs(again.commit) == [0, 1, 2, 3] and again.completed == ("a",)

@@ -20,7 +20,15 @@ from typing import Any
 
 import pytest
 from streams import run_available, write_batches
-from tx_events import SOURCE_SCHEMA, TABLES, cut, end_event, keys_by_table, transactions
+from tx_events import (
+    SOURCE_SCHEMA,
+    TABLES,
+    cut,
+    end_event,
+    keys_by_table,
+    sql_catalog_at,
+    transactions,
+)
 
 import stream_sink as ss
 from stream_sink.cli.main import main as cli_main
@@ -115,16 +123,17 @@ def test_the_hold_survives_a_restart_and_a_lost_hold_stops_it(
 ) -> None:
     events, final = transactions(6)
     batches = cut(events, 5)
-    write_batches(tmp_path / "in", batches[:2])  # ends inside transaction 2
+    write_batches(tmp_path / "in", batches[:2])  # ends inside transaction 1 (its END not read)
     catalog = catalog_at(tmp_path)
     sink = sink_for(catalog, tmp_path, transactions="debezium")
     run(spark, tmp_path, sink, held=True, states=[])
     metrics = sink.transaction_metrics
-    assert metrics is not None and metrics.held_transactions == 1 and metrics.held_rows == 2
-    assert keys_by_table(catalog) == {t: {0, 1} for t in TABLES}
+    assert metrics is not None and metrics.held_transactions == 1
+    assert metrics.held_rows == 9  # three creates and three updates (two rows each)
+    assert keys_by_table(catalog) == {t: {0} for t in TABLES}
     chk = str(tmp_path / "chk")
     cli_main(["status", "--checkpoint-location", chk, "--sink-id", "routed-_table=inv.orders"])
-    assert re.search(r"held transactions +1 \(2 rows\) since batch 1", capsys.readouterr().out)
+    assert re.search(r"held transactions +1 \(9 rows\) since batch 0", capsys.readouterr().out)
 
     saved = tmp_path / "hold-saved"
     hold = tmp_path / "state" / f"{sink.sink_id}{HOLD_SUFFIX}"
@@ -135,7 +144,7 @@ def test_the_hold_survives_a_restart_and_a_lost_hold_stops_it(
     with pytest.raises(Exception, match=r"held source transactions at .* are missing") as err:
         run(spark, tmp_path, held_sink(catalog, tmp_path), held=True, states=[])
     assert isinstance(err.value, DataLossError) or "DataLossError" in str(err.value)
-    assert keys_by_table(catalog) == {t: {0, 1} for t in TABLES}  # nothing written
+    assert keys_by_table(catalog) == {t: {0} for t in TABLES}  # nothing written
 
     shutil.copytree(saved, hold)
     states: list[dict[str, set[int]]] = []
@@ -147,15 +156,15 @@ def test_a_transaction_whose_end_never_comes_is_forced_out(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     events, _ = transactions(3)
-    lost = [e for e in events if json.loads(e["value"]).get("id") != "tx1"]  # tx1's END
-    write_batches(tmp_path / "in", [*cut(lost, 4), [end_event("tx9", {"inv.orders": 1})]])
+    lost = [e for e in events if not json.loads(e["value"]).get("id", "").startswith("701:")]
+    write_batches(tmp_path / "in", [*cut(lost, 4), [end_event("709:1", {"inv.orders": 1})]])
     catalog = catalog_at(tmp_path)
     sink = sink_for(catalog, tmp_path, transactions="debezium", transaction_hold_batches=2)
     with caplog.at_level(logging.WARNING, logger="stream_sink"):
         run(spark, tmp_path, sink, held=True, states=[])
     metrics = sink.transaction_metrics
     assert metrics is not None and metrics.forced_transactions == 1
-    assert "source transaction tx1 held since batch" in caplog.text
+    assert "source transaction 701 held since batch 1" in caplog.text  # its END lost
     assert keys_by_table(catalog) == {t: {0, 1, 2} for t in TABLES}
 
 
@@ -194,11 +203,10 @@ def test_killed_around_the_hold_and_inside_the_tables_commit(tmp_path: Path) -> 
     three tables, after it, and at a random moment: after every kill the catalog shows
     whole transactions only, and the tables end exact, each batch committed once."""
     from kill_harness import KillJob, assert_committed_once, iceberg_marks, kill_rng
-    from tx_kill_job import catalog_at
 
     events, final = transactions(16)
     write_batches(tmp_path / "in", cut(events, 5))
-    catalog = catalog_at(tmp_path)
+    catalog = sql_catalog_at(tmp_path)
     job = KillJob(KILL_JOB, [str(tmp_path)], log=tmp_path / "job.log", timeout=600)
     states = []
     for failpoint in (
