@@ -36,7 +36,7 @@ import pytest
 from cdc_stack import Connect, Stack
 from consistent_reader import Observer, Target
 from debezium_pipeline import ScriptJob, sql
-from kill_harness import assert_committed_once, short_driver_submit_args
+from kill_harness import assert_committed_once
 from shop_job import SINK_ID, topics
 from shop_workload import DDL, TABLES, ShopWorkload, as_tuples, source_state
 
@@ -44,13 +44,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # real JVMs: minutes
 
 PREFIX = "shop"
 JOB = Path(__file__).with_name("shop_job.py")
-MAX_OFFSETS = 40
+MAX_OFFSETS = 60
 """Kafka records per micro-batch and query, over four topics (a source transaction is
 three to fourteen change events, and its BEGIN and END)."""
-WORKLOAD_S, RATE = 45.0, 5.0
+WORKLOAD_S, RATE = 40.0, 4.0
 """How long the shop runs, and about how many transactions a second."""
 MIN_STATES = 20
-CATCH_UP_S = 300
+CATCH_UP_S = 420
 SQL_CATALOG = "shop"
 
 
@@ -111,7 +111,6 @@ def job(root: Path, stack: Stack, mode: str, chosen: list[Target], jars: str) ->
         for t in chosen
     ]  # fmt: skip
     env = dict(os.environ, STREAM_SINK_SHOP_TARGETS=json.dumps(spec))
-    env.setdefault("PYSPARK_SUBMIT_ARGS", short_driver_submit_args())
     args = [str(root), stack.kafka.bootstrap, PREFIX, mode, str(MAX_OFFSETS)]
     return ScriptJob(JOB, args, root / f"{mode}.log", jars, env)
 
@@ -217,7 +216,7 @@ def test_one_source_transaction_is_one_state_across_tables_on_nessie_and_sql(
     every = targets(tmp_path, nessie_props, sql_catalog(cdc_stack, tmp_path / "warehouse"))
     tx_targets = [t for t in every if t.name.endswith("-tx")]
     plain_targets = [t for t in every if t.name.endswith("-plain")]
-    observers = {t.name: Observer(t).start() for t in every}
+    observers = {t.name: Observer(t, interval=0.5).start() for t in every}
     workload = ShopWorkload(cdc_stack.postgres.url, seed=38)
     halt = threading.Event()
     writer = threading.Thread(target=workload.run, args=(halt, WORKLOAD_S, RATE), daemon=True)
