@@ -18,8 +18,9 @@ transactions:
 A reader per target (``consistent_reader.py``) polls the catalog all along, reads each
 state through the sink's consistent read and checks the invariants across the three
 tables. With transactions no state it observes breaks them; without, micro-batch
-boundaries cut transactions and it sees states that do (their count is printed). At
-the end every target's three tables equal PostgreSQL's, read by ours and by DuckDB.
+boundaries cut transactions and it sees states that do (the counts are printed: the
+contrast must find some). At the end every target's three tables equal PostgreSQL's,
+read by ours and by DuckDB, and no checkpoint was committed twice.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # real JVMs: minutes
 
 PREFIX = "shop"
 JOB = Path(__file__).with_name("shop_job.py")
-MAX_OFFSETS = 60
+MAX_OFFSETS = 50
 """Kafka records per micro-batch and query, over four topics (a source transaction is
 three to fourteen change events, and its BEGIN and END)."""
 WORKLOAD_S, RATE = 40.0, 4.0
@@ -259,7 +260,7 @@ def test_one_source_transaction_is_one_state_across_tables_on_nessie_and_sql(
         assert not seen.errors, seen.errors[:3]
         assert not seen.violating, seen.report()
         assert len(seen.states) >= MIN_STATES, seen.report()
-    for target in plain_targets:
+    for target in plain_targets:  # today's count: micro-batches cut source transactions
         seen = observers[target.name]
         assert not seen.errors, seen.errors[:3]
-        assert len(seen.states) >= MIN_STATES, seen.report()
+        assert seen.violating, seen.report()
