@@ -16,6 +16,7 @@ from stream_sink.cli.table_commands import add_catalog_options, catalog_properti
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
+from stream_sink.metrics.transactions import TransactionMetricsSnapshot
 from stream_sink.ops.status import SinkStatus, recorded_table, sink_status
 from stream_sink.spark.options import resolve_location
 from stream_sink.table.catalog import Catalog
@@ -154,6 +155,8 @@ def render(s: SinkStatus) -> str:
     ]
     if s.maintenance is not None:
         lines.append(("maintenance", _maintenance(s.maintenance)))
+    if s.transactions is not None:
+        lines.append(("held transactions", _transactions(s.transactions)))
     lines.extend(("warning", w) for w in s.warnings)
     width = max(len(k) for k, _ in lines)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in lines)
@@ -171,6 +174,14 @@ def _position(s: SinkStatus) -> str:
     if low is not None and high is not None:
         text += f", event times {_time(low)} .. {_time(high)}"
     return text
+
+
+def _transactions(t: TransactionMetricsSnapshot) -> str:
+    since = "" if t.oldest_held_batch is None else f" since batch {t.oldest_held_batch}"
+    return (
+        f"{t.held_transactions} ({t.held_rows} rows){since}; committed "
+        f"{t.completed_transactions} complete, {t.forced_transactions} forced out by the bound"
+    )
 
 
 def _delta_lines(s: SinkStatus) -> list[tuple[str, str]]:

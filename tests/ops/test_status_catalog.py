@@ -6,6 +6,7 @@ Tests stream_sink.cli.status: ``stream-sink status`` from a sink's checkpoints."
 from __future__ import annotations
 
 import json
+import re
 import socket
 import uuid
 from pathlib import Path
@@ -309,3 +310,32 @@ def test_status_of_a_delta_sink_on_s3_records_no_credential_and_reads_with_given
     status = json.loads(capsys.readouterr().out)
     assert status["table"] == location and status["watermark"] == 1
     assert status["delta"]["files"] == 2
+
+
+def test_status_shows_what_a_sink_holding_transactions_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A routed table's status reads its sink's hold report (``<sink id>/transactions.json``)."""
+    from stream_sink.io import FileIO
+    from stream_sink.metrics.transactions import (
+        TransactionMetricsSnapshot,
+        hold_report_location,
+        write_hold_report,
+    )
+
+    wh, chk = str(tmp_path / "wh"), tmp_path / "chk"
+    catalog = ss.load_catalog("demo", type="hadoop", warehouse=wh)
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
+    data_source_checkpoint(chk)
+    (chk / "routed=db.t").mkdir()
+    held = TransactionMetricsSnapshot(2, 7, 1, 3, 40)
+    write_hold_report(FileIO.for_location(str(chk)), hold_report_location(str(chk), "routed"), held)
+    args = ["status", "--checkpoint-location", str(chk), "--warehouse", wh]
+    args += ["--sink-id", "routed=db.t", "--table", "db.t"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    line = "2 (7 rows) since batch 1; committed 40 complete, 3 forced out by the bound"
+    assert re.search(rf"held transactions +{re.escape(line)}", out), out
+    assert main([*args, "--format", "jsonl"]) == 0
+    assert json.loads(capsys.readouterr().out)["transactions"]["held_rows"] == 7

@@ -9,10 +9,10 @@ gets it); :func:`commit_together` is the same as the commit driver's hook
 (``CommitDriver(commit_together=commit_together)``), fed from each table's
 ``FilesCommitter``. A routed sink says once at start how its checkpoints commit
 (:func:`log_commit_mode`); where the catalog cannot commit atomically (Hadoop, a REST
-server without ``transactions/commit``) the tables commit one by one, exactly as before.
-Only each table's last snapshot of a checkpoint goes into the transaction: a table
-whose checkpoint is several snapshots (one per batch of a row delta, a TRUNCATE) commits
-the earlier ones on its own first.
+server without ``transactions/commit``) the tables commit one by one, each as a
+single-table sink commits. Only each table's last snapshot of a checkpoint goes into
+the transaction: a table whose checkpoint is several snapshots (one per batch of a row
+delta, a TRUNCATE) commits the earlier ones on its own first.
 
 Invariants:
 - Each table's snapshot is the single-table path's (:func:`.table_commit.stamped_producer`):

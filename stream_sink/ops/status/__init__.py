@@ -11,6 +11,9 @@ Sources, all read-only (safe while the query runs):
   version and live files (:mod:`.delta`).
 - ``<checkpoint location>/<sink id>/maintenance.json``: what the in-sink maintenance
   last reported, an Iceberg sink's counts or a Delta sink's (told apart by its fields).
+- ``<checkpoint location>/<sink id>/transactions.json``: the source transactions a sink
+  with ``transactions="debezium"`` held after its last batch (a routed table's status,
+  ``<sink id>=<table>``, shows its sink's).
 
 The table is the one the sink recorded at its first start (``<sink id>/_table.json`` and
 every checkpoint's ``_metadata``: catalog name and settings, table name, table uuid; a
@@ -53,6 +56,11 @@ from stream_sink.io import FileIO
 from stream_sink.maintenance.metadata_files import metadata_files_warning
 from stream_sink.metrics.maintenance_report import metrics_of, read_report_doc, report_location
 from stream_sink.metrics.sink import MaintenanceMetricsSnapshot
+from stream_sink.metrics.transactions import (
+    TransactionMetricsSnapshot,
+    hold_report_location,
+    read_hold_report,
+)
 from stream_sink.ops.status.delta import DeltaTableState, LastCommit, delta_watermark
 from stream_sink.secrets import masked, scrub, without_passwords
 from stream_sink.spark import query
@@ -94,6 +102,9 @@ class SinkStatus:
     position: SourcePosition | None = None
     """The source position the sink's last commit recorded in the table (None: none,
     or the table could not be read)."""
+    transactions: TransactionMetricsSnapshot | None = None
+    """What a sink holding source transactions held after its last batch (None: it
+    holds none)."""
 
     @property
     def offsets_ahead(self) -> int | None:
@@ -194,6 +205,7 @@ def sink_status(
         warnings=warnings,
         delta=delta,
         position=position,
+        transactions=read_hold_report(io, hold_report_location(root, sink.split("=")[0])),
     )
 
 

@@ -58,9 +58,13 @@ import pyarrow as pa
 from stream_sink.exceptions import MissingColumnError, SchemaMismatchError
 from stream_sink.spark.cdc import wire_types
 from stream_sink.spark.cdc.control_columns import (
+    DATA_COLLECTION_COLUMN,
     KEY_FIELDS_COLUMN,
     ORDER_COLUMN,
     ROW_KIND_COLUMN,
+    TRANSACTION_ID_COLUMN,
+    TRANSACTION_KEY_COLUMN,
+    TRANSACTION_MARKER_COLUMN,
     marked,
 )
 from stream_sink.spark.cdc.truncation import TRUNCATE
@@ -97,6 +101,7 @@ def from_debezium(
     order_column: str = ORDER_COLUMN,
     table_column: str | None = None,
     key_column: str | None = None,
+    transactions: bool = False,
 ) -> DataFrame:
     """The changes of Debezium events in ``df`` as rows of ``row_schema``.
 
@@ -121,7 +126,44 @@ def from_debezium(
     their union; columns of other tables stay null). ``key_column`` names the column of
     the Debezium key (Kafka's ``key``, JSON): its field names become column
     ``_cdc_key_fields``, the identifier fields of tables the sink creates.
+
+    ``transactions=True`` (JSON envelopes, connector with
+    ``provide.transaction.metadata=true``; subscribe the ``<topic.prefix>.transaction``
+    topic in the same query): each change row gets its transaction id
+    (``_transaction_id``, null for snapshot reads), its data collection as END events
+    name it (``_data_collection``: ``<schema>.<table>``, or ``<db>.<table>``) and its
+    Kafka key (``_transaction_key``, the ``key_column``); each BEGIN/END event of the
+    transaction topic becomes one row with the event in ``_transaction_marker`` and every
+    other column null. Pass the result to a sink with ``transactions="debezium"``,
+    which commits only whole source transactions (:mod:`stream_sink.commit.transactions`).
     """
+    args = dict(
+        row_schema=row_schema,
+        order_by=order_by,
+        value_column=value_column,
+        row_kind_column=row_kind_column,
+        order_column=order_column,
+        table_column=table_column,
+        key_column=key_column,
+    )
+    if transactions:
+        return _with_transactions(df, **args)  # type: ignore[arg-type]
+    return _parse_changes(df, transactions=False, **args)  # type: ignore[arg-type]
+
+
+def _parse_changes(
+    df: DataFrame,
+    *,
+    row_schema: StructType | Schema | str | Mapping[str, StructType | Schema | str],
+    order_by: str | Sequence[str],
+    value_column: str,
+    row_kind_column: str,
+    order_column: str,
+    table_column: str | None,
+    key_column: str | None,
+    transactions: bool,
+) -> DataFrame:
+    """:func:`from_debezium`'s change rows (with the transaction columns when asked)."""
     from pyspark.sql import functions as F
 
     typed = (
@@ -149,7 +191,7 @@ def from_debezium(
         if KAFKA_KEY_COLUMN not in df.columns or table_column:
             df = df.where(F.col(value_column).isNotNull())
         raw = F.col(value_column).cast("string")
-        names = [SOURCE_DB, SOURCE_SCHEMA, SOURCE_TABLE] if table_column else []
+        names = [SOURCE_DB, SOURCE_SCHEMA, SOURCE_TABLE] if table_column or transactions else []
         env = _parse(raw, rows, envelope_paths, names)
     keyed = "op" not in df.columns and KAFKA_KEY_COLUMN in df.columns and not table_column
     tombstone = F.col(value_column).isNull() if keyed else F.lit(False)
@@ -167,6 +209,8 @@ def from_debezium(
         for p in envelope_paths
     ]
     extra = _source_columns(env, table_column, key_column, source_fields)
+    if transactions:
+        extra += _transaction_columns(raw, env, key_column, source_fields)
     changes = F.when(
         tombstone, F.array(_change("-D", _key_row(key_image, rows), 2, detail))
     ).otherwise(_changes(env, detail, rows, keyless))
@@ -189,6 +233,59 @@ def from_debezium(
     if not (parsing and wire_types.needs_conversion(typed)):
         return exploded.select(*(row.getField(f.name).alias(f.name) for f in rows.fields), *control)
     return _converted(exploded, row, typed, control)
+
+
+def _with_transactions(df: DataFrame, *, value_column: str, **kwargs: Any) -> DataFrame:
+    """``from_debezium(..., transactions=True)``: the transaction topic's BEGIN/END events
+    split off as marker rows (recognised by their fields: a ``status`` of BEGIN or END and
+    no ``op``), the change events parsed with their transaction columns, then both in one
+    DataFrame (change rows first)."""
+    from pyspark.sql import functions as F
+
+    if "op" in df.columns or value_column not in df.columns:
+        raise MissingColumnError(
+            f"from_debezium(transactions=True): column {value_column!r} of JSON events is "
+            f"needed (columns: {df.columns}); transaction metadata is read from the events "
+            "as Kafka delivers them"
+        )
+    raw = F.col(value_column).cast("string")
+    is_marker = F.coalesce(
+        _json_field(raw, "status").isin("BEGIN", "END") & _json_field(raw, "op").isNull(),
+        F.lit(False),
+    )
+    parsed = _parse_changes(
+        df.where(~is_marker), value_column=value_column, transactions=True, **kwargs
+    )
+    text = F.coalesce(F.get_json_object(raw, "$.payload"), raw)
+    markers = df.where(is_marker).select(marked(text, TRANSACTION_MARKER_COLUMN))
+    null_marker = marked(F.lit(None).cast("string"), TRANSACTION_MARKER_COLUMN)
+    return parsed.select("*", null_marker).unionByName(markers, allowMissingColumns=True)
+
+
+def _json_field(raw: Column, path: str) -> Column:
+    """A field of a JSON event, under its Kafka Connect ``payload`` or at its top."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(
+        F.get_json_object(raw, f"$.payload.{path}"), F.get_json_object(raw, f"$.{path}")
+    )
+
+
+def _transaction_columns(
+    raw: Column, env: Column, key_column: str | None, source_fields: Sequence[str]
+) -> list[tuple[str, Column]]:
+    """The transaction id, data collection and Kafka key of each change event."""
+    from pyspark.sql import functions as F
+
+    key = F.col(key_column).cast("string") if key_column else F.lit(None).cast("string")
+    return [
+        (TRANSACTION_ID_COLUMN, marked(_json_field(raw, "transaction.id"), TRANSACTION_ID_COLUMN)),
+        (
+            DATA_COLLECTION_COLUMN,
+            marked(_source_table(env.getField("source"), source_fields), DATA_COLLECTION_COLUMN),
+        ),
+        (TRANSACTION_KEY_COLUMN, marked(key, TRANSACTION_KEY_COLUMN)),
+    ]
 
 
 def _converted(

@@ -53,6 +53,7 @@ from stream_sink.exceptions import InvalidOptionError
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.maintenance.per_commit import maintain_after_commit
 from stream_sink.metrics.maintenance_report import report_location
+from stream_sink.spark.cdc.control_columns import check_columns
 from stream_sink.spark.datasource.catalogs import kept_catalog
 from stream_sink.spark.datasource.delta.options import DeltaRouteOptions
 from stream_sink.spark.datasource.options import SourceOptions, parse_route_options
@@ -86,6 +87,7 @@ def prepare_write(
 ) -> PreparedWrite | DeltaPreparedWrite:
     """Parse ``options``, check ``schema`` against the table, plan the executors' work
     (a Delta target's: :func:`.delta.commit.prepare_delta_write`)."""
+    check_columns(schema, gate=False)  # the route holds no source transactions
     route = parse_route_options(options, streaming=streaming)
     if isinstance(route, DeltaRouteOptions):
         from stream_sink.spark.datasource.delta.commit import prepare_delta_write

@@ -34,6 +34,7 @@ from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.merge import files_for_keys, touched_files
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.spark import schema_check
+from stream_sink.spark.foreach_batch.arrow_frames import to_arrow
 from stream_sink.spark.tasks.delta import (
     FILE_COLUMN,
     PATH_COLUMN,
@@ -62,7 +63,7 @@ def rewrite_touched_files(
     """The removes and re-written rows for the batch's distinct keys ``keys_df`` (its
     columns: ``keys``, typed as the table's)."""
     driver_key_limit = min(driver_key_limit, _MAX_LIMIT)
-    head = _to_arrow(keys_df.limit(driver_key_limit + 1))
+    head = to_arrow(keys_df.limit(driver_key_limit + 1))
     if head.num_rows <= driver_key_limit:
         return _on_driver(keys_df, head, snapshot, shape, keys)
     return _on_executors(keys_df, snapshot, shape, keys, driver_key_limit)
@@ -163,9 +164,3 @@ def _spark_schema(schema: pa.Schema) -> Any:
 
 def _collect(df: Any) -> DeltaBatch:
     return merge_batches([bytes(r[RESULT_COLUMN]) for r in df.collect()])
-
-
-def _to_arrow(df: Any) -> pa.Table:
-    if hasattr(df, "toArrow"):
-        return df.toArrow()  # type: ignore[no-any-return]
-    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)

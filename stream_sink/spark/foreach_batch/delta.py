@@ -39,7 +39,7 @@ from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.maintenance_report import report_location
 from stream_sink.spark import query
 from stream_sink.spark.cdc import truncation
-from stream_sink.spark.cdc.control_columns import control_columns
+from stream_sink.spark.cdc.control_columns import check_columns, control_columns
 from stream_sink.spark.errors import (
     find_stream_sink_error,
     raise_if_interrupted,
@@ -178,6 +178,7 @@ class DeltaSink:
     def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
+            check_columns(df.schema, gate=False)  # DeltaSink holds no source transactions
             runtime = self._open(df)
             self._gaps.arrived(batch_id, runtime.driver, self._spark_io())
             if self.mode in CDC_MODES:

@@ -24,10 +24,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stream_sink.commit.transactions.bound import DEFAULT_HOLD_BATCHES, HoldBound
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.maintenance import MaintenanceMetricsSnapshot, MaintenanceOptions
 from stream_sink.metrics.prometheus import REGISTRY, MetricsServer, serve
 from stream_sink.metrics.sink import SinkMetricsSnapshot, WriterMetrics
+from stream_sink.metrics.transactions import TransactionMetricsSnapshot
+from stream_sink.spark.cdc.control_columns import check_columns
 from stream_sink.spark.errors import raise_if_interrupted
 from stream_sink.spark.foreach_batch.destination import Destination
 from stream_sink.spark.foreach_batch.one_table import OneTable
@@ -35,6 +38,7 @@ from stream_sink.spark.foreach_batch.parquet_route import ROUTES
 from stream_sink.spark.foreach_batch.routing import Router, TableTemplate
 from stream_sink.spark.foreach_batch.routing.maintenance import RoutedMaintenance
 from stream_sink.spark.foreach_batch.routing.scope import RouteScope
+from stream_sink.spark.foreach_batch.transactions import MODES, TransactionGate
 from stream_sink.spark.options import SinkOptions, parse_options
 from stream_sink.spark.plan import plan_batch
 from stream_sink.table.catalog.base import Catalog
@@ -91,6 +95,16 @@ class IcebergSink:
     the same sink id) continues the one that recorded that source position in the table
     (``stream-sink status --table``); see ``stream_sink.commit.source_position``.
 
+    ``transactions="debezium"``: the micro-batches come from ``from_debezium(...,
+    transactions=True)`` reading Debezium's change topics and its
+    ``<topic.prefix>.transaction`` topic in one query; each batch commits only the
+    change rows of complete source transactions (END seen, every collection's events
+    counted), and the rest are held, durably, until the batch that completes them
+    (:mod:`.transactions`). ``transaction_hold_batches`` (default 10) and/or
+    ``transaction_hold_ms`` bound the hold: a transaction held longer is committed as
+    it is, with a WARNING and the ``forced_transactions`` count
+    (``sink.transaction_metrics``).
+
     ``event_time_column``: a timestamp, date or long (epoch ms) column of the table; each
     commit records the lowest and highest value of it over the data files it adds, from
     their column statistics, next to its source offsets (``stream-sink.event-time-low-ms``,
@@ -135,6 +149,9 @@ class IcebergSink:
         deletes: str = "equality",
         resume_from_table: str | None = None,
         event_time_column: str | None = None,
+        transactions: str | None = None,
+        transaction_hold_batches: int | None = DEFAULT_HOLD_BATCHES,
+        transaction_hold_ms: int | None = None,
     ) -> None:
         self.catalog = catalog
         if write_route not in ROUTES:
@@ -163,6 +180,9 @@ class IcebergSink:
             deletes=deletes,
             resume_from_table=resume_from_table,
             event_time_column=event_time_column,
+        )
+        self._gate = _gate(
+            catalog, self.options, transactions, transaction_hold_batches, transaction_hold_ms
         )
         self._writer_metrics = WriterMetrics()
         self.maintenance_options = maintenance
@@ -245,6 +265,10 @@ class IcebergSink:
     def foreach_batch(self, df: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` of ``df``; durable (exactly once) on return."""
         try:
+            if self._gate is not None:
+                df = self._gate.admit(df, batch_id)
+            else:
+                check_columns(df.schema, gate=False)
             self._destination.write_batch(df, batch_id)
         except BaseException as e:
             self._abandon()
@@ -287,6 +311,12 @@ class IcebergSink:
         (``sink.routed_maintenance.metrics_by_table`` has each)."""
         maintenance = self._destination.maintenance
         return maintenance.metrics if maintenance is not None else None
+
+    @property
+    def transaction_metrics(self) -> TransactionMetricsSnapshot | None:
+        """With ``transactions``: what is held now, and the transactions committed
+        complete and forced out so far (None otherwise)."""
+        return None if self._gate is None else self._gate.snapshot()
 
     @property
     def routed_maintenance(self) -> RoutedMaintenance | None:
@@ -360,3 +390,22 @@ class IcebergSink:
 
     def _abandon(self) -> None:
         self._destination.abandon()
+        if self._gate is not None:
+            self._gate.close()
+
+
+def _gate(
+    catalog: Catalog,
+    options: SinkOptions,
+    transactions: str | None,
+    hold_batches: int | None,
+    hold_ms: int | None,
+) -> TransactionGate | None:
+    """The hold of source transactions asked for (None: ``transactions=None``)."""
+    if transactions is None:
+        return None
+    if transactions not in MODES:
+        raise InvalidOptionError(
+            f"transactions={transactions!r}: expected one of {', '.join(MODES)} or None"
+        )
+    return TransactionGate(catalog, options, HoldBound(hold_batches, hold_ms))

@@ -7,12 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from streams import run_available, write_batches
 
 import stream_sink as ss
+from stream_sink.exceptions import TransactionMetadataError
 from stream_sink.spark import IcebergSink
-from stream_sink.spark.cdc.control_columns import MARK, control_columns, data_columns
+from stream_sink.spark.cdc.control_columns import (
+    MARK,
+    TRANSACTION_COLUMNS,
+    check_columns,
+    control_columns,
+    data_columns,
+)
 
 
 def _schema(*fields: StructField) -> StructType:
@@ -88,3 +96,18 @@ def test_a_routed_stream_keeps_its_order_column_as_data(spark: Any, tmp_path: Pa
     }
     assert got["db.a"].to_pylist() == [{"id": 1, "v": "z", "seq": 3}]
     assert got["db.b"].to_pylist() == [{"id": 7, "v": "y", "seq": 2}]
+
+
+def test_transaction_columns_reach_only_a_sink_that_holds_transactions() -> None:
+    """No Spark: the check reads the schema only."""
+    held = _schema(
+        *(StructField(c, StringType()) for c in TRANSACTION_COLUMNS), StructField("id", LongType())
+    )
+    plain = _schema(StructField("id", LongType()))
+    check_columns(held, gate=True)
+    check_columns(plain, gate=False)
+    with pytest.raises(TransactionMetadataError, match="pass transactions='debezium'"):
+        check_columns(held, gate=False)
+    with pytest.raises(TransactionMetadataError, match="lacks _transaction_id"):
+        check_columns(_schema(*held.fields[1:]), gate=True)
+    assert control_columns(held) == frozenset(TRANSACTION_COLUMNS)
