@@ -229,10 +229,23 @@ def unauthenticated_rest_ids(
     io = PyArrowFileIO(dict(loaded.io.properties))
     py_table = Table(loaded.name(), loaded.metadata, loaded.metadata_location, io, py_catalog)
     py_ids = sorted(py_table.scan().to_arrow().column("id").to_pylist())
+    duck_ids = sorted(r["id"] for r in duckdb_rest_rows(uri, warehouse, ns, table))
+    return py_ids, duck_ids
+
+
+def duckdb_rest_rows(uri: str, warehouse: str, ns: str, table: str) -> list[dict[str, Any]]:
+    """Every row of ``ns.table`` in a REST catalog that asks for no authentication
+    (Nessie's), as DuckDB's ``ATTACH`` of the catalog reads it with the credentials the
+    catalog vends (it is given no S3 keys)."""
     con = duckdb_connection()
-    con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
-    con.execute(
-        f"ATTACH '{warehouse}' AS lake (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'none')"
-    )
-    got = con.execute(f'SELECT id FROM lake."{ns}".{table} ORDER BY id').fetchall()
-    return py_ids, [r[0] for r in got]
+    try:
+        con.execute(f"LOAD '{_extension_file('duckdb_extension_httpfs')}'")
+        con.execute(
+            f"ATTACH '{warehouse}' AS lake (TYPE iceberg, ENDPOINT '{uri}', "
+            "AUTHORIZATION_TYPE 'none')"
+        )
+        cur = con.execute(f'SELECT * FROM lake."{ns}".{table}')
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    finally:
+        con.close()

@@ -139,24 +139,22 @@ class Workload:
 JOB = Path(__file__).with_name("cdc_job.py")
 
 
-class Job:
-    """``cdc_job.py`` in its own process group; its output lines collected."""
+class ScriptJob:
+    """``python SCRIPT ARGS…`` (a streaming driver) in its own process group, its stderr
+    in ``log``, its output lines collected; Spark's Kafka source from ``jars``."""
 
     def __init__(
         self,
-        root: Path,
-        bootstrap: str,
-        topic: str,
-        target: str,
+        script: Path,
+        args: list[str],
+        log: Path,
         jars: str,
-        row_schema: str | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         env = dict(env or os.environ, PYSPARK_PYTHON=sys.executable, STREAM_SINK_SPARK_JARS=jars)
-        args = [str(root), bootstrap, topic, target, *([row_schema] if row_schema else [])]
-        self.log = root / "job.log"
+        self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), *args],
+            [sys.executable, str(script), *args],
             stdout=subprocess.PIPE,
             stderr=open(self.log, "ab"),  # noqa: SIM115 (the child holds it)
             text=True,
@@ -171,17 +169,26 @@ class Job:
         for line in self.proc.stdout:
             self.lines.append(line.strip())
 
-    def wait_batches(self, n: int, timeout: float = 240) -> None:
-        """Wait until ``n`` more micro-batches started than when called."""
-        target = self.batches() + n
+    def wait_batches(self, n: int, timeout: float = 240, prefix: str = "batch") -> None:
+        """Wait until ``n`` more micro-batches started than when called (lines starting
+        with ``prefix``)."""
+        target = self.batches(prefix) + n
         deadline = time.monotonic() + timeout
-        while self.batches() < target:
+        while self.batches(prefix) < target:
             assert self.proc.poll() is None, f"job exited:\n{self.log.read_text()[-4000:]}"
             assert time.monotonic() < deadline, f"no batch:\n{self.log.read_text()[-4000:]}"
             time.sleep(0.5)
 
-    def batches(self) -> int:
-        return sum(1 for line in list(self.lines) if line.startswith("batch"))
+    def wait_line(self, text: str, timeout: float = 240) -> None:
+        """Wait until the job has printed the line ``text``."""
+        deadline = time.monotonic() + timeout
+        while text not in list(self.lines):
+            assert self.proc.poll() is None, f"job exited:\n{self.log.read_text()[-4000:]}"
+            assert time.monotonic() < deadline, f"no {text!r}:\n{self.log.read_text()[-4000:]}"
+            time.sleep(0.5)
+
+    def batches(self, prefix: str = "batch") -> int:
+        return sum(1 for line in list(self.lines) if line.startswith(prefix))
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -199,6 +206,23 @@ class Job:
                 self.kill()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class Job(ScriptJob):
+    """``cdc_job.py`` (see there for its arguments)."""
+
+    def __init__(
+        self,
+        root: Path,
+        bootstrap: str,
+        topic: str,
+        target: str,
+        jars: str,
+        row_schema: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        args = [str(root), bootstrap, topic, target, *([row_schema] if row_schema else [])]
+        super().__init__(JOB, args, root / "job.log", jars, env)
 
 
 def _until(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def distribute_cdc(
     df: DataFrame,
-    keys: Sequence[str],
+    keys: Sequence[str | Column],
     order_by: Sequence[str],
     *,
     by_range: bool = False,
@@ -42,11 +42,12 @@ def distribute_cdc(
 ) -> DataFrame:
     """Every change of a key in one task, ordered by (key, order columns).
 
-    ``clustering``, when given, must be functions of key columns only (see
-    :func:`key_clustering`); rows are then hashed by it, so each table partition is
-    written by one task and every change of a key still meets in that task.
+    ``keys``: column names, or expressions of them (a routed batch masks the key
+    columns of other tables). ``clustering``, when given, must be functions of key
+    columns only (see :func:`key_clustering`); rows are then hashed by it, so each table
+    partition is written by one task and every change of a key still meets in that task.
     """
-    key_cols = [column(k) for k in keys]
+    key_cols = [column(k) if isinstance(k, str) else k for k in keys]
     if by_range:
         spread = df.repartitionByRange(*key_cols)
     else:

@@ -14,6 +14,7 @@ Tests stream_sink.spark.foreach_batch.routing.writer: one Spark job for every ta
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,56 @@ def test_one_query_into_three_tables_each_exact(spark: Any, tmp_path: Path) -> N
     locations = {n: catalog.load_table(n).metadata_location for n in TABLES}
     run(spark, tmp_path, routed_sink(catalog, tmp_path))
     assert {n: catalog.load_table(n).metadata_location for n in TABLES} == locations
+
+
+SHARED_COLUMN_TABLES = {
+    "shop.stock": "sku long, qty long",
+    "shop.lines": "order_id long, line_no int, sku long, qty long",
+}
+
+
+def _change(table: str, key: dict[str, Any], op: str, image: dict[str, Any], lsn: int) -> dict:
+    db, name = table.split(".")
+    before, after = (image, None) if op == "d" else (None, image)
+    value = {"op": op, "before": before, "after": after,
+             "source": {"db": db, "table": name, "lsn": lsn}}  # fmt: skip
+    return {"key": json.dumps(key), "value": json.dumps(value)}
+
+
+def test_a_column_keying_another_table_does_not_split_or_reorder_a_keys_changes(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``shop.lines`` carries ``sku``, the key of ``shop.stock``. A line inserted and
+    deleted in one batch, the delete's before image holding only the line's key (as
+    Debezium sends it under PostgreSQL's default replica identity, the other columns
+    zero), ends deleted: hashed or sorted by ``sku`` as well, the delete landed in
+    another task or ahead of the insert, and the line stayed."""
+    line = {"order_id": 1, "line_no": 1}
+    batch = [
+        _change("shop.stock", {"sku": 7}, "c", {"sku": 7, "qty": 10}, 1),
+        _change("shop.lines", line, "c", {**line, "sku": 7, "qty": 3}, 2),
+        _change("shop.lines", {**line, "line_no": 2}, "c", {**line, "line_no": 2, "sku": 8,
+                                                          "qty": 1}, 3),
+        _change("shop.lines", line, "d", {**line, "sku": 0, "qty": 0}, 4),
+    ]  # fmt: skip
+    write_batches(tmp_path / "in", [batch])
+    catalog = ss.load_catalog("shared", type="hadoop", warehouse=str(tmp_path / "wh"))
+    sink = routed_sink(catalog, tmp_path)
+
+    def foreach(df: Any, batch_id: int) -> None:
+        rows = SHARED_COLUMN_TABLES
+        changes = from_debezium(df, row_schema=rows, table_column="_table", key_column="key")
+        sink.foreach_batch(changes, batch_id)
+
+    try:
+        run_available(
+            spark, tmp_path / "in", SOURCE_SCHEMA, foreach, sink.spark_checkpoint_location
+        )
+    finally:
+        sink.close()
+    lines = catalog.load_table("shop.lines").scan().to_arrow().to_pylist()
+    assert lines == [{"order_id": 1, "line_no": 2, "sku": 8, "qty": 1}]
+    assert catalog.load_table("shop.stock").scan().to_arrow().to_pylist() == [{"sku": 7, "qty": 10}]
 
 
 def test_each_routed_table_gets_in_sink_maintenance(spark: Any, tmp_path: Path) -> None:

@@ -9,7 +9,11 @@ Invariants: a task that fails aborts every writer it opened (no file of it is
 referenced); a row whose value is null or names no table of the batch goes to the
 dead-letter table when the batch has one, and is otherwise never written (the driver
 refused such values before the job); each table's row keeps only the columns its plan
-writes.
+writes; in CDC modes a row is hashed and sorted by its own table's key columns only
+(:func:`key_owners`): a column that keys another table (``lines.sku`` beside
+``stock``'s key ``sku``) may change between two changes of one key, as a Debezium
+delete's before image (its key columns only, the rest zero) does, and must not split
+them over tasks or reorder them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from stream_sink.write.task_writers import TaskWriter
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 ROUTED_DDL = "table string, result binary"
 _ROUTED_SCHEMA = pa.schema([pa.field("table", pa.string()), pa.field("result", pa.binary())])
@@ -97,6 +101,33 @@ def _split(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str | None, pa.
         yield name, batch.filter(pc.fill_null(mask, False))
 
 
+def key_owners(plans: Mapping[str, BatchPlan]) -> dict[str, tuple[str, ...] | None]:
+    """Each key column of the batch's tables (sorted by name), with the tables it keys;
+    None when it keys every table of the batch (its values need no mask)."""
+    owners: dict[str, list[str]] = {}
+    for name in sorted(plans):
+        for key in plans[name].equality_fields:
+            owners.setdefault(key, []).append(name)
+    return {
+        key: None if len(tables) == len(plans) else tuple(tables)
+        for key, tables in sorted(owners.items())
+    }
+
+
+def routed_keys(table_column: str, plans: Mapping[str, BatchPlan]) -> list[str | Column]:
+    """What a routed CDC batch is hashed and sorted by: the routing column, then each
+    key column, null on the rows of tables it does not key (see :func:`key_owners`)."""
+    from pyspark.sql import functions as F
+
+    routing = distribution.column(table_column)
+    keys: list[str | Column] = [table_column]
+    for key, tables in key_owners(plans).items():
+        keys.append(
+            key if tables is None else F.when(routing.isin(*tables), distribution.column(key))
+        )
+    return keys
+
+
 @dataclass(frozen=True)
 class RoutedWrite:
     """Writes a routed batch's tables in one Spark job (see module)."""
@@ -118,9 +149,8 @@ class RoutedWrite:
         task = self._task(plans, tables, operation, dead)
         spread = df
         if self.options.is_cdc:
-            keys = sorted({k for p in plans.values() for k in p.equality_fields})
             spread = distribution.distribute_cdc(
-                df, [self.table_column, *keys], self.options.order_by
+                df, routed_keys(self.table_column, plans), self.options.order_by
             )
         try:
             rows = spread.mapInArrow(task, ROUTED_DDL).collect()
