@@ -87,6 +87,7 @@ def _load(name: str, path: Path) -> Any:
     return module
 
 
+_load("many_tables", REPO / "tests" / "spark" / "many_tables.py")  # tx_events imports it
 tx_events = _load("tx_events", REPO / "tests" / "spark" / "tx_events.py")
 TABLES: dict[str, str] = tx_events.TABLES
 KEYS: dict[str, str] = tx_events.KEYS

@@ -17,13 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-TABLES: dict[str, str] = {
-    "inv.customers": "id long, name string",
-    "inv.orders": "order_id long, customer long, amount double",
-    "shop.items": "sku string, qty int",
-}
-KEYS = {"inv.customers": "id", "inv.orders": "order_id", "shop.items": "sku"}
-SOURCE_SCHEMA = "key string, value string"
+from many_tables import KEYS, SOURCE_SCHEMA, TABLES
+
+__all__ = ["KEYS", "SOURCE_SCHEMA", "TABLES", "cut", "end_event", "keys_by_table", "transactions"]
 
 
 def _row(table: str, n: int) -> dict[str, Any]:
