@@ -166,7 +166,9 @@ class TransactionGate:
 
 
 def _collect(df: DataFrame, batch_id: int) -> tuple[pa.Table, list[TransactionMarker]]:
-    """The batch's change rows (Arrow, arrival order) and its END events."""
+    """The batch's change rows (Arrow, arrival order) and its END events. Two reads of
+    the persisted batch, not one ``toArrow`` of every row: the marker rows' null order
+    struct has a required child, which Spark's Arrow conversion refuses."""
     from pyspark.sql import functions as F
 
     df = df.persist()
