@@ -2,23 +2,26 @@
 Kafka query per target, each reading the shop's three Debezium topics into three Iceberg
 tables through ONE routed sink (``IcebergSink(table_column="_table")``).
 
-``python shop_job.py ROOT BOOTSTRAP PREFIX transactions|plain MAX_OFFSETS`` runs the
-targets that ``STREAM_SINK_SHOP_TARGETS`` lists (JSON: ``[{"name", "catalog_name",
-"catalog", "namespace"}]``, ``catalog`` being ``load_catalog``'s keyword arguments), each with its
-checkpoints under ROOT/<name>/chk (Spark's: ROOT/<name>/spark) and its state under
-ROOT/<name>/state, sink id ``shop``, ``maxOffsetsPerTrigger=MAX_OFFSETS`` (small, so
-micro-batches cut source transactions) on a one-second trigger.
+``python shop_job.py ROOT BOOTSTRAP PREFIX MAX_OFFSETS`` runs the targets that
+``STREAM_SINK_SHOP_TARGETS`` lists (JSON: ``[{"name", "catalog_name", "catalog",
+"namespace", "transactions"}]``, ``catalog`` being ``load_catalog``'s keyword arguments),
+each with its checkpoints under ROOT/<name>/chk (Spark's: ROOT/<name>/spark) and its
+state under ROOT/<name>/state, sink id ``shop``, ``maxOffsetsPerTrigger=MAX_OFFSETS``
+(small, so micro-batches cut source transactions) on a one-second trigger. All targets
+share one driver (one JVM: the machine running the test has few cores).
 
-- ``transactions``: the query also reads ``<PREFIX>.transaction`` (Debezium's BEGIN/END
-  events), ``from_debezium(..., transactions=True)`` keeps them as marker rows, and the
-  sink (``transactions="debezium"``) commits only complete source transactions.
-- ``plain``: the data topics only, no transaction handling (what a sink does today).
+- ``"transactions": true``: the query also reads ``<PREFIX>.transaction`` (Debezium's
+  BEGIN/END events), ``from_debezium(..., transactions=True)`` keeps them as marker
+  rows, and the sink (``transactions="debezium"``) commits only complete source
+  transactions.
+- ``"transactions": false``: the data topics only, no transaction handling (what a sink
+  does today).
 
 A target whose namespace is not ``public`` gets the tables ``<namespace>.<table>``
 (the routing column rewritten), so both kinds of job can write one catalog. Spark's
 Kafka source comes from ``STREAM_SINK_SPARK_JARS``. Prints ``batch <target> <id>`` as
 each micro-batch starts; runs until SIGTERM (then stops the queries and exits 0) or
-SIGKILL. With ``transactions`` it prints ``hold <target> <id> held=… forced=…
+SIGKILL. A target with transactions prints ``hold <target> <id> held=… forced=…
 completed=…`` (this run's counts) after each batch.
 """
 
@@ -95,18 +98,16 @@ def batches(sink: IcebergSink, target: dict[str, Any], transactions: bool) -> An
     return apply
 
 
-def main(root: Path, bootstrap: str, prefix: str, mode: str, max_offsets: int) -> None:
-    if mode not in ("transactions", "plain"):
-        raise SystemExit(f"mode {mode!r}: expected transactions or plain")
-    transactions = mode == "transactions"
+def main(root: Path, bootstrap: str, prefix: str, max_offsets: int) -> None:
     jars = os.environ.get("STREAM_SINK_SPARK_JARS")
     spark = local_session("shop-job", conf={"spark.jars": jars} if jars else None)
-    subscribed = ",".join(topics(prefix, transactions))
     sinks, queries = [], []
     try:
         for target in json.loads(os.environ["STREAM_SINK_SHOP_TARGETS"]):
+            transactions = bool(target["transactions"])
             sink = sink_for(root, target, transactions)
             sinks.append(sink)
+            subscribed = ",".join(topics(prefix, transactions))
             df = kafka_stream(spark, bootstrap, subscribed, maxOffsetsPerTrigger=str(max_offsets))
             queries.append(
                 df.writeStream.foreachBatch(batches(sink, target, transactions))
@@ -132,4 +133,4 @@ def main(root: Path, bootstrap: str, prefix: str, mode: str, max_offsets: int) -
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]))
