@@ -30,12 +30,16 @@ HEADERS = [
 
 def drill_epilog() -> str:
     """The failpoints ``--failpoints`` takes, in the order the commit protocol meets them."""
-    from stream_sink.commit.failpoints import FAILPOINTS
+    from stream_sink.commit.failpoints import FAILPOINTS, MULTI_TABLE_FAILPOINTS
 
     names = "\n".join(f"  {name}" for name in FAILPOINTS)
+    multi = "\n".join(f"  {name}" for name in MULTI_TABLE_FAILPOINTS)
     return (
         f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
-        "NAME@N kills at the N-th time the step is reached (default: the first)."
+        f"a checkpoint committed to several tables in one transaction (--target routed):"
+        f"\n{multi}\n"
+        "NAME@N kills at the N-th time the step is reached (default: the first). A "
+        "failpoint the chosen target never reaches is refused."
     )
 
 
@@ -75,9 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--target",
         default="iceberg",
         choices=TARGETS,
-        help="the built-in demo pipeline's table: the Iceberg table demo.orders, or a "
+        help="the built-in demo pipeline's table: the Iceberg table demo.orders, a "
         "Delta table (lake/orders in each scenario's directory, written by DeltaSink, "
-        "which commits every batch)",
+        "which commits every batch), or routed: every change to each of three tables "
+        "of a SQL catalog (SQLite) in each scenario's directory, one routed IcebergSink "
+        "committing them in one transaction a checkpoint, a checkpoint every batch",
     )
     parser.add_argument(
         "--job",
@@ -86,7 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="your streaming job (default: the built-in demo pipeline)",
     )
     parser.add_argument(
-        "--table", default=None, help="the table --job writes (default: the demo's demo.orders)"
+        "--table",
+        default=None,
+        help="the table --job writes, or its tables, comma-separated (each must hold the "
+        "expected rows; default: the demo's demo.orders)",
     )
     parser.add_argument(
         "--expected",
@@ -138,21 +147,23 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
             "(delta:PATH for a Delta table)"
         )
     mistakes = mistake_names(args.mistakes)
-    if target == "delta" and mistakes:
+    if target != "iceberg" and mistakes:
         raise InvalidOptionError(
-            "--mistakes drills the Iceberg demo only; drop --target delta or --mistakes"
+            f"--mistakes drills the Iceberg demo only; drop --target {target} or --mistakes"
         )
     job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo(target)
     catalog = drill_catalog(args)
-    if catalog is not None and (target == "delta" or mistakes):
+    if catalog is not None and (target != "iceberg" or mistakes):
+        drop = f"--target {target}" if target != "iceberg" else "--mistakes"
         raise InvalidOptionError(
-            "--catalog-type rest drills Iceberg tables with kills; drop --target delta and "
-            "--mistakes (they drill tables in each scenario's own directory)"
+            f"--catalog-type rest drills Iceberg tables with kills; drop {drop} (it drills "
+            "tables in each scenario's own directory)"
         )
+    failpoints = failpoint_specs(args.failpoints, job.unreachable, job.label, job.every_failpoint)
     return DrillOptions(
         job=job,
         modes=modes,
-        failpoints=failpoint_specs(args.failpoints),
+        failpoints=failpoints,
         random_kills=args.random_kills,
         seed=args.seed,
         soak_minutes=args.soak,

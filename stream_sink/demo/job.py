@@ -1,5 +1,7 @@
 """The demo's streaming job: Debezium JSON files → ``from_debezium`` → IcebergSink upsert
-(or DeltaSink, into a Delta table, when ``delta_path`` is set: the drill's Delta target).
+(or DeltaSink, into a Delta table, when ``delta_path`` is set: the drill's Delta target;
+or one routed IcebergSink writing every change to each of ``routed_tables``: the drill's
+routed target).
 
 Run as its own process (``python -m stream_sink.demo.job CONFIG_JSON [READY_FILE]``) so
 the demo can kill it with SIGKILL and start it again from the same checkpoint location. Locally
@@ -26,6 +28,8 @@ from stream_sink.table.catalog import Catalog
 
 TABLE = "demo.orders"
 SINK_ID = "demo-orders"
+ROUTE_COLUMN = "_table"
+"""The routing column of ``routed_tables``: each row's table."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +55,18 @@ class DemoConfig:
     catalog_type: str | None = None
     """``rest``: ``catalog_uri`` is a REST catalog's URL (``warehouse`` its warehouse)."""
     table: str = TABLE
+    routed_tables: tuple[str, ...] = ()
+    """Empty: the one table ``table``; else every change goes to each of these tables
+    (one ``IcebergSink(table_column=ROUTE_COLUMN)``, within their namespaces)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> DemoConfig:
-        return DemoConfig(**json.loads(text))
+        fields = json.loads(text)
+        fields["routed_tables"] = tuple(fields.get("routed_tables", ()))
+        return DemoConfig(**fields)
 
 
 def open_catalog(cfg: DemoConfig) -> Catalog:
@@ -116,6 +125,9 @@ def run_job(cfg: DemoConfig, ready_file: str | None = None) -> None:
     changes = from_debezium(events, row_schema=ROW_SCHEMA_DDL, order_by="source.lsn")
     if not cdc:
         changes = changes.drop(ROW_KIND_COLUMN, ORDER_COLUMN)
+    if cfg.routed_tables:
+        names = ", ".join(f"'{t}'" for t in cfg.routed_tables)
+        changes = changes.selectExpr("*", f"explode(array({names})) AS {ROUTE_COLUMN}")
     query = (
         changes.writeStream.foreachBatch(sink.foreach_batch)
         .option("checkpointLocation", sink.spark_checkpoint_location)
@@ -143,6 +155,19 @@ def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) ->
             order_by=order_by,
             checkpoint_location=cfg.checkpoint_location,
             state_dir=cfg.state_dir,
+        )
+    if cfg.routed_tables:
+        return IcebergSink(
+            catalog=open_catalog(cfg),
+            table_column=ROUTE_COLUMN,
+            tables=list(cfg.routed_tables),
+            mode=cfg.mode,
+            sink_id=SINK_ID,
+            row_kind_column=row_kind_column,
+            order_by=order_by,
+            checkpoint_location=cfg.checkpoint_location,
+            state_dir=cfg.state_dir,
+            checkpoint_interval_batches=cfg.checkpoint_interval_batches,
         )
     return IcebergSink(
         catalog=open_catalog(cfg),

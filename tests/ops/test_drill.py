@@ -5,7 +5,11 @@ deliberately broken committer fails, naming the duplicates.
 Each scenario starts Spark in a child process once per kill, so this module takes
 minutes; it needs no in-process Spark session.
 
+A routed drill (``--target routed``) kills inside and after the transaction that
+commits its three tables, and finds each table exact and the tables agreeing.
+
 Tests stream_sink.ops.drill.child: the drill's driver process.
+Tests stream_sink.ops.drill.agreement: the tables of a routed drill hold one checkpoint.
 Tests stream_sink.ops.drill.mistakes: operator mistakes refused, nothing lost.
 Tests stream_sink.ops.duckdb_reader: DuckDB as the drill's second reader.
 """
@@ -19,7 +23,14 @@ from pathlib import Path
 import pytest
 
 from stream_sink.cli.main import main
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, AFTER_STAGED_WRITE, AFTER_TABLE_COMMIT
+from stream_sink.commit.failpoints import (
+    AFTER_DATA_FILES,
+    AFTER_STAGED_WRITE,
+    AFTER_TABLE_COMMIT,
+    AFTER_TABLES_COMMIT,
+    INSIDE_TABLES_SWAP,
+)
+from stream_sink.ops.drill.jobs import ROUTED_TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.spread, pytest.mark.timeout(1800)]
 HERE = Path(__file__).parent
@@ -71,6 +82,32 @@ def test_a_failpoint_per_phase_in_upsert_keeps_rows_exactly_once(
         assert s["restarts"] == 1
     assert "every row exactly once" in out
     assert "upsert/after-table-commit@1: restart 1 from the same checkpoint location" in err
+
+
+def test_a_routed_drill_killed_inside_and_after_the_tables_transaction_keeps_them_agreeing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three tables of a SQL catalog (SQLite) committed in one transaction a checkpoint:
+    killed with some tables' pointers moved inside it (rolled back) and after it
+    committed, every table holds every row exactly once for both readers, and after
+    each kill every checkpoint is in all three tables or in none."""
+    failpoints = f"{INSIDE_TABLES_SWAP},{AFTER_TABLES_COMMIT}"
+    args = ["--target", "routed", "--failpoints", failpoints, "--mode", "upsert"]
+    code, report = drill(tmp_path, *args, "--rows", "240", "--files", "3")
+    out, err = capsys.readouterr()
+    assert code == 0, out + err[-3000:]
+    ids = [s["id"] for s in report["scenarios"]]
+    assert ids == ["upsert/inside-tables-swap@2", "upsert/after-tables-commit@1"]
+    for s in report["scenarios"]:
+        assert s["verdict"] == "ok" and s["reached"] is True and s["restarts"] == 1, s
+        assert s["duplicated"] == s["missing"] == s["unexpected"] == 0
+        assert s["readers"]["duckdb"] == s["readers"]["stream_sink"]
+        assert s["disagreements"] == [] and sorted(s["tables"]) == list(ROUTED_TABLES)
+        per_table = s["expected_rows"] // len(ROUTED_TABLES)
+        for readers in s["tables"].values():
+            assert readers["stream_sink"] == readers["duckdb"]
+            assert readers["stream_sink"]["rows"] == per_table > 0
+    assert "every row exactly once" in out
 
 
 def test_drill_of_a_committer_without_its_watermark_reports_duplicates(

@@ -1,20 +1,32 @@
 """The drill's verdicts without Spark: duplicated/missing/unexpected counting, problems and
-verdicts, the JSON report's schema, the printed table, scenario planning."""
+verdicts, the JSON report's schema, the printed table, scenario planning, the failpoints
+each target reaches, and the agreement of a routed job's tables."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from stream_sink.cli.drill import render
-from stream_sink.commit.failpoints import FAILPOINTS
+from stream_sink.cli.drill import add_arguments, options_from_args, render
+from stream_sink.commit.failpoints import FAILPOINTS, MULTI_TABLE_FAILPOINTS
+from stream_sink.commit.iceberg.watermark import MAX_COMMITTED_CHECKPOINT_ID
 from stream_sink.demo.data import TABLE_SCHEMA, generate
+from stream_sink.demo.job import DemoConfig
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.ops.drill.jobs import change_images, demo_rows
+from stream_sink.ops.drill.agreement import check_agreement, disagreement
+from stream_sink.ops.drill.jobs import (
+    ROUTED_TABLES,
+    JobSpec,
+    change_images,
+    demo_rows,
+    open_scenario_catalog,
+)
 from stream_sink.ops.drill.report import (
     DrillReport,
     RowCounts,
@@ -22,6 +34,7 @@ from stream_sink.ops.drill.report import (
     compare,
     compare_rows,
     problems_of,
+    summed,
 )
 from stream_sink.ops.drill.scenarios import ScenarioSource, failpoint_specs, plan_scenarios
 
@@ -135,10 +148,13 @@ def test_json_report_schema() -> None:
         "verdict",
         "problems",
         "error",
+        "tables",
+        "disagreements",
         "duration_s",
         "logs",
     }
     assert first["verdict"] == "ok" and first["readers"]["duckdb"] is None
+    assert first["tables"] is None and first["disagreements"] == []
     assert second["verdict"] == "fail" and second["problems"] == ["duplicated"]
     assert second["found_rows"] == 5 and second["duplicated"] == 2
     assert second["kill_delays_s"] == [3.25] and second["failpoint"] is None
@@ -235,3 +251,100 @@ def test_demo_expectations_follow_the_mode() -> None:
     assert append.schema == TABLE_SCHEMA and append.num_rows == len(images)
     assert upsert.num_rows == len(stream.expected)
     assert sorted(upsert.column("order_id").to_pylist()) == [r["order_id"] for r in stream.expected]
+
+
+def options(*args: str) -> object:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return options_from_args(parser.parse_args(list(args)))
+
+
+def test_each_target_takes_the_failpoints_its_job_reaches() -> None:
+    routed = options("--target", "routed").failpoints  # type: ignore[attr-defined]
+    names = [s.split("@")[0] for s in routed]
+    assert names[-3:] == list(MULTI_TABLE_FAILPOINTS) and "inside-tables-swap@2" in routed
+    assert "between-batch-commits" not in names and "after-metadata-file-write" not in names
+    one_table = options().failpoints  # type: ignore[attr-defined]
+    assert [s.split("@")[0] for s in one_table] == list(FAILPOINTS)
+    delta = options("--target", "delta").failpoints  # type: ignore[attr-defined]
+    assert "between-batch-commits@1" not in delta and len(delta) == len(FAILPOINTS) - 1
+    yours = ("--job", "m:run", "--table", "db.a,db.b", "--expected", "m:rows")
+    mine = options(*yours, "--failpoints", "inside-tables-swap")
+    assert mine.failpoints == ("inside-tables-swap@2",)  # type: ignore[attr-defined]
+    assert mine.job.tables == ("db.a", "db.b")  # type: ignore[attr-defined]
+
+
+def test_a_failpoint_the_target_never_reaches_is_refused_early() -> None:
+    for args, message in (
+        (
+            ["--failpoints", "after-tables-commit"],
+            r"--failpoints: --target iceberg .* never reaches 'after-tables-commit' \(it is a "
+            r"step of a commit of several tables at once; --target routed drills it\); drop it",
+        ),
+        (
+            ["--target", "routed", "--failpoints", "between-batch-commits@2"],
+            r"--target routed .* never reaches 'between-batch-commits' \(the routed demo "
+            r"checkpoints every batch.*choose from: after-data-files, .*inside-tables-swap",
+        ),
+        (["--target", "delta", "--failpoints", "between-batch-commits"], "commits every batch"),
+        (["--target", "routed", "--mistakes", "all"], "drop --target routed or --mistakes"),
+        (
+            ["--target", "routed", "--catalog-type", "rest", "--catalog-uri", "http://x"],
+            "drop --target routed",
+        ),
+    ):
+        with pytest.raises(InvalidOptionError, match=message):
+            options(*args)
+
+
+def test_tables_that_disagree_fail_the_scenario_and_readers_sum_over_tables() -> None:
+    ok = RowCounts(3, 0, 0, 0)
+    tables = {
+        "db.a": {"stream_sink": ok, "duckdb": ok},
+        "db.b": {"stream_sink": ok, "duckdb": None},
+    }
+    assert summed(tables.values()) == {"stream_sink": RowCounts(6, 0, 0, 0), "duckdb": None}
+    agreeing = result(summed(tables.values()), tables=tables)
+    assert agreeing.verdict == "ok"
+    apart = result(summed(tables.values()), tables=tables, disagreements=("after the kill",))
+    assert apart.problems == ["tables-disagree"]
+    doc = apart.to_json()
+    assert doc["tables"]["db.b"] == {"stream_sink": ok.to_json(), "duckdb": None}
+    assert doc["disagreements"] == ["after the kill"]
+    split = {"db.a": {"stream_sink": ok, "duckdb": RowCounts(4, 1, 0, 0)}, "db.b": {"x": ok}}
+    assert result({}, tables=split).problems == ["duplicated", "readers-disagree"]
+
+
+def test_disagreement_names_each_tables_checkpoint() -> None:
+    assert disagreement({"db.a": 3, "db.b": 3, "db.c": 3}) is None
+    assert disagreement({"db.a": None}) is None
+    text = disagreement({"db.b": None, "db.a": 3})
+    assert text is not None
+    assert "db.a up to batch 3, db.b without a commit" in text
+
+
+def test_the_routed_jobs_tables_are_read_from_its_sql_catalog(tmp_path: Path) -> None:
+    job = JobSpec.demo("routed")
+    context = {"work_dir": str(tmp_path), "warehouse": str(tmp_path / "wh")}
+    catalog = open_scenario_catalog(job, context)
+    catalog.create_namespace("demo")
+    for name in ROUTED_TABLES:
+        catalog.create_table(name, schema=pa.schema([("id", pa.int64())]))
+    assert check_agreement(job, context, "after the kill in run 1") is None
+    for name in ROUTED_TABLES:
+        catalog.load_table(name).new_append().set(MAX_COMMITTED_CHECKPOINT_ID, "0").commit()
+    assert check_agreement(job, context, "after the kill in run 1") is None
+    first = catalog.load_table(ROUTED_TABLES[0])
+    first.new_append().set(MAX_COMMITTED_CHECKPOINT_ID, "1").commit()
+    catalog.close()
+    problem = check_agreement(job, context, "after the kill in run 1")
+    assert problem == (
+        "after the kill in run 1: the tables hold different checkpoints (demo.orders_a up to "
+        "batch 1, demo.orders_b up to batch 0, demo.orders_c up to batch 0): some checkpoint "
+        "is in some only"
+    )
+
+
+def test_the_routed_demo_config_survives_its_json() -> None:
+    cfg = DemoConfig(routed_tables=ROUTED_TABLES, catalog_uri="sqlite:///c.db")
+    assert DemoConfig.from_json(cfg.to_json()) == cfg

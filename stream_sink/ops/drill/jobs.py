@@ -17,6 +17,9 @@ Job contract (``stream-sink drill --job pkg.mod:run --table db.t --expected pkg.
   the drill then reads it with stream_sink's Delta reader and DuckDB's delta extension.
 - ``rows(**context)`` runs in the drill's own process once the input is consumed and
   returns the expected final table as a ``pyarrow.Table``; only its columns are compared.
+  A job writing several tables names them all, ``--table db.a,db.b``: each table must
+  then hold the expected rows (the routed demo, ``--target routed``, writes every change
+  to each of its tables).
 - ``context`` holds only strings and ints: ``work_dir`` (the scenario's own directory),
   ``warehouse``, ``checkpoint_location``, ``state_dir``, ``input_dir`` (shared, read-only
   across scenarios), ``mode`` (append | changelog | upsert), ``seed``, ``rows`` and
@@ -36,15 +39,22 @@ import importlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
+from stream_sink.commit.failpoints import (
+    AFTER_METADATA_FILE_WRITE,
+    BETWEEN_BATCH_COMMITS,
+    FAILPOINTS,
+    MULTI_TABLE_FAILPOINTS,
+)
 from stream_sink.demo.data import TABLE_SCHEMA, ChangeStream, generate
 from stream_sink.demo.job import TABLE, DemoConfig, create_table, open_catalog, run_job, write_input
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.ops.drill.scenarios import KNOWN
 
 DEMO_JOB = "stream_sink.ops.drill.jobs:run_demo"
 DEMO_EXPECTED = "stream_sink.ops.drill.jobs:demo_rows"
@@ -52,7 +62,32 @@ DEMO_PREPARE = "stream_sink.ops.drill.jobs:prepare_demo"
 DELTA_DEMO_JOB = "stream_sink.ops.drill.jobs:run_delta_demo"
 DELTA_DEMO_PREPARE = "stream_sink.ops.drill.jobs:prepare_delta_demo"
 DELTA_DEMO_TABLE = "delta:lake/orders"
-TARGETS = ("iceberg", "delta")
+ROUTED_DEMO_JOB = "stream_sink.ops.drill.jobs:run_routed_demo"
+ROUTED_DEMO_PREPARE = "stream_sink.ops.drill.jobs:prepare_routed_demo"
+ROUTED_TABLES = ("demo.orders_a", "demo.orders_b", "demo.orders_c")
+"""The routed demo's tables: every change of the demo's stream goes to each of them."""
+ROUTED_CATALOG_DB = "catalog.db"
+"""The routed demo's SQL catalog: SQLite at ``<work_dir>/catalog.db``."""
+ROUTED_CATALOG_NAME = "demo"
+"""The routed demo's SQL catalog's name (:func:`stream_sink.demo.job.open_catalog`'s)."""
+TARGETS = ("iceberg", "delta", "routed")
+ONE_TABLE = "it is a step of a commit of several tables at once; --target routed drills it"
+UNREACHABLE: dict[str, dict[str, str]] = {
+    "iceberg": dict.fromkeys(MULTI_TABLE_FAILPOINTS, ONE_TABLE),
+    "delta": {
+        **dict.fromkeys(MULTI_TABLE_FAILPOINTS, ONE_TABLE),
+        BETWEEN_BATCH_COMMITS: "DeltaSink commits every batch on its own",
+    },
+    "routed": {
+        AFTER_METADATA_FILE_WRITE: "each checkpoint commits its tables in one transaction; "
+        "its metadata-file step is after-tables-metadata-write",
+        BETWEEN_BATCH_COMMITS: "the routed demo checkpoints every batch: one snapshot a "
+        "table a checkpoint",
+    },
+}
+"""Per built-in target, the known failpoints its job never reaches, and why: refused
+by ``--failpoints`` (a failpoint a job may reach but did not is reported ``reached:
+false``)."""
 DRILL_MODES = ("append", "changelog", "upsert")
 DELTA_PREFIX = "delta:"
 """``--table delta:<path>``: a Delta table at ``<work_dir>/<path>``."""
@@ -98,16 +133,78 @@ class JobSpec:
     expected: str
     prepare: str | None = None
     """Called in the drill's process before the first run of each scenario."""
+    sql_catalog: bool = False
+    """The tables live in the scenario's own SQL catalog (SQLite, :data:`ROUTED_CATALOG_DB`
+    in its work dir, warehouse ``context["warehouse"]``); else in a Hadoop catalog there
+    (or the drill's catalog)."""
+    target: str | None = None
+    """The built-in target this job is (None: a user's job, which may reach any known
+    failpoint)."""
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables the job writes (``table`` is one name or several, comma-separated)."""
+        return tuple(t.strip() for t in self.table.split(",") if t.strip())
+
+    @property
+    def unreachable(self) -> dict[str, str]:
+        """The known failpoints this job never reaches, each with why."""
+        return UNREACHABLE.get(self.target, {}) if self.target else {}
+
+    @property
+    def every_failpoint(self) -> tuple[str, ...]:
+        """What ``--failpoints all`` means for this job: every known failpoint it may
+        reach (a user's job: the commit protocol's; it may name the others)."""
+        if self.target is None:
+            return FAILPOINTS
+        return tuple(f for f in KNOWN if f not in self.unreachable)
+
+    @property
+    def label(self) -> str:
+        """The job as messages name it."""
+        if self.target is None:
+            return f"--job {self.job}"
+        return f"--target {self.target} (the built-in demo)"
 
     @staticmethod
     def demo(target: str = "iceberg") -> JobSpec:
-        """The built-in demo pipeline into ``demo.orders`` (Iceberg) or into the Delta
-        table ``lake/orders`` of each scenario's work dir (``target="delta"``)."""
+        """The built-in demo pipeline into ``demo.orders`` (Iceberg), into the Delta
+        table ``lake/orders`` of each scenario's work dir (``target="delta"``), or routed
+        into the three tables :data:`ROUTED_TABLES` of the scenario's SQL catalog, which
+        commits each checkpoint's tables in one transaction (``target="routed"``)."""
         if target == "delta":
-            return JobSpec(DELTA_DEMO_JOB, DELTA_DEMO_TABLE, DEMO_EXPECTED, DELTA_DEMO_PREPARE)
+            return JobSpec(
+                DELTA_DEMO_JOB, DELTA_DEMO_TABLE, DEMO_EXPECTED, DELTA_DEMO_PREPARE, target=target
+            )
+        if target == "routed":
+            tables = ",".join(ROUTED_TABLES)
+            return JobSpec(
+                ROUTED_DEMO_JOB, tables, DEMO_EXPECTED, ROUTED_DEMO_PREPARE, True, target
+            )
         if target != "iceberg":
-            raise InvalidOptionError(f"--target: expected {' or '.join(TARGETS)}, got {target!r}")
-        return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE)
+            raise InvalidOptionError(
+                f"--target: expected {', '.join(TARGETS)}, got {target!r}; "
+                "pass --target iceberg, delta or routed"
+            )
+        return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE, target=target)
+
+
+def open_scenario_catalog(job: JobSpec, context: Context, name: str = "drill") -> Any:
+    """The catalog the scenario's tables live in, opened (the caller closes it): the
+    scenario's SQL catalog under the name the demo gives it (a SQL catalog's name keys
+    its rows), else the drill's catalog or the scenario's Hadoop catalog."""
+    from stream_sink.catalogs import load_catalog
+
+    if job.sql_catalog:
+        uri, warehouse = routed_catalog_uri(context), context["warehouse"]
+        return load_catalog(ROUTED_CATALOG_NAME, type="sql", uri=uri, warehouse=warehouse)
+    args = drill_catalog_args() or {"type": "hadoop", "warehouse": context["warehouse"]}
+    return load_catalog(name, **args)
+
+
+def routed_catalog_uri(context: Context) -> str:
+    """The SQLite database of the scenario's own SQL catalog."""
+    return "sqlite:///" + os.path.join(context["work_dir"], ROUTED_CATALOG_DB)
 
 
 def resolve(ref: str, what: str) -> Callable[..., Any]:
@@ -135,6 +232,12 @@ def _demo_config(context: Context, delta: bool = False) -> DemoConfig:
     if catalog and catalog.get("type") != "rest":
         raise InvalidOptionError("the drill's demo takes a REST catalog (--catalog-type rest)")
     props = {k: v for k, v in catalog.items() if k not in ("type", "uri", "warehouse")}
+    return _config(context, delta, catalog, props)
+
+
+def _config(
+    context: Context, delta: bool, catalog: dict[str, Any], props: dict[str, str]
+) -> DemoConfig:
     return DemoConfig(
         delta_path=_delta_location(context) if delta else None,
         catalog_type=catalog.get("type"),
@@ -164,6 +267,43 @@ def prepare_demo(**context: Any) -> None:
 def run_demo(**context: Any) -> None:
     """The demo's streaming job (:mod:`stream_sink.demo.job`) in the context's mode."""
     run_job(_demo_config(context))
+
+
+def _routed_config(context: Context) -> DemoConfig:
+    """The demo routed into :data:`ROUTED_TABLES` of the scenario's SQL catalog, a
+    checkpoint every batch (each checkpoint is then one snapshot a table, all of them
+    in the catalog's transaction)."""
+    if drill_catalog_args() is not None:
+        raise InvalidOptionError(
+            "the routed demo (--target routed) writes its tables to a SQL catalog of each "
+            "scenario's own; drop --catalog-type rest"
+        )
+    base = _config(context, False, {}, {})
+    return replace(
+        base,
+        catalog_uri=routed_catalog_uri(context),
+        routed_tables=ROUTED_TABLES,
+        checkpoint_interval_batches=1,
+    )
+
+
+def prepare_routed_demo(**context: Any) -> None:
+    """The shared input and the scenario's SQL catalog with its three empty tables."""
+    cfg = _routed_config(context)
+    _write_input_once(cfg, context)
+    catalog = open_catalog(cfg)
+    try:
+        for table in ROUTED_TABLES:
+            if not catalog.table_exists(table):
+                create_table(catalog, table)
+    finally:
+        catalog.close()
+
+
+def run_routed_demo(**context: Any) -> None:
+    """The demo's streaming job, every change routed to each table of the SQL catalog by
+    one ``IcebergSink(table_column=...)``: its checkpoints commit the tables together."""
+    run_job(_routed_config(context))
 
 
 def _write_input_once(cfg: DemoConfig, context: Context) -> None:

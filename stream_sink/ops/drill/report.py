@@ -11,7 +11,15 @@ A scenario's table is compared with the expected rows as multisets of canonical 
 
 A scenario passes ("ok") only when every reader finds zero of each and the job consumed
 its input; otherwise its verdict is "fail" and ``problems`` names what went wrong, in the
-order ``job-failed``, ``missing``, ``duplicated``, ``unexpected``, ``readers-disagree``.
+order ``job-failed``, ``missing``, ``duplicated``, ``unexpected``, ``readers-disagree``,
+``tables-disagree``.
+
+A job writing several tables (``--target routed``) has every table compared with the
+expected rows: ``readers`` then holds each reader's counts summed over the tables,
+``tables`` each table's own, and ``readers-disagree`` means two readers of one table
+disagree. ``tables-disagree``: after a kill, or at the end, some checkpoint was in some
+of the tables and not the others (``disagreements`` says when and where; see
+:mod:`.agreement`).
 
 JSON report (``stream-sink drill --json REPORT``), schema version 1::
 
@@ -42,6 +50,8 @@ JSON report (``stream-sink drill --json REPORT``), schema version 1::
         "verdict": "ok",               # ok | fail
         "problems": [],                # see above
         "error": null,                 # why the job failed, when it did
+        "tables": null,                # several tables: {"db.a": {reader: counts}, …}
+        "disagreements": [],           # several tables: when they held other checkpoints
         "duration_s": 31.2,
         "logs": ["…/run-1.log", …]
       }, …]
@@ -81,6 +91,14 @@ class RowCounts:
     def exact(self) -> bool:
         return self.duplicated == 0 and self.missing == 0 and self.unexpected == 0
 
+    def __add__(self, other: RowCounts) -> RowCounts:
+        return RowCounts(
+            self.rows + other.rows,
+            self.duplicated + other.duplicated,
+            self.missing + other.missing,
+            self.unexpected + other.unexpected,
+        )
+
     def to_json(self) -> dict[str, int]:
         return {
             "rows": self.rows,
@@ -94,7 +112,8 @@ class RowCounts:
 class ScenarioResult:
     """What one scenario did and found. ``readers`` maps a reader name to its counts, or
     to None when that reader is not available; the primary reader is always present
-    unless the job failed before the table could be read."""
+    unless the job failed before the table could be read. ``tables``: each table's
+    readers, for a job writing several (empty otherwise); ``readers`` then sums them."""
 
     id: str
     mode: str
@@ -108,6 +127,8 @@ class ScenarioResult:
     error: str | None = None
     duration_s: float = 0.0
     logs: tuple[str, ...] = ()
+    tables: Mapping[str, Mapping[str, RowCounts | None]] = field(default_factory=dict)
+    disagreements: tuple[str, ...] = ()
 
     @property
     def reached(self) -> bool:
@@ -119,7 +140,9 @@ class ScenarioResult:
 
     @property
     def problems(self) -> list[str]:
-        return problems_of(self.error, [c for c in self.readers.values() if c is not None])
+        per_table = self.tables.values() if self.tables else [self.readers]
+        counts = [[c for c in readers.values() if c is not None] for readers in per_table]
+        return tables_problems(self.error, counts, bool(self.disagreements))
 
     @property
     def verdict(self) -> str:
@@ -141,10 +164,12 @@ class ScenarioResult:
             "duplicated": primary.duplicated if primary else None,
             "missing": primary.missing if primary else None,
             "unexpected": primary.unexpected if primary else None,
-            "readers": {k: (v.to_json() if v else None) for k, v in self.readers.items()},
+            "readers": _readers_json(self.readers),
             "verdict": self.verdict,
             "problems": self.problems,
             "error": self.error,
+            "tables": {t: _readers_json(r) for t, r in self.tables.items()} or None,
+            "disagreements": list(self.disagreements),
             "duration_s": round(self.duration_s, 3),
             "logs": list(self.logs),
         }
@@ -182,16 +207,46 @@ class DrillReport:
         return json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n"
 
 
+def _readers_json(readers: Mapping[str, RowCounts | None]) -> dict[str, Any]:
+    return {k: (v.to_json() if v else None) for k, v in readers.items()}
+
+
 def problems_of(error: str | None, counts: Sequence[RowCounts]) -> list[str]:
-    """The problem names of a scenario (module docstring), empty when it passed."""
+    """The problem names of a scenario of one table (module docstring), empty when it
+    passed; ``counts``: each available reader's."""
+    return tables_problems(error, [counts], False)
+
+
+def tables_problems(
+    error: str | None, tables: Sequence[Sequence[RowCounts]], tables_disagree: bool
+) -> list[str]:
+    """The problem names of a scenario (module docstring), empty when it passed;
+    ``tables``: each table's available readers' counts."""
     out = ["job-failed"] if error else []
+    counts = [c for readers in tables for c in readers]
     if not counts:
         return out or ["job-failed"]
     for name in ("missing", "duplicated", "unexpected"):
         if any(getattr(c, name) > 0 for c in counts):
             out.append(name)
-    if len({(c.rows, c.duplicated, c.missing, c.unexpected) for c in counts}) > 1:
+    if any(len(set(readers)) > 1 for readers in tables):
         out.append("readers-disagree")
+    if tables_disagree:
+        out.append("tables-disagree")
+    return out
+
+
+def summed(tables: Iterable[Mapping[str, RowCounts | None]]) -> dict[str, RowCounts | None]:
+    """Each reader's counts summed over the tables; None for a reader that did not read
+    every one of them."""
+    listed = list(tables)
+    out: dict[str, RowCounts | None] = {}
+    for name in dict.fromkeys(n for readers in listed for n in readers):
+        counts = [readers.get(name) for readers in listed]
+        total = RowCounts(0, 0, 0, 0)
+        for c in counts:
+            total = total + c if c is not None else total
+        out[name] = None if None in counts else total
     return out
 
 

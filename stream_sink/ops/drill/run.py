@@ -14,7 +14,9 @@ How it runs:
   what is left of its group.
 - When a scenario's run finishes, the table is read with the project's reader and with
   DuckDB (when installed) and compared with ``expected(**context)``
-  (:mod:`.report`). A driver that fails (exit status other than SIGKILL) fails
+  (:mod:`.report`); a job writing several tables has each of them compared, and the
+  tables' checkpoints compared with each other after a kill of the scenario's first
+  run and at the end (:mod:`.agreement`). A driver that fails (exit status other than SIGKILL) fails
   its scenario ("job-failed"); the other scenarios go on.
 - ``parallel`` > 1 runs that many chains of driver processes at once.
 
@@ -42,14 +44,14 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
-from stream_sink.catalogs import load_catalog
 from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
+from stream_sink.ops.drill.agreement import check_agreement
 from stream_sink.ops.drill.jobs import (
     CATALOG_ENV,
     DELTA_PREFIX,
     JobSpec,
-    drill_catalog_args,
+    open_scenario_catalog,
     resolve,
     scenario_table,
 )
@@ -60,6 +62,7 @@ from stream_sink.ops.drill.report import (
     RowCounts,
     ScenarioResult,
     compare,
+    summed,
 )
 from stream_sink.ops.drill.scenarios import Scenario, ScenarioSource, plan_scenarios
 
@@ -237,6 +240,7 @@ class _Tracked:
     kills: int = 0
     logs: list[str] = field(default_factory=list)
     error: str | None = None
+    disagreements: list[str] = field(default_factory=list)
 
     def next_step(self, step: int) -> dict[str, Any]:
         return {
@@ -325,6 +329,8 @@ class _Chain:
         elif outcome.returncode == -signal.SIGKILL:
             tracked.kills += 1
             self.say(f"{tracked.scenario.id}: driver killed (SIGKILL) in run {tracked.runs}")
+            if tracked.runs == 1:  # later runs start by committing table by table
+                self._agree(tracked, "after the kill in run 1")
             if tracked.stuck:
                 tracked.error = f"input not consumed after {tracked.runs} runs"
             else:
@@ -400,14 +406,32 @@ class _Chain:
         else:
             self.say(f"{s.id}: restart {tracked.runs - 1} from the same checkpoint location")
 
+    def _agree(self, tracked: _Tracked, when: str) -> None:
+        """Note in ``tracked`` when its tables hold different checkpoints."""
+        try:
+            problem = check_agreement(self.options.job, tracked.context, when)
+        except Exception as e:  # a table that cannot be read is noted, the drill goes on
+            problem = f"{when}: reading the tables failed: {type(e).__name__}: {e}"
+        if problem is not None:
+            tracked.disagreements.append(problem)
+            self.say(f"{tracked.scenario.id}: {problem}")
+
     def _finish(self, tracked: _Tracked) -> None:
         readers: dict[str, RowCounts | None] = {}
+        tables: dict[str, dict[str, RowCounts | None]] = {}
         expected_rows = 0
         error = tracked.error
+        job = self.options.job
         try:
-            expected_rows, readers = verify(self.options.job, tracked.context, self.expected)
+            if len(job.tables) > 1:
+                expected_rows, tables = verify_tables(job, tracked.context, self.expected)
+                readers = summed(tables.values())
+            else:
+                expected_rows, readers = verify(job, tracked.context, self.expected)
         except Exception as e:  # the report says why, the other scenarios go on
             error = error or f"reading or comparing the table failed: {type(e).__name__}: {e}"
+        if error is None:
+            self._agree(tracked, "at the end")
         s = tracked.scenario
         result = ScenarioResult(
             id=s.id,
@@ -422,6 +446,8 @@ class _Chain:
             error=error,
             duration_s=time.monotonic() - tracked.started,
             logs=tuple(dict.fromkeys(tracked.logs)),
+            tables=tables,
+            disagreements=tuple(tracked.disagreements),
         )
         self.results.append(result)
         self.say(f"{s.id}: {describe(result)}")
@@ -434,23 +460,43 @@ def verify(
     expected = expected_fn(**context)
     if job.table.startswith(DELTA_PREFIX):
         return expected.num_rows, _verify_delta(job, context, expected)
-    args: dict[str, Any] = drill_catalog_args() or {
-        "type": "hadoop",
-        "warehouse": context["warehouse"],
-    }
-    catalog = load_catalog("drill", **args)
+    catalog = open_scenario_catalog(job, context)
     try:
-        table = catalog.load_table(scenario_table(job.table, context))
-        readers: dict[str, RowCounts | None] = {
-            PRIMARY_READER: compare(expected, table.scan().to_arrow())
-        }
-        readers["duckdb"] = None  # DuckDB reads local metadata files here
-        if duckdb_reader.available() and "://" not in table.metadata_location:
-            found = duckdb_reader.read_table(table.metadata_location, expected.column_names)
-            readers["duckdb"] = compare(expected, found)
+        return expected.num_rows, _verify_iceberg(
+            catalog, scenario_table(job.table, context), expected
+        )
     finally:
         catalog.close()
-    return expected.num_rows, readers
+
+
+def verify_tables(
+    job: JobSpec, context: dict[str, Any], expected_fn: Callable[..., Any]
+) -> tuple[int, dict[str, dict[str, RowCounts | None]]]:
+    """(expected row count over all tables, counts per reader of each table) for a job
+    writing several Iceberg tables, each of which must hold ``expected_fn``'s rows."""
+    expected = expected_fn(**context)
+    catalog = open_scenario_catalog(job, context)
+    try:
+        tables = {
+            name: _verify_iceberg(catalog, scenario_table(name, context), expected)
+            for name in job.tables
+        }
+    finally:
+        catalog.close()
+    return expected.num_rows * len(tables), tables
+
+
+def _verify_iceberg(catalog: Any, name: str, expected: pa.Table) -> dict[str, RowCounts | None]:
+    """An Iceberg table read by us and by DuckDB (when installed and its metadata local)."""
+    table = catalog.load_table(name)
+    readers: dict[str, RowCounts | None] = {
+        PRIMARY_READER: compare(expected, table.scan().to_arrow())
+    }
+    readers["duckdb"] = None  # DuckDB reads local metadata files here
+    if duckdb_reader.available() and "://" not in table.metadata_location:
+        found = duckdb_reader.read_table(table.metadata_location, expected.column_names)
+        readers["duckdb"] = compare(expected, found)
+    return readers
 
 
 def _verify_delta(

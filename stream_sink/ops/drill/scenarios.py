@@ -15,15 +15,25 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from stream_sink.commit.failpoints import AFTER_DATA_FILES, AFTER_PENDING_WRITE, FAILPOINTS
+from stream_sink.commit.failpoints import (
+    AFTER_DATA_FILES,
+    AFTER_PENDING_WRITE,
+    FAILPOINTS,
+    INSIDE_TABLES_SWAP,
+    MULTI_TABLE_FAILPOINTS,
+)
 from stream_sink.exceptions import InvalidOptionError
 
-DEFAULT_HITS = {AFTER_DATA_FILES: 2, AFTER_PENDING_WRITE: 2}
+DEFAULT_HITS = {AFTER_DATA_FILES: 2, AFTER_PENDING_WRITE: 2, INSIDE_TABLES_SWAP: 2}
 """Per-batch failpoints fire on the second batch (a kill mid-stream, not at the start);
-the others on their first hit, inside the first checkpoint."""
+``inside-tables-swap`` on its second hit, with some tables' pointers moved inside the
+transaction and not the others; the others on their first hit, inside the first
+checkpoint."""
+KNOWN = FAILPOINTS + MULTI_TABLE_FAILPOINTS
+"""Every failpoint ``--failpoints`` names, in protocol order."""
 SOAK_KILLS = (1, 3)
 """Random kills per soak scenario (inclusive range)."""
 
@@ -54,17 +64,36 @@ class Scenario:
         return "random kill at " + ", ".join(f"{d:.1f}s" for d in self.kill_delays)
 
 
-def failpoint_specs(selection: str) -> tuple[str, ...]:
-    """``all`` or ``NAME[@N],...`` as ``name@n`` specs, in protocol order for ``all``."""
+def failpoint_specs(
+    selection: str,
+    unreachable: Mapping[str, str] | None = None,
+    job: str = "the job",
+    every: Sequence[str] = FAILPOINTS,
+) -> tuple[str, ...]:
+    """``all`` or ``NAME[@N],...`` as ``name@n`` specs, in protocol order for ``all``.
+
+    ``all`` is ``every`` (default: the commit protocol's failpoints) but the ones ``job``
+    never reaches (``unreachable``, each with why); naming one of those is refused
+    (InvalidOptionError). A failpoint the job may reach but does not is reported
+    ``reached: false`` after the run instead."""
+    never = dict(unreachable or {})
     if selection.strip() in ("", "none"):
         return ()
-    names = FAILPOINTS if selection.strip() == "all" else selection.split(",")
+    if selection.strip() == "all":
+        names: Sequence[str] = [n for n in every if n not in never]
+    else:
+        names = selection.split(",")
     specs = []
     for part in (p.strip() for p in names):
         name, _, count = part.partition("@")
-        if name not in FAILPOINTS:
+        if name not in KNOWN:
             raise InvalidOptionError(
-                f"--failpoints: unknown failpoint {name!r}; known: {', '.join(FAILPOINTS)}"
+                f"--failpoints: unknown failpoint {name!r}; known: {', '.join(KNOWN)}"
+            )
+        if name in never:
+            raise InvalidOptionError(
+                f"--failpoints: {job} never reaches {name!r} ({never[name]}); drop it from "
+                f"--failpoints, or choose from: {', '.join(n for n in KNOWN if n not in never)}"
             )
         if count and (not count.isdigit() or int(count) < 1):
             raise InvalidOptionError(f"--failpoints: {part!r} must be NAME or NAME@<n ≥ 1>")
