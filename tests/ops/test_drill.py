@@ -32,7 +32,12 @@ from stream_sink.commit.failpoints import (
 )
 from stream_sink.ops.drill.jobs import ROUTED_TABLES
 
-pytestmark = [pytest.mark.spark, pytest.mark.spread, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.spread,
+    pytest.mark.timeout(1800),
+    pytest.mark.usefixtures("fast_drivers"),  # tests/ops/conftest.py
+]
 HERE = Path(__file__).parent
 PARALLEL = os.environ.get("STREAM_SINK_DRILL_PARALLEL", "2")
 
@@ -54,6 +59,10 @@ def drill(tmp_path: Path, *args: str) -> tuple[int, dict]:
     return code, json.loads(report.read_text())
 
 
+SMALL_INPUT = ("--rows", "600", "--files", "3")
+"""Three batches: a checkpoint of two (the default interval), then one the query's end
+commits; every failpoint here lands in the first. Each batch a driver runs costs a
+second or more; the rows count little."""
 SPARK_FAILPOINTS = (AFTER_DATA_FILES, AFTER_STAGED_WRITE, AFTER_TABLE_COMMIT)
 """One failpoint per phase, through Spark: before the committer holds the batch, staged
 but not committed, committed but not yet cleaned up. Every failpoint is killed without
@@ -68,7 +77,8 @@ def test_a_failpoint_per_phase_in_upsert_keeps_rows_exactly_once(
     boundary matters most). Append mode's kills through Spark are in
     tests/spark/test_kill.py."""
     selected = ",".join(SPARK_FAILPOINTS)
-    code, report = drill(tmp_path, "--failpoints", selected, "--mode", "upsert")
+    args = ["--failpoints", selected, "--mode", "upsert", *SMALL_INPUT]
+    code, report = drill(tmp_path, *args)
     out, err = capsys.readouterr()
     assert code == 0, out
     assert report["ok"] is True
@@ -127,6 +137,7 @@ def test_drill_of_a_committer_without_its_watermark_reports_duplicates(
         "demo.orders",
         "--expected",
         "stream_sink.ops.drill.jobs:demo_rows",
+        *SMALL_INPUT,
     )
     out, _ = capsys.readouterr()
     assert code == 1

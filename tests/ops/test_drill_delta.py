@@ -42,6 +42,7 @@ def test_drill_reads_a_delta_table_by_path_with_both_readers(tmp_path: Path) -> 
 
 @pytest.mark.spark
 @pytest.mark.timeout(1200)
+@pytest.mark.usefixtures("fast_drivers")  # tests/ops/conftest.py
 def test_drill_of_the_demo_into_delta_keeps_rows_exactly_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,12 @@ import pytest
 from stream_sink.cli.main import main
 from stream_sink.io import FileIO
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+    pytest.mark.usefixtures("fast_drivers"),  # tests/ops/conftest.py
+]
 FAILPOINTS = "after-table-commit"
 """Killed with the REST commit done and the operator state not yet cleaned up: the restart
 must find its commit in the catalog's snapshots. A kill with the batch staged but not
