@@ -156,30 +156,23 @@ def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) ->
             checkpoint_location=cfg.checkpoint_location,
             state_dir=cfg.state_dir,
         )
-    if cfg.routed_tables:
-        return IcebergSink(
-            catalog=open_catalog(cfg),
-            table_column=ROUTE_COLUMN,
-            tables=list(cfg.routed_tables),
-            mode=cfg.mode,
-            sink_id=SINK_ID,
-            row_kind_column=row_kind_column,
-            order_by=order_by,
-            checkpoint_location=cfg.checkpoint_location,
-            state_dir=cfg.state_dir,
-            checkpoint_interval_batches=cfg.checkpoint_interval_batches,
-        )
+    # one routed sink writing every change to each routed table, or the one table
+    # (hash-distributed by key)
+    where: dict[str, Any] = (
+        {"table_column": ROUTE_COLUMN, "tables": list(cfg.routed_tables)}
+        if cfg.routed_tables
+        else {"table": cfg.table, "distribution": "hash"}
+    )
     return IcebergSink(
         catalog=open_catalog(cfg),
-        table=cfg.table,
         mode=cfg.mode,
         sink_id=SINK_ID,
         row_kind_column=row_kind_column,
         order_by=order_by,
-        distribution="hash",
         checkpoint_location=cfg.checkpoint_location,
         state_dir=cfg.state_dir,
         checkpoint_interval_batches=cfg.checkpoint_interval_batches,
+        **where,
     )
 
 
