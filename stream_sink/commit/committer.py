@@ -161,6 +161,7 @@ class FilesCommitter(Generic[Handle]):
         self._empty_checkpoints = 0
         self._offsets = offsets
         self._resume = resume
+        self._defer_commit = False
 
     # --- properties ---------------------------------------------------------------------
 
@@ -545,6 +546,8 @@ class FilesCommitter(Generic[Handle]):
         self,
         acknowledged_batch_ids: Iterable[int] | None = None,
         had_input: HadInput | None = None,
+        *,
+        defer_commit: bool = False,
     ) -> None:
         """Open the state and finish what it holds (module docstring, step 5).
 
@@ -555,8 +558,14 @@ class FilesCommitter(Generic[Handle]):
         DataLossError (SkippedBatchError for batches the state records as skipped),
         whether the state was lost or is a stale copy. State or checkpoints of another
         table raise TableMismatchError (see :mod:`.identity`).
+
+        ``defer_commit``: what an earlier run of this job left stays staged or pending
+        (its replays are still recognised, its files still checked), for the caller to
+        commit together with other tables' (:meth:`.driver.CommitDriver.commit_restored`);
+        what another job left is finished here all the same.
         """
         self._had_input = had_input or _read_input
+        self._defer_commit = defer_commit
         if self._opened is not None:
             raise StreamSinkError(f"sink {self.operator_id}: restore() was already called")
         acked = None
@@ -670,7 +679,10 @@ class FilesCommitter(Generic[Handle]):
         resuming = self._resume is not None and self._resuming()
         if resuming and self._resume is not None and old_job == self._resume.job_id != self.job_id:
             self._abandon_job(old_job)
-        self._finish_job(old_job)
+        if self._defer_commit and old_job == self.job_id:
+            self._keep_job()
+        else:
+            self._finish_job(old_job)
         if old_job != self.job_id or stored is None:
             opened.backend.put_meta(META_JOB_ID, self.job_id.encode("utf-8"))
         self._watermark = self.target.watermark(self.job_id, self.operator_id)
@@ -791,6 +803,16 @@ class FilesCommitter(Generic[Handle]):
             require_files(self.target, self.operator_id, self._pending_batches())
             self.snapshot_state(ckpt)
             self._commit_checkpoints([ckpt], job_id)
+
+    def _keep_job(self) -> None:
+        """Deferred restore of this job's own state: pending batches the table already
+        holds are dropped, the others' files must exist; nothing is committed."""
+        mark = self.target.watermark(self.job_id, self.operator_id)
+        self._watermark = mark
+        stale = [b for b in self._pending if b <= mark]
+        if stale:
+            self._drop_pending(stale, self.job_id)
+        require_files(self.target, self.operator_id, self._pending_batches())
 
     def _pending_batches(self) -> list[StagedBatch]:
         """The pending batches with their files (checkpoint id -1: not staged)."""

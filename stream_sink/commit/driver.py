@@ -6,7 +6,9 @@ committer's protocol steps (``tests/architecture`` checks it):
 
 - :meth:`CommitDriver.open`: ``restore`` one table's committer: the loss checks against
   the batches upstream acknowledged, then what a crash left staged or pending is
-  committed (or dropped as a replay the table already holds).
+  committed (or dropped as a replay the table already holds). With ``defer_commit``
+  (tables that commit together) it is kept instead, and :meth:`CommitDriver.commit_restored`
+  commits every table's at once once all are open.
 - :meth:`CommitDriver.record`: ``process`` each table's result of a batch (durable in
   the operator state on return); when the coordinator says a checkpoint is due,
   :meth:`checkpoint`.
@@ -100,13 +102,20 @@ class CommitDriver(Generic[Handle]):
         committer: FilesCommitter[Handle],
         acknowledged: Iterable[int] | None,
         had_input: HadInput | None = None,
+        *,
+        defer_commit: bool = False,
     ) -> FilesCommitter[Handle]:
         """Restore ``committer`` as table ``name`` (loss checks against ``acknowledged``,
         of which ``had_input`` tells those that read input; then what its state holds is
-        finished); closed again when that fails."""
+        finished, or with ``defer_commit`` kept for :meth:`commit_restored`); closed again
+        when that fails."""
         self._schedule.drain()
         try:
-            committer.restore(acknowledged_batch_ids=acknowledged, had_input=had_input)
+            committer.restore(
+                acknowledged_batch_ids=acknowledged,
+                had_input=had_input,
+                defer_commit=defer_commit,
+            )
         except BaseException:
             committer.close()
             raise
@@ -118,6 +127,33 @@ class CommitDriver(Generic[Handle]):
             committer.watermark,
         )
         return committer
+
+    def commit_restored(self, acknowledged: Iterable[int]) -> dict[str, Handle]:
+        """Commit what the tables opened with ``defer_commit`` kept, as one checkpoint (in
+        one transaction with ``commit_together``); returns what was committed, as the
+        ``after_checkpoint`` hook receives it (which is not called: the caller is still
+        opening).
+
+        The checkpoint goes through the newest batch upstream ``acknowledged`` or any
+        table staged: each such batch is recorded in every table it wrote (a batch is
+        acknowledged, and its checkpoint staged, only once every table recorded it), so
+        committing them leaves the tables agreeing. A batch above it was recorded by some
+        tables only before a crash; upstream runs it again, the tables that hold it drop
+        the replay, and the checkpoint after it commits it everywhere at once."""
+        self._schedule.drain()
+        staged = (c for cm in self._committers.values() for c in cm.staged_checkpoints)
+        through = max([*acknowledged, *staged], default=None)
+        if through is None:
+            return {}
+        names = tuple(n for n in self.names if _holds_through(self._committers[n], through))
+        for name in names:
+            committer = self._committers[name]
+            committer.snapshot_state(through)
+            committer.complete_checkpoint(through)
+        if names:
+            self._commit(through, names, hook=False)
+            log.info("restored tables %s: committed through batch %d", ", ".join(names), through)
+        return {n: self._committers[n].target.committed for n in names}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -178,13 +214,13 @@ class CommitDriver(Generic[Handle]):
         self._schedule.submit(checkpoint_id, lambda: self._commit(checkpoint_id, names))
         return names
 
-    def _commit(self, checkpoint_id: int, names: tuple[str, ...]) -> None:
+    def _commit(self, checkpoint_id: int, names: tuple[str, ...], *, hook: bool = True) -> None:
         if self._together is not None and len(names) > 1:
             self._commit_together(self._together, checkpoint_id, names)
         else:
             for name in names:
                 self._committers[name].notify_checkpoint_complete(checkpoint_id)
-        if self._after_checkpoint is not None:
+        if hook and self._after_checkpoint is not None:
             self._after_checkpoint({n: self._committers[n].target.committed for n in names})
 
     def _commit_together(
@@ -248,6 +284,13 @@ class CommitDriver(Generic[Handle]):
 
 def _has_work(committer: FilesCommitter) -> bool:
     return bool(committer.pending_batch_ids or committer.staged_checkpoints)
+
+
+def _holds_through(committer: FilesCommitter, batch_id: int) -> bool:
+    """Whether ``committer`` holds a batch or staged checkpoint at or below ``batch_id``."""
+    return any(b <= batch_id for b in committer.pending_batch_ids) or any(
+        c <= batch_id for c in committer.staged_checkpoints
+    )
 
 
 def end_input(committer: FilesCommitter) -> None:

@@ -299,3 +299,100 @@ def test_a_replay_after_the_transaction_landed_is_dropped_by_every_table(
     finally:
         driver.close()
     assert marks(cat) == [0, 0, 0] and snapshots(cat) == [1, 1, 1]
+
+
+# --- a restart finishes what a crash left, on every table at once ----------------------------
+
+
+def left_by_a_crash(root: Path, cat: Catalog, batch: int, staged: Sequence[str]) -> None:
+    """Batch ``batch`` recorded in every table, staged (phase 1 done) in ``staged``, then
+    the process gone before any table committed."""
+    for i, n in enumerate(NAMES):
+        table = cat.load_table(n)
+        committer = files_committer(root, table, f"sink={n}")
+        committer.restore(acknowledged_batch_ids=[], defer_commit=True)
+        try:
+            committer.process(batch, write_rows(table, [(batch * 100 + i, "x")]))
+            if n in staged:
+                committer.snapshot_state(batch)
+                committer.complete_checkpoint(batch)
+        finally:
+            committer.close()
+
+
+def reopen(root: Path, cat: Catalog, acknowledged: Sequence[int]) -> Any:
+    from stream_sink.commit.driver import CommitDriver
+    from stream_sink.commit.iceberg.multi_table import commit_together
+
+    driver = CommitDriver(commit_together=commit_together)
+    for n in NAMES:
+        committer = files_committer(root, cat.load_table(n), f"sink={n}")
+        driver.open(n, committer, acknowledged, defer_commit=True)
+    return driver
+
+
+@pytest.mark.parametrize(
+    ("staged", "acknowledged"),
+    [
+        (NAMES[:1], []),  # killed in phase 1: one table staged, Spark acknowledged nothing
+        (NAMES, []),  # killed between phase 1 and the commit
+        ((), [5]),  # recorded everywhere and acknowledged, the checkpoint not yet due
+    ],
+)
+def test_a_restart_commits_every_tables_leftovers_in_one_transaction(
+    tmp_path: Path, staged: Sequence[str], acknowledged: Sequence[int]
+) -> None:
+    cat = open_sql(tmp_path)
+    make_tables(cat)
+    left_by_a_crash(tmp_path, cat, 5, staged)
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = reopen(tmp_path, cat, acknowledged)
+    try:
+        assert marks(cat) == [-1, -1, -1]  # opening alone commits nothing
+        committed = driver.commit_restored(acknowledged)
+        assert sorted(committed) == sorted(NAMES)
+        assert driver.watermarks() == dict.fromkeys(NAMES, 5)
+    finally:
+        driver.close()
+    assert calls == [3]
+    assert marks(cat) == [5, 5, 5] and snapshots(cat) == [1, 1, 1]
+
+
+def test_a_batch_some_tables_recorded_commits_everywhere_with_its_rerun(tmp_path: Path) -> None:
+    """Killed after the first table recorded batch 5: nothing commits at the restart; Spark
+    runs the batch again, the first table drops it as a replay, and the checkpoint commits
+    the batch to all three tables in one transaction."""
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    first = cat.load_table(NAMES[0])
+    committer = files_committer(tmp_path, first, f"sink={NAMES[0]}")
+    committer.restore(acknowledged_batch_ids=[])
+    committer.process(5, write_rows(first, [(500, "x")]))
+    committer.close()
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = reopen(tmp_path, cat, [])
+    try:
+        assert driver.commit_restored([]) == {}
+        assert marks(cat) == [-1, -1, -1]
+        rerun = {t.name: write_rows(t, [(500 + i, "x")]) for i, t in enumerate(tables)}
+        assert driver.record(5, rerun)
+    finally:
+        driver.close()
+    assert calls == [3]
+    assert marks(cat) == [5, 5, 5] and snapshots(cat) == [1, 1, 1]
+    head = cat.load_table(NAMES[0]).current_snapshot()
+    assert head is not None and head.summary["total-records"] == "1"  # the first run's row
+
+
+def test_a_restart_without_deferral_commits_each_table_on_its_own(tmp_path: Path) -> None:
+    cat = open_sql(tmp_path)
+    make_tables(cat)
+    left_by_a_crash(tmp_path, cat, 5, NAMES)
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = open_driver(tmp_path, cat)
+    assert marks(cat) == [5, 5, 5]  # each table committed when it was opened
+    driver.close()
+    assert calls == []  # by its own commit, none in a transaction of several

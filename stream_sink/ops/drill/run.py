@@ -15,8 +15,8 @@ How it runs:
 - When a scenario's run finishes, the table is read with the project's reader and with
   DuckDB (when installed) and compared with ``expected(**context)``
   (:mod:`.report`); a job writing several tables has each of them compared, and the
-  tables' checkpoints compared with each other after a kill of the scenario's first
-  run and at the end (:mod:`.agreement`). A driver that fails (exit status other than SIGKILL) fails
+  tables' checkpoints compared with each other after every kill and at the end
+  (:mod:`.agreement`). A driver that fails (exit status other than SIGKILL) fails
   its scenario ("job-failed"); the other scenarios go on.
 - ``parallel`` > 1 runs that many chains of driver processes at once.
 
@@ -329,8 +329,7 @@ class _Chain:
         elif outcome.returncode == -signal.SIGKILL:
             tracked.kills += 1
             self.say(f"{tracked.scenario.id}: driver killed (SIGKILL) in run {tracked.runs}")
-            if tracked.runs == 1:  # later runs start by committing table by table
-                self._agree(tracked, "after the kill in run 1")
+            self._agree(tracked, f"after the kill in run {tracked.runs}")
             if tracked.stuck:
                 tracked.error = f"input not consumed after {tracked.runs} runs"
             else:

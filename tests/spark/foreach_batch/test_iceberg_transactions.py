@@ -200,8 +200,10 @@ KILL_JOB = Path(__file__).with_name("tx_kill_job.py")
 def test_killed_around_the_hold_and_inside_the_tables_commit(tmp_path: Path) -> None:
     """Killed once the hold is durable and before any table records the batch, with a
     batch recorded in some tables only, inside the database transaction that swaps the
-    three tables, after it, and at a random moment: after every kill the catalog shows
-    whole transactions only, and the tables end exact, each batch committed once."""
+    three tables, in the restart's commit of what that left (one transaction of the three
+    tables, not one table after another), after a swap, and at a random moment: after
+    every kill the catalog shows whole transactions only, and the tables end exact, each
+    batch committed once."""
     from kill_harness import KillJob, assert_committed_once, iceberg_marks, kill_rng
 
     events, final = transactions(16)
@@ -213,6 +215,7 @@ def test_killed_around_the_hold_and_inside_the_tables_commit(tmp_path: Path) -> 
         "after-held-write@2",
         "after-pending-write@2",  # the first table recorded the batch, the others not
         "inside-tables-swap@2",
+        "after-table-commit@1",  # in the restart's commit of what the swap's kill left
         "after-tables-commit@1",
     ):
         job.killed_at(failpoint)

@@ -11,6 +11,11 @@ Invariants:
   table's watermark above the batch (its replay is dropped) and the other table's batch
   pending or staged in its own state (committed on restart, or written by the replay).
   Tables absent from a batch are not touched by it.
+- Where the catalog commits tables together, no reader sees them apart, a restart
+  included: the tables of the registry are restored with their leftovers kept
+  (``defer_commit``), then committed as one checkpoint
+  (:meth:`~stream_sink.commit.driver.CommitDriver.commit_restored`); a batch some
+  tables recorded before a crash commits everywhere with the checkpoint after its re-run.
 - Loss detection from Spark's commit log works per table: before any table records a
   batch, the route log (``<sink id>.routes.json``, :mod:`stream_sink.checkpoints.route_log`)
   records which tables the batch wrote, and a table being restored checks only the
@@ -87,8 +92,9 @@ class RoutedCommits:
         """The committers of query ``job_id``, each table of ``names`` restored (closed
         again when one fails). Where ``catalog`` commits several tables in one
         transaction, a checkpoint's tables commit together (``deletes="equality"``; with
-        positions each table resolves its deletes at its own commit); elsewhere one after
-        another, as the start's log line says."""
+        positions each table resolves its deletes at its own commit), and so does what a
+        crash left in them (restored deferred, then committed as one checkpoint);
+        elsewhere one after another, as the start's log line says."""
         config = CheckpointConfig(
             options.checkpoint_interval_batches, options.checkpoint_interval_ms
         )
@@ -102,15 +108,18 @@ class RoutedCommits:
         commits = RoutedCommits(catalog, options, job_id, driver, maintenance)
         try:
             for name in names:
-                commits.open_table(name)
+                commits.open_table(name, defer_commit=atomic)
+            if atomic:
+                commits.committed(driver.commit_restored(commits.acknowledged))
         except BaseException:
             commits.close()
             raise
         return commits
 
-    def open_table(self, name: str) -> TableSink:
-        """The committer of table ``name``, restored; the acknowledged batches the route
-        log records for the table must be accounted for (``loss_check``)."""
+    def open_table(self, name: str, *, defer_commit: bool = False) -> TableSink:
+        """The committer of table ``name``, restored (with ``defer_commit``, what a crash
+        left is kept for the driver's ``commit_restored``); the acknowledged batches the
+        route log records for the table must be accounted for (``loss_check``)."""
         self.driver.drain()  # the route log is the commit's too (pipelined)
         opts = self.options
         table = self.catalog.load_table(name)
@@ -120,7 +129,7 @@ class RoutedCommits:
         acknowledged = self.routes.acknowledged_for(name, self.acknowledged)
         location = opts.spark_checkpoint_location
         reader = input_reader(location, self.catalog.io_for(location))
-        self.driver.open(name, committer, acknowledged, reader)
+        self.driver.open(name, committer, acknowledged, reader, defer_commit=defer_commit)
         if self.maintenance is not None:
             self.maintenance.open_table(name, committer.uncommitted_paths)
         sink = TableSink(table, replace(opts, table=name, table_column=None))
