@@ -7,7 +7,9 @@ format's operations, the committer, maintenance) can mark its steps.
 ``STREAM_SINK_FAILPOINT=<name>[@<n>][,<name>[@<n>]...]`` kills the process with SIGKILL
 (no cleanup, no flush, no ``finally``) the n-th time (default: the first) the named
 point is reached. The variable is parsed once and cached; with it unset a failpoint is
-one dictionary lookup on an empty dict. Recovery tests enable each point in turn and
+one dictionary lookup on an empty dict. A *fault point* (``FAULTS``) arms the same way
+but does not kill: :func:`fault` tells its caller to act the fault out (a lost answer),
+so the process must recover from it in the same run. Recovery tests enable each point in turn and
 prove the table holds every change exactly once after a restart.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 from stream_sink.exceptions import InvalidOptionError
 
@@ -34,6 +37,7 @@ BETWEEN_BATCH_COMMITS = "between-batch-commits"
 AFTER_TABLES_METADATA_WRITE = "after-tables-metadata-write"
 INSIDE_TABLES_SWAP = "inside-tables-swap"
 AFTER_TABLES_COMMIT = "after-tables-commit"
+LOST_TABLES_ANSWER = "lost-tables-answer"
 
 # maintenance (table operations and the maintenance actions)
 AFTER_REWRITE_FILES = "after-rewrite-files"
@@ -61,13 +65,19 @@ MULTI_TABLE_FAILPOINTS: tuple[str, ...] = (
     AFTER_TABLES_METADATA_WRITE,
     INSIDE_TABLES_SWAP,
     AFTER_TABLES_COMMIT,
+    LOST_TABLES_ANSWER,
 )
-"""Crash points of a checkpoint committed to several tables at once:
+"""Crash and fault points of a checkpoint committed to several tables at once:
 ``after-tables-metadata-write`` (every table's snapshot and, for the SQL catalog, its
 new metadata file written; no pointer moved), ``inside-tables-swap`` (reached after
 each table's pointer moved inside the still-open database transaction: a kill there
 rolls every table back), ``after-tables-commit`` (the transaction committed, nothing
-of it recorded by the sink yet)."""
+of it recorded by the sink yet), ``lost-tables-answer`` (a fault point: the transaction
+committed and its answer is lost, as a dropped connection loses it; the sink gets an
+unknown outcome and must settle it by reading every table back)."""
+
+FAULTS: tuple[str, ...] = (LOST_TABLES_ANSWER,)
+"""The points :func:`fault` acts out instead of killing the process."""
 
 MAINTENANCE_FAILPOINTS: tuple[str, ...] = (
     AFTER_REWRITE_FILES,
@@ -107,6 +117,7 @@ KNOWN_FAILPOINTS: tuple[str, ...] = (
 
 _armed: dict[str, int] | None = None
 """name -> remaining hits before the kill; None until the environment is parsed."""
+_fault_listeners: list[Callable[[str], None]] = []
 
 
 def parse_failpoints(spec: str) -> dict[str, int]:
@@ -142,6 +153,27 @@ def failpoint(name: str) -> None:
         armed[name] = remaining - 1
         return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fault(name: str) -> bool:
+    """Reach the fault point ``name``: True when it is armed for this hit, once (the
+    caller then acts the fault out); every listener hears of it first."""
+    armed = _armed if _armed is not None else _load()
+    remaining = armed.get(name) if armed else None
+    if remaining is None:
+        return False
+    if remaining > 1:
+        armed[name] = remaining - 1
+        return False
+    del armed[name]
+    for listener in _fault_listeners:
+        listener(name)
+    return True
+
+
+def on_fault(listener: Callable[[str], None]) -> None:
+    """Call ``listener(name)`` whenever a fault point is acted out in this process."""
+    _fault_listeners.append(listener)
 
 
 def reset_failpoints(spec: str | None = None) -> None:

@@ -38,7 +38,9 @@ def drill_epilog() -> str:
         f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
         f"a checkpoint committed to several tables in one transaction (--target routed):"
         f"\n{multi}\n"
-        "NAME@N kills at the N-th time the step is reached (default: the first). A "
+        "NAME@N kills at the N-th time the step is reached (default: the first); "
+        "lost-tables-answer kills nothing: the N-th transaction commits and its answer "
+        "is lost, and the same run must settle it by reading every table back. A "
         "failpoint the chosen target never reaches is refused."
     )
 

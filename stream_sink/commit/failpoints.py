@@ -1,4 +1,4 @@
-"""The commit protocol's crash points; the mechanism is :mod:`stream_sink.failpoints`."""
+"""The commit protocol's crash and fault points (the mechanism: :mod:`stream_sink.failpoints`)."""
 
 from stream_sink.failpoints import (
     AFTER_CHECKPOINT_METADATA,
@@ -15,9 +15,13 @@ from stream_sink.failpoints import (
     BETWEEN_BATCH_COMMITS,
     ENV_VAR,
     FAILPOINTS,
+    FAULTS,
     INSIDE_TABLES_SWAP,
+    LOST_TABLES_ANSWER,
     MULTI_TABLE_FAILPOINTS,
     failpoint,
+    fault,
+    on_fault,
     parse_failpoints,
     reset_failpoints,
 )
@@ -37,9 +41,13 @@ __all__ = [
     "BETWEEN_BATCH_COMMITS",
     "ENV_VAR",
     "FAILPOINTS",
+    "FAULTS",
     "INSIDE_TABLES_SWAP",
+    "LOST_TABLES_ANSWER",
     "MULTI_TABLE_FAILPOINTS",
     "failpoint",
+    "fault",
+    "on_fault",
     "parse_failpoints",
     "reset_failpoints",
 ]

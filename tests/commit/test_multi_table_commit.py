@@ -150,6 +150,26 @@ def test_an_unknown_outcome_that_landed_is_found_by_the_watermarks(tmp_path: Pat
     assert snapshots(cat) == [1, 1, 1]  # never twice
 
 
+def test_the_lost_answer_fault_point_is_settled_by_reading_every_table_back(
+    tmp_path: Path,
+) -> None:
+    from stream_sink.commit.failpoints import on_fault, reset_failpoints
+
+    cat = open_sql(tmp_path)
+    tables = make_tables(cat)
+    heard: list[str] = []
+    on_fault(heard.append)
+    reset_failpoints("lost-tables-answer")
+    try:
+        assert commit_checkpoint(checkpoint(tables, 6)) == dict.fromkeys(NAMES, 6)
+        assert heard == ["lost-tables-answer"]
+        assert commit_checkpoint(checkpoint(tables, 7)) == dict.fromkeys(NAMES)  # once only
+    finally:
+        reset_failpoints()
+    assert marks(cat) == [7, 7, 7]
+    assert snapshots(cat) == [2, 2, 2]  # each checkpoint once
+
+
 def test_an_unknown_outcome_that_did_not_land_is_committed_again(tmp_path: Path) -> None:
     cat = open_sql(tmp_path)
     tables = make_tables(cat)

@@ -138,6 +138,7 @@ def test_json_report_schema() -> None:
         "kill_delays_s",
         "reached",
         "kills",
+        "faults",
         "restarts",
         "expected_rows",
         "found_rows",
@@ -262,7 +263,9 @@ def options(*args: str) -> object:
 def test_each_target_takes_the_failpoints_its_job_reaches() -> None:
     routed = options("--target", "routed").failpoints  # type: ignore[attr-defined]
     names = [s.split("@")[0] for s in routed]
-    assert names[-3:] == list(MULTI_TABLE_FAILPOINTS) and "inside-tables-swap@2" in routed
+    n = len(MULTI_TABLE_FAILPOINTS)
+    assert names[-n:] == list(MULTI_TABLE_FAILPOINTS) and "inside-tables-swap@2" in routed
+    assert "lost-tables-answer" in names
     assert "between-batch-commits" not in names and "after-metadata-file-write" not in names
     one_table = options().failpoints  # type: ignore[attr-defined]
     assert [s.split("@")[0] for s in one_table] == list(FAILPOINTS)

@@ -63,7 +63,13 @@ from stream_sink.table.operations import PreparedSnapshot, SnapshotProducer
 from stream_sink.table.retry import RetryPolicy
 from stream_sink.table.table import Table
 
-from ..failpoints import AFTER_TABLES_COMMIT, AFTER_TABLES_METADATA_WRITE, INSIDE_TABLES_SWAP
+from ..failpoints import (
+    AFTER_TABLES_COMMIT,
+    AFTER_TABLES_METADATA_WRITE,
+    INSIDE_TABLES_SWAP,
+    LOST_TABLES_ANSWER,
+    fault,
+)
 from ..failpoints import failpoint as _failpoint
 from ..shapes import CommitGroup
 from .position_deletes import PositionResolver
@@ -282,6 +288,12 @@ def _swap(
             p.producer.abandon(ready)
         raise
     _failpoint(AFTER_TABLES_COMMIT)
+    if fault(LOST_TABLES_ANSWER):  # committed; the sink never hears so
+        in_flight[:] = [p.checkpoint.name for p, _ in prepared]
+        raise CommitStateUnknownError(
+            f"tables {', '.join(in_flight)}: the transaction's answer was lost "
+            f"(fault point {LOST_TABLES_ANSWER})"
+        )
     for (p, ready), result in zip(prepared, done, strict=True):
         p.producer.landed(ready, result.location, result.metadata)
 

@@ -8,7 +8,8 @@ status file, until it ends or is killed.
 (or clears it) and re-reads it, calls ``job(**context)``, then appends ``done <step>``.
 Each micro-batch an ``IcebergSink`` or ``DeltaSink`` starts in this process appends
 ``batch <step> <batch id>`` (random kills count their delay from the first one: a kill
-during Spark's start-up tests little).
+during Spark's start-up tests little), and each fault point acted out in it (a fault
+scenario's run is not killed: it must recover in the same run) ``fault <step> <name>``.
 Several steps share one process (and one JVM), so a drill pays Spark's start-up once per
 kill, not once per run. Exit status 0 when every step is done; an exception in the job
 ends the process with status 1 after printing it.
@@ -22,7 +23,7 @@ import sys
 import traceback
 from typing import Any
 
-from stream_sink.commit.failpoints import ENV_VAR, reset_failpoints
+from stream_sink.commit.failpoints import ENV_VAR, on_fault, reset_failpoints
 from stream_sink.ops.drill.jobs import resolve
 
 JOB_FAILED = 1
@@ -32,6 +33,7 @@ def run_plan(plan: dict[str, Any], status_path: str) -> None:
     job = resolve(plan["job"], "--job")
     current = [-1]
     _report_batches(status_path, current)
+    on_fault(lambda name: _status(status_path, f"fault {current[0]} {name}"))
     for step in plan["steps"]:
         current[0] = step["step"]
         _status(status_path, f"start {step['step']}")

@@ -38,8 +38,9 @@ JSON report (``stream-sink drill --json REPORT``), schema version 1::
         "kind": "failpoint",           # failpoint | random-kill | soak | mistake
         "failpoint": "after-table-commit@1",   # STREAM_SINK_FAILPOINT value, or null
         "kill_delays_s": [],           # planned random kill delays (random-kill, soak)
-        "reached": true,               # at least one kill landed
+        "reached": true,               # at least one kill landed or fault was acted out
         "kills": 1,                    # SIGKILLs that hit the driver
+        "faults": 0,                   # fault points acted out (lost-tables-answer)
         "restarts": 1,                 # runs started after the first
         "expected_rows": 730,
         "found_rows": 730,             # as read by the project's reader
@@ -129,10 +130,11 @@ class ScenarioResult:
     logs: tuple[str, ...] = ()
     tables: Mapping[str, Mapping[str, RowCounts | None]] = field(default_factory=dict)
     disagreements: tuple[str, ...] = ()
+    faults: int = 0
 
     @property
     def reached(self) -> bool:
-        return self.kills > 0
+        return self.kills > 0 or self.faults > 0
 
     @property
     def primary(self) -> RowCounts | None:
@@ -158,6 +160,7 @@ class ScenarioResult:
             "kill_delays_s": [round(d, 3) for d in self.kill_delays_s],
             "reached": self.reached,
             "kills": self.kills,
+            "faults": self.faults,
             "restarts": self.restarts,
             "expected_rows": self.expected_rows,
             "found_rows": primary.rows if primary else None,

@@ -238,6 +238,7 @@ class _Tracked:
     started: float
     runs: int = 0
     kills: int = 0
+    faults: int = 0
     logs: list[str] = field(default_factory=list)
     error: str | None = None
     disagreements: list[str] = field(default_factory=list)
@@ -385,6 +386,9 @@ class _Chain:
                     deadline, delay = time.monotonic() + delay, None
                 elif event == "done":
                     delay = deadline = None
+                elif event == "fault":
+                    tracked.faults += 1
+                    self.say(f"{tracked.scenario.id}: fault acted out in run {tracked.runs}")
             if proc.poll() is not None:
                 outcome.returncode = proc.returncode
                 return outcome
@@ -447,6 +451,7 @@ class _Chain:
             logs=tuple(dict.fromkeys(tracked.logs)),
             tables=tables,
             disagreements=tuple(tracked.disagreements),
+            faults=tracked.faults,
         )
         self.results.append(result)
         self.say(f"{s.id}: {describe(result)}")
@@ -527,7 +532,8 @@ def describe(result: ScenarioResult) -> str:
         if p
         else "table not read"
     )
-    runs = f"{result.kills} kill(s), {result.restarts} restart(s)"
+    faults = f"{result.faults} fault(s), " if result.faults else ""
+    runs = f"{faults}{result.kills} kill(s), {result.restarts} restart(s)"
     reached = "" if result.reached else "; never killed (the run ended first)"
     verdict = result.verdict if result.verdict == "ok" else "FAIL: " + ", ".join(result.problems)
     error = f" [{result.error}]" if result.error else ""
@@ -535,7 +541,7 @@ def describe(result: ScenarioResult) -> str:
 
 
 def _read_status(path: str, outcome: _Outcome) -> list[tuple[str, int]]:
-    """New complete ``start``/``batch``/``done`` lines of the status file (event, step),
+    """New complete ``start``/``batch``/``fault``/``done`` lines of the status file (event, step),
     applied to ``outcome``."""
     with open(path) as f:
         text = f.read()
