@@ -416,3 +416,111 @@ def test_a_restart_without_deferral_commits_each_table_on_its_own(tmp_path: Path
     assert marks(cat) == [5, 5, 5]  # each table committed when it was opened
     driver.close()
     assert calls == []  # by its own commit, none in a transaction of several
+
+
+# --- deletes="positions": resolved in the transaction's attempts -----------------------------
+
+
+def positions_driver(root: Path, cat: Catalog) -> Any:
+    from stream_sink.checkpoints import CheckpointStorage
+    from stream_sink.commit import FilesCommitter, IcebergTarget, StateDirectory
+    from stream_sink.commit.driver import CommitDriver
+    from stream_sink.commit.iceberg.multi_table import commit_together
+
+    driver = CommitDriver(commit_together=commit_together)
+    for n in NAMES:
+        op = f"sink={n}"
+        committer = FilesCommitter(
+            IcebergTarget(cat.load_table(n), deletes="positions"),
+            StateDirectory(str(root / "state" / op)),
+            CheckpointStorage(str(root / "checkpoints"), op),
+            job_id=JOB,
+            operator_id=op,
+        )
+        driver.open(n, committer, [], defer_commit=True)
+    return driver
+
+
+def equality_delete_files(table: Table) -> int:
+    from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+
+    meta = table.refresh().metadata
+    found = 0
+    for snap in meta.snapshots:
+        for m in read_manifest_list(table.io, snap.manifest_list):
+            ptype = meta.spec_by_id(m.partition_spec_id).partition_type(meta.schema)
+            for e in read_manifest(table.io, m, ptype):
+                found += e.data_file.content == DataFileContent.EQUALITY_DELETES
+    return found
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_positions_commit_every_table_in_one_transaction_every_reader_reads(
+    tmp_path: Path, version: int
+) -> None:
+    from changelog import BATCHES, expected_rows, write_changes
+    from harness import table_rows
+    from readers import pyiceberg_rows
+
+    cat = open_sql(tmp_path)
+    cat.create_namespace("db")
+    props = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "2"}
+    for n in NAMES:
+        cat.create_table(
+            n, SCHEMA, identifier_fields=["id"], properties=props, format_version=version
+        )
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    driver = positions_driver(tmp_path, cat)
+    try:
+        for i, batch in enumerate(BATCHES):
+            tables = {n: cat.load_table(n) for n in NAMES}
+            driver.record(i, {n: write_changes(t, batch) for n, t in tables.items()})
+            want = expected_rows(BATCHES[: i + 1])
+            for n in NAMES:
+                table = cat.load_table(n)
+                assert table_rows(table) == want, (n, i)
+                got = pyiceberg_rows(table.metadata_location)
+                assert sorted((r["id"], r["data"]) for r in got) == want, (n, i)
+    finally:
+        driver.close()
+    assert calls == [3] * len(BATCHES)  # every checkpoint one transaction of three tables
+    assert marks(cat) == [len(BATCHES) - 1] * 3
+    assert [equality_delete_files(cat.load_table(n)) for n in NAMES] == [0, 0, 0]
+
+
+def test_positions_resolve_again_after_a_lost_race(tmp_path: Path) -> None:
+    """Another writer commits to one table after the transaction's deletes were resolved:
+    the swap loses the race, the resolution's files are deleted, and the next attempt
+    resolves every table against its new head; the other writer's rows stay."""
+    from changelog import BATCHES, expected_rows, write_changes
+    from harness import table_rows
+
+    cat = open_sql(tmp_path)
+    make_tables(cat)
+    other = open_sql(tmp_path)
+    raced: list[str] = []
+
+    def race_once(real: Any, commits: Sequence[TableCommit], **kw: Any) -> Any:
+        if not raced:
+            raced.append("x")
+            foreign = other.load_table(NAMES[1])
+            foreign.new_append().append_files(
+                write_rows(foreign, [(900, "foreign")]).data_files
+            ).commit()
+        return real(commits, **kw)
+
+    driver = positions_driver(tmp_path, cat)
+    try:
+        for i, batch in enumerate(BATCHES[:3]):
+            if i == 2:
+                wrap_commit(cat, race_once)
+            tables = {n: cat.load_table(n) for n in NAMES}
+            driver.record(i, {n: write_changes(t, batch) for n, t in tables.items()})
+    finally:
+        driver.close()
+    assert raced
+    want = expected_rows(BATCHES[:3])
+    assert table_rows(cat.load_table(NAMES[0])) == want
+    assert table_rows(cat.load_table(NAMES[1])) == sorted([*want, (900, "foreign")])
+    assert marks(cat) == [2, 2, 2]

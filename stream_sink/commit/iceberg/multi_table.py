@@ -33,6 +33,10 @@ Invariants:
   nothing retried or deleted.
 - The commit locks of every table are taken in the order of their locations, so two
   committers of overlapping table sets in one process cannot deadlock.
+- ``deletes="positions"``: a table's row delta is resolved (its deletes to positions)
+  at the head each attempt refreshed, after its watermark check; a head that moves
+  before the swap resolves it again (as the single-table path does), a lost race
+  deletes the resolution's files, an unknown outcome keeps them.
 - Failpoints: ``after-tables-metadata-write`` before the transaction,
   ``inside-tables-swap`` after each table's pointer moved inside it (SQL),
   ``after-tables-commit`` after it committed, before any table adopts it.
@@ -53,6 +57,7 @@ from stream_sink.exceptions import (
     CommitStateUnknownError,
     CommitValidationError,
     PartialCommitError,
+    StalePositionsError,
     ValidationError,
 )
 from stream_sink.metrics.committer import CommitterMetrics
@@ -64,6 +69,7 @@ from stream_sink.table.retry import RetryPolicy
 from stream_sink.table.table import Table
 
 from ..failpoints import (
+    AFTER_POSITION_DELETES,
     AFTER_TABLES_COMMIT,
     AFTER_TABLES_METADATA_WRITE,
     INSIDE_TABLES_SWAP,
@@ -71,9 +77,20 @@ from ..failpoints import (
     fault,
 )
 from ..failpoints import failpoint as _failpoint
-from ..shapes import CommitGroup
-from .position_deletes import PositionResolver
-from .table_commit import SinkIdentity, commit_group, group_files, log_commit, stamped_producer
+from ..shapes import CommitGroup, Shape
+from .position_deletes import PositionResolver, Resolution
+from .table_commit import (
+    MAX_POSITION_RESOLVES,
+    SinkIdentity,
+    commit_group,
+    group_files,
+    log_commit,
+    resolution_files,
+    resolved_producer,
+    stale_too_often,
+    stamped_producer,
+    watermark_check,
+)
 from .target import IcebergTarget
 
 if TYPE_CHECKING:
@@ -92,8 +109,8 @@ class TableCheckpoint:
     who: SinkIdentity
     metrics: CommitterMetrics
     positions: PositionResolver | None = None
-    """The target's resolver of ``deletes="positions"``: such a table's row deltas resolve
-    their deletes at their own commit, so a checkpoint holding one commits table by table."""
+    """The target's resolver of ``deletes="positions"``: such a table's row delta resolves
+    its deletes at the head each attempt refreshed (:func:`.table_commit.resolved_producer`)."""
 
     @property
     def name(self) -> str:
@@ -102,17 +119,31 @@ class TableCheckpoint:
 
 @dataclass
 class _Part:
-    """A table's place in the attempts: its producer (one snapshot id for all of them)."""
+    """A table's place in the attempts: its producer (one snapshot id for all of them;
+    with positions, one per resolution, made by :func:`_prepare_one`)."""
 
     checkpoint: TableCheckpoint
-    producer: SnapshotProducer
+    producer: SnapshotProducer | None
     seen: list[int]
     """The watermarks the producer's check refused with (it appends to this list)."""
+    resolution: Resolution | None = None
+    """With positions: the resolution ``producer`` commits."""
+    sent: int | None = None
+    """The snapshot id the last transaction carried for this table."""
+
+    @property
+    def resolves(self) -> bool:
+        return (
+            self.checkpoint.positions is not None and self.checkpoint.group.shape == Shape.ROW_DELTA
+        )
 
 
 def _part(t: TableCheckpoint) -> _Part:
     seen: list[int] = []
-    return _Part(t, stamped_producer(t.table, t.group, t.who, seen), seen)
+    part = _Part(t, None, seen)
+    if not part.resolves:
+        part.producer = stamped_producer(t.table, t.group, t.who, seen)
+    return part
 
 
 def atomic_commit_problem(catalog: Catalog) -> str | None:
@@ -128,8 +159,7 @@ def commit_checkpoint(tables: Sequence[TableCheckpoint]) -> dict[str, int | None
     if not tables:
         return {}
     catalog = _one_catalog(tables)
-    by_positions = any(t.positions is not None for t in tables)
-    if catalog is None or len(tables) == 1 or by_positions or atomic_commit_problem(catalog):
+    if catalog is None or len(tables) == 1 or atomic_commit_problem(catalog):
         return _one_by_one(tables)
     try:
         return _atomically(catalog, tables)
@@ -185,7 +215,7 @@ def _atomically(catalog: Catalog, tables: Sequence[TableCheckpoint]) -> dict[str
         if t.name in refused:
             out[t.name] = refused[t.name]
             continue
-        files = group_files(t.group)
+        files = resolution_files(p.resolution) if p.resolution else group_files(t.group)
         t.metrics.committed(duration_ms, files)
         log_commit(t.table, t.group, t.who, files, duration_ms)
         out[t.name] = None
@@ -203,8 +233,7 @@ def _attempt(
         try:
             _check_torn(parts, in_flight)
         except PartialCommitError:
-            for p, ready in prepared:
-                p.producer.abandon(ready)
+            _abandon(prepared)
             raise
         if not prepared:
             return
@@ -219,7 +248,7 @@ def _prepare(
     try:
         for p in live:
             try:
-                prepared.append((p, p.producer.prepare(n)))
+                prepared.append((p, _prepare_one(p, n)))
             except CommitValidationError:
                 if not p.seen:
                     raise
@@ -232,10 +261,50 @@ def _prepare(
                     p.seen[-1],
                 )
     except BaseException:
-        for p, ready in prepared:
-            p.producer.abandon(ready)
+        _abandon(prepared)
         raise
     return prepared
+
+
+def _prepare_one(p: _Part, n: int) -> PreparedSnapshot:
+    """Attempt ``n`` of one table up to its swap; with positions, its deletes resolved
+    at the head just refreshed, again while another commit lands in between."""
+    if p.producer is not None and not p.resolves:
+        return p.producer.prepare(n)
+    t = p.checkpoint
+    assert t.positions is not None
+    for _ in range(MAX_POSITION_RESOLVES):
+        check = watermark_check(t.table, t.group, t.who, p.seen)
+        p.producer, p.resolution = resolved_producer(t.table, t.group, t.who, check, t.positions)
+        try:
+            ready = p.producer.prepare(n)
+        except StalePositionsError as e:
+            log.info("table %s: %s", t.name, e)
+            _drop_resolution(p, delete=True)
+            continue
+        except BaseException:
+            _drop_resolution(p, delete=True)
+            raise
+        _failpoint(AFTER_POSITION_DELETES)
+        return ready
+    raise stale_too_often(t.table, t.group)
+
+
+def _drop_resolution(p: _Part, *, delete: bool) -> None:
+    """Forget ``p``'s resolution (its index's keys were taken); its files are deleted
+    when ``delete`` (never after an unknown outcome: they may be in the table)."""
+    t = p.checkpoint
+    if p.resolution is not None and t.positions is not None:
+        t.positions.abandon(t.table, p.resolution, delete=delete)
+    p.resolution = None
+
+
+def _abandon(prepared: list[tuple[_Part, PreparedSnapshot]]) -> None:
+    """Delete what the prepared attempts wrote: no table references it."""
+    for p, ready in prepared:
+        assert p.producer is not None
+        p.producer.abandon(ready)
+        _drop_resolution(p, delete=True)
 
 
 def _check_torn(parts: list[_Part], in_flight: list[str]) -> None:
@@ -260,7 +329,7 @@ def _check_torn(parts: list[_Part], in_flight: list[str]) -> None:
 
 
 def _holds_ours(p: _Part) -> bool:
-    return p.checkpoint.table.metadata.has_snapshot(p.producer.snapshot_id)
+    return p.sent is not None and p.checkpoint.table.metadata.has_snapshot(p.sent)
 
 
 def _swap(
@@ -269,6 +338,8 @@ def _swap(
     commits = [
         TableCommit(r.table.identifier, r.base_location, r.base, r.metadata) for _, r in prepared
     ]
+    for p, ready in prepared:
+        p.sent = ready.snapshot.snapshot_id
     try:
         done = catalog.commit_tables(
             commits,
@@ -276,26 +347,36 @@ def _swap(
             after_each_swap=lambda _: _failpoint(INSIDE_TABLES_SWAP),
         )
     except CommitStateUnknownError:
-        in_flight[:] = [p.checkpoint.name for p, _ in prepared]
+        _unknown(prepared, in_flight)
         raise
     except CommitFailedError:  # the catalog read every table back: none moved
         in_flight[:] = [p.checkpoint.name for p, _ in prepared]
-        for p, ready in prepared:
-            p.producer.abandon(ready)
+        _abandon(prepared)
         raise
     except AtomicCommitUnsupportedError:
-        for p, ready in prepared:
-            p.producer.abandon(ready)
+        _abandon(prepared)
         raise
     _failpoint(AFTER_TABLES_COMMIT)
     if fault(LOST_TABLES_ANSWER):  # committed; the sink never hears so
-        in_flight[:] = [p.checkpoint.name for p, _ in prepared]
+        _unknown(prepared, in_flight)
         raise CommitStateUnknownError(
             f"tables {', '.join(in_flight)}: the transaction's answer was lost "
             f"(fault point {LOST_TABLES_ANSWER})"
         )
     for (p, ready), result in zip(prepared, done, strict=True):
+        assert p.producer is not None
         p.producer.landed(ready, result.location, result.metadata)
+        t = p.checkpoint
+        if p.resolution is not None and t.positions is not None:
+            t.positions.committed(t.table, p.resolution.result, ready.snapshot.snapshot_id)
+
+
+def _unknown(prepared: list[tuple[_Part, PreparedSnapshot]], in_flight: list[str]) -> None:
+    """The transaction's outcome is unknown: its tables are checked by the next attempt;
+    every file is kept (the transaction may have landed)."""
+    in_flight[:] = [p.checkpoint.name for p, _ in prepared]
+    for p, _ in prepared:
+        _drop_resolution(p, delete=False)
 
 
 def _settling_unknown(run: Callable[[int], None], policy: RetryPolicy, names: list[str]) -> None:

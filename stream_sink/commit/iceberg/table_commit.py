@@ -200,16 +200,10 @@ def _commit_positions(
     """Resolve the group's equality deletes at the branch head and commit the positions
     with the group's files; again when another commit lands in between. Returns the
     files committed."""
-    group_result = _group_result(group)
     for _ in range(MAX_POSITION_RESOLVES):
-        table.refresh()
-        head = branch_head(table.metadata, who.branch)
         resolution = None
         try:
-            check(table.metadata, head)  # before any lookup: already committed?
-            resolution = positions.resolve(table, head, group_result)
-            producer = _stamped(table, _delta(table, resolution, who.branch), group, who, check)
-            producer.validate(resolution.unchanged)
+            producer, resolution = resolved_producer(table, group, who, check, positions)
             producer.before_swap(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
             failpoint(AFTER_POSITION_DELETES)
             _commit_settling_unknown(table, producer, group)
@@ -224,8 +218,43 @@ def _commit_positions(
             positions.abandon(table, resolution, delete=True)
             raise
         positions.committed(table, resolution.result, producer.snapshot_id)
-        return [*resolution.result.data_files, *resolution.result.delete_files]
-    raise CommitFailedError(
+        return resolution_files(resolution)
+    raise stale_too_often(table, group)
+
+
+def resolved_producer(
+    table: Table,
+    group: CommitGroup,
+    who: SinkIdentity,
+    check: WatermarkCheck,
+    positions: PositionResolver,
+) -> tuple[SnapshotProducer, Resolution]:
+    """The row delta of ``group`` with its equality deletes resolved to positions at the
+    branch head (``table`` refreshed first), stamped as :func:`stamped_producer` stamps;
+    ``check`` runs before any lookup (CommitValidationError: already committed), and
+    every attempt of the producer refuses a head moved since the lookup
+    (StalePositionsError: resolve again). The resolution's files are deleted when the
+    producer cannot be made."""
+    table.refresh()
+    head = branch_head(table.metadata, who.branch)
+    check(table.metadata, head)
+    resolution = positions.resolve(table, head, _group_result(group))
+    try:
+        producer = _stamped(table, _delta(table, resolution, who.branch), group, who, check)
+        producer.validate(resolution.unchanged)
+    except BaseException:
+        positions.abandon(table, resolution, delete=True)
+        raise
+    return producer, resolution
+
+
+def resolution_files(resolution: Resolution) -> list[DataFile]:
+    """The files a positions commit adds: the batch's data files and its positions."""
+    return [*resolution.result.data_files, *resolution.result.delete_files]
+
+
+def stale_too_often(table: Table, group: CommitGroup) -> CommitFailedError:
+    return CommitFailedError(
         f"table {table.name}: other writers committed between resolving and committing "
         f"the deletes of batches {group.lowest}..{group.stamp} {MAX_POSITION_RESOLVES} times"
     )

@@ -107,6 +107,46 @@ def test_every_state_holds_whole_transactions_only(spark: Any, tmp_path: Path) -
     assert {n: catalog.load_table(n).metadata_location for n in TABLES} == locations
 
 
+def test_positions_tables_commit_each_checkpoint_in_one_transaction(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``deletes="positions"`` on the SQL catalog: a checkpoint's tables are committed in
+    one catalog transaction, each table's deletes resolved to positions, no snapshot
+    holds an equality-delete file, and pyiceberg reads the final tables."""
+    from readers import pyiceberg_rows
+    from tx_events import KEYS
+
+    from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+
+    events, final = transactions(8)
+    write_batches(tmp_path / "in", cut(events, 5))
+    catalog = sql_catalog_at(tmp_path)
+    carried: list[int] = []
+    real = catalog.commit_tables
+
+    def commit_tables(commits: Any, **kw: Any) -> Any:
+        carried.append(len(commits))
+        return real(commits, **kw)
+
+    catalog.commit_tables = commit_tables  # type: ignore[method-assign]
+    states: list[dict[str, set[int]]] = []
+    run(
+        spark, tmp_path, held_sink(catalog, tmp_path, deletes="positions"), held=True, states=states
+    )
+    assert halves(states) == 0 and keys_by_table(catalog) == final
+    assert carried and max(carried) == len(TABLES), carried
+    for name in TABLES:
+        table = catalog.load_table(name)
+        meta = table.metadata
+        for snap in meta.snapshots:  # every snapshot, every manifest
+            for m in read_manifest_list(table.io, snap.manifest_list):
+                ptype = meta.spec_by_id(m.partition_spec_id).partition_type(meta.schema)
+                kinds = {e.data_file.content for e in read_manifest(table.io, m, ptype)}
+                assert DataFileContent.EQUALITY_DELETES not in kinds, (name, snap.snapshot_id)
+        rows = pyiceberg_rows(table.metadata_location)
+        assert {int(str(r[KEYS[name]]).lstrip("s")) for r in rows} == final[name]
+
+
 def test_without_the_hold_a_state_holds_halves(spark: Any, tmp_path: Path) -> None:
     """The contrast: the same input, batches committed as Spark cuts them."""
     events, final = transactions(12)

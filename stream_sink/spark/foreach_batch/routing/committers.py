@@ -91,14 +91,14 @@ class RoutedCommits:
     ) -> RoutedCommits:
         """The committers of query ``job_id``, each table of ``names`` restored (closed
         again when one fails). Where ``catalog`` commits several tables in one
-        transaction, a checkpoint's tables commit together (``deletes="equality"``; with
-        positions each table resolves its deletes at its own commit), and so does what a
-        crash left in them (restored deferred, then committed as one checkpoint);
+        transaction, a checkpoint's tables commit together (with ``deletes="positions"``
+        each table's deletes resolved at the head its attempt refreshed), and so does
+        what a crash left in them (restored deferred, then committed as one checkpoint);
         elsewhere one after another, as the start's log line says."""
         config = CheckpointConfig(
             options.checkpoint_interval_batches, options.checkpoint_interval_ms
         )
-        atomic = options.deletes == "equality" and log_commit_mode(catalog, options.sink_id)
+        atomic = log_commit_mode(catalog, options.sink_id)
         driver: CommitDriver[Table] = CommitDriver(
             CheckpointCoordinator(config),
             schedule=schedule_for(options.commit_mode),
