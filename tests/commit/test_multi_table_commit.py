@@ -77,12 +77,18 @@ def wrap_commit(cat: Catalog, around: Callable[..., list[CommittedTable]]) -> No
     cat.commit_tables = commit_tables  # type: ignore[method-assign]
 
 
+def count_commits(cat: Catalog) -> list[int]:
+    """The number of tables each ``commit_tables`` call of ``cat`` carries, as they come."""
+    calls: list[int] = []
+    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    return calls
+
+
 def test_one_checkpoint_lands_on_every_table_in_one_transaction(tmp_path: Path) -> None:
     cat = open_sql(tmp_path)
     tables = make_tables(cat)
     assert atomic_commit_problem(cat) is None
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     assert commit_checkpoint(checkpoint(tables, 3)) == dict.fromkeys(NAMES)
     assert calls == [3]  # one catalog commit for the three tables
     assert marks(cat) == [3, 3, 3]
@@ -291,8 +297,7 @@ def test_the_driver_commits_each_checkpoint_of_several_tables_in_one_transaction
 ) -> None:
     cat = open_sql(tmp_path)
     tables = make_tables(cat)
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     driver = open_driver(tmp_path, cat)
     try:
         driver.record(0, {t.name: write_rows(t, [(i, "a")]) for i, t in enumerate(tables)})
@@ -365,8 +370,7 @@ def test_a_restart_commits_every_tables_leftovers_in_one_transaction(
     cat = open_sql(tmp_path)
     make_tables(cat)
     left_by_a_crash(tmp_path, cat, 5, staged)
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     driver = reopen(tmp_path, cat, acknowledged)
     try:
         assert marks(cat) == [-1, -1, -1]  # opening alone commits nothing
@@ -390,8 +394,7 @@ def test_a_batch_some_tables_recorded_commits_everywhere_with_its_rerun(tmp_path
     committer.restore(acknowledged_batch_ids=[])
     committer.process(5, write_rows(first, [(500, "x")]))
     committer.close()
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     driver = reopen(tmp_path, cat, [])
     try:
         assert driver.commit_restored([]) == {}
@@ -410,8 +413,7 @@ def test_a_restart_without_deferral_commits_each_table_on_its_own(tmp_path: Path
     cat = open_sql(tmp_path)
     make_tables(cat)
     left_by_a_crash(tmp_path, cat, 5, NAMES)
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     driver = open_driver(tmp_path, cat)
     assert marks(cat) == [5, 5, 5]  # each table committed when it was opened
     driver.close()
@@ -469,8 +471,7 @@ def test_positions_commit_every_table_in_one_transaction_every_reader_reads(
         cat.create_table(
             n, SCHEMA, identifier_fields=["id"], properties=props, format_version=version
         )
-    calls: list[int] = []
-    wrap_commit(cat, lambda real, commits, **kw: calls.append(len(commits)) or real(commits, **kw))
+    calls = count_commits(cat)
     driver = positions_driver(tmp_path, cat)
     try:
         for i, batch in enumerate(BATCHES):
