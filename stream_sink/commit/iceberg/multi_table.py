@@ -269,7 +269,8 @@ def _prepare(
 def _prepare_one(p: _Part, n: int) -> PreparedSnapshot:
     """Attempt ``n`` of one table up to its swap; with positions, its deletes resolved
     at the head just refreshed, again while another commit lands in between."""
-    if p.producer is not None and not p.resolves:
+    if not p.resolves:
+        assert p.producer is not None  # made once, by _part
         return p.producer.prepare(n)
     t = p.checkpoint
     assert t.positions is not None
