@@ -465,12 +465,7 @@ def test_positions_commit_every_table_in_one_transaction_every_reader_reads(
     from readers import pyiceberg_rows
 
     cat = open_sql(tmp_path)
-    cat.create_namespace("db")
-    props = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "2"}
-    for n in NAMES:
-        cat.create_table(
-            n, SCHEMA, identifier_fields=["id"], properties=props, format_version=version
-        )
+    make_position_tables(cat, version)
     calls = count_commits(cat)
     driver = positions_driver(tmp_path, cat)
     try:
@@ -525,3 +520,80 @@ def test_positions_resolve_again_after_a_lost_race(tmp_path: Path) -> None:
     assert table_rows(cat.load_table(NAMES[0])) == want
     assert table_rows(cat.load_table(NAMES[1])) == sorted([*want, (900, "foreign")])
     assert marks(cat) == [2, 2, 2]
+
+
+POSITIONS_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from changelog import BATCHES, write_changes
+from test_multi_table_commit import NAMES, open_sql, positions_driver
+root = Path({root!r})
+cat = open_sql(root)
+driver = positions_driver(root, cat)
+for i, batch in enumerate(BATCHES):
+    driver.record(i, {{n: write_changes(cat.load_table(n), batch) for n in NAMES}})
+    print("recorded", i, flush=True)
+"""
+
+
+def make_position_tables(cat: Catalog, version: int) -> None:
+    cat.create_namespace("db")
+    props = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "2"}
+    for n in NAMES:
+        cat.create_table(
+            n, SCHEMA, identifier_fields=["id"], properties=props, format_version=version
+        )
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after-position-deletes@2",  # the second table's deletes resolved, nothing swapped
+        "inside-tables-swap@5",  # batch 1: two tables' pointers moved, rolled back
+        "after-tables-commit@2",  # batch 1 committed, not yet recorded by the states
+    ],
+)
+def test_a_kill_in_a_positions_transaction_restarts_exact_on_every_table(
+    tmp_path: Path, point: str
+) -> None:
+    """Killed inside a positions checkpoint's transaction: every table is at the same
+    batch after the kill and after the restart's own commit; the re-run batches then
+    leave every table exact for ours and pyiceberg, with no equality delete anywhere."""
+    from changelog import BATCHES, expected_rows, write_changes
+    from harness import table_rows
+    from readers import pyiceberg_rows
+
+    cat = open_sql(tmp_path)
+    make_position_tables(cat, 3)
+    code = textwrap.dedent(POSITIONS_CHILD).format(
+        tests=str(REPO / "tests" / "commit"), root=str(tmp_path)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    acked = [int(line.split()[1]) for line in proc.stdout.splitlines()]
+    after = open_sql(tmp_path)
+    assert len(set(marks(after))) == 1, marks(after)  # never some tables only
+    driver = positions_driver(tmp_path, after)
+    try:
+        driver.commit_restored(acked)
+        assert len(set(marks(after))) == 1, marks(after)
+        for i in range(max(acked, default=-1) + 1, len(BATCHES)):  # Spark's re-run, then on
+            tables = {n: after.load_table(n) for n in NAMES}
+            driver.record(i, {n: write_changes(t, BATCHES[i]) for n, t in tables.items()})
+    finally:
+        driver.close()
+    want = expected_rows(BATCHES)
+    for n in NAMES:
+        table = after.load_table(n)
+        assert table_rows(table) == want, n
+        got = pyiceberg_rows(table.metadata_location)
+        assert sorted((r["id"], r["data"]) for r in got) == want, n
+        assert equality_delete_files(table) == 0, n
+    assert marks(after) == [len(BATCHES) - 1] * 3
