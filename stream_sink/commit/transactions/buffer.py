@@ -10,7 +10,7 @@ Per batch ``b`` (the caller's order, which exactly once rests on):
    splits the same way.
 2. :meth:`TransactionBuffer.record`: the new hold is written (one atomic, durable state
    write; failpoint ``after-held-write``), forced-out transactions are logged as
-   WARNINGs and counted, the gauges updated.
+   WARNINGs and counted (a re-run of ``b`` is not counted again), the gauges updated.
 3. The caller writes the rows to commit and records them in each table's committer.
 
 A crash before 2 leaves the old hold and no table with ``b``; a crash between 2 and 3,
@@ -76,12 +76,15 @@ class TransactionBuffer:
         )
 
     def record(self, batch_id: int, split: Split) -> None:
-        """Step 2: make ``split``'s hold durable, then report it."""
+        """Step 2: make ``split``'s hold durable, then report it (counted once per
+        batch: a re-run splits the same way, and its transactions were counted)."""
+        again = self.store.has_version(batch_id)
         self.store.save(batch_id, split.held)
         failpoint(AFTER_HELD_WRITE)
         for forced in split.forced:
             warn_forced(self.sink, forced, batch_id)
-        self.metrics.committed(len(split.completed), len(split.forced))
+        if not again:
+            self.metrics.committed(len(split.completed), len(split.forced))
         self._gauges(split.held)
 
     def held(self) -> HeldTransactions:

@@ -56,10 +56,14 @@ class HoldStore:
         below = [b for b in self.versions() if b < batch_id]
         return self._read(below[-1]) if below else HeldTransactions()
 
+    def has_version(self, batch_id: int) -> bool:
+        """Whether a run of ``batch_id`` recorded its hold already (this is a re-run)."""
+        return self.state.get(held_key(batch_id)) is not None
+
     def decided_at(self, batch_id: int) -> int | None:
         """The time an earlier run of ``batch_id`` decided its hold at (a replay), else
         None."""
-        if self.state.get(held_key(batch_id)) is None:
+        if not self.has_version(batch_id):
             return None
         return self._read(batch_id).decided_ms
 

@@ -206,6 +206,25 @@ def test_a_forced_transaction_is_logged_counted_and_committed_once(
         pipe.tables.close()
 
 
+def test_a_rerun_batch_is_counted_once(backend: str, tmp_path: str) -> None:
+    pipe = Pipeline(backend, str(tmp_path), HoldBound(batches=2), [0.0])
+    try:
+        pipe.batch(
+            0,
+            [Event(0, "t:1", COLLECTIONS[0], 1), Event(1, "lost:2", COLLECTIONS[0], 1)],
+            [end("t:1", {COLLECTIONS[0]: 1})],
+            None,
+        )
+        pipe.batch(1, [], [], None)
+        pipe.batch(2, [], [], None)  # forces lost:2 out
+        pipe.batch(2, [], [], None)  # Spark's re-run of batch 2 in the same process
+        metrics = pipe.buffer.metrics.snapshot()
+        assert (metrics.completed_transactions, metrics.forced_transactions) == (1, 1)
+    finally:
+        pipe.state.close()
+        pipe.tables.close()
+
+
 def test_a_restart_shows_what_is_held(backend: str, tmp_path: str) -> None:
     pipe = Pipeline(backend, str(tmp_path), HoldBound(), [0.0])
     try:
