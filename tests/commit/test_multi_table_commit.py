@@ -227,6 +227,21 @@ print("committed", flush=True)
 """
 
 
+def killed_child(child: str, point: str, **fields: Any) -> str:
+    """Run ``child`` (formatted with ``fields`` and the tests' directory) with failpoint
+    ``point`` armed; it must die by SIGKILL. Returns what it printed."""
+    code = textwrap.dedent(child).format(tests=str(REPO / "tests" / "commit"), **fields)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    return proc.stdout
+
+
 @pytest.mark.parametrize(
     "database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -245,17 +260,7 @@ def test_a_kill_in_the_multi_table_commit_leaves_all_or_nothing(
     name = f"shop_{uuid.uuid4().hex[:8]}"
     cat = open_sql(tmp_path, uri, name)
     make_tables(cat)
-    code = textwrap.dedent(CHILD).format(
-        tests=str(REPO / "tests" / "commit"), root=str(tmp_path), uri=uri, name=name
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    killed_child(CHILD, point, root=str(tmp_path), uri=uri, name=name)
     after = open_sql(tmp_path, uri, name)
     assert marks(after) == ([9, 9, 9] if landed else [-1, -1, -1])
     # the restart commits what is missing, exactly once
@@ -566,18 +571,8 @@ def test_a_kill_in_a_positions_transaction_restarts_exact_on_every_table(
 
     cat = open_sql(tmp_path)
     make_position_tables(cat, 3)
-    code = textwrap.dedent(POSITIONS_CHILD).format(
-        tests=str(REPO / "tests" / "commit"), root=str(tmp_path)
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"STREAM_SINK_FAILPOINT": point, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-    acked = [int(line.split()[1]) for line in proc.stdout.splitlines()]
+    out = killed_child(POSITIONS_CHILD, point, root=str(tmp_path))
+    acked = [int(line.split()[1]) for line in out.splitlines()]
     after = open_sql(tmp_path)
     assert len(set(marks(after))) == 1, marks(after)  # never some tables only
     driver = positions_driver(tmp_path, after)
