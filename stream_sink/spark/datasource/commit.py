@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from stream_sink.commit.iceberg.event_time import event_time_field
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.maintenance.lease_lock import sink_lock_location
 from stream_sink.maintenance.per_commit import maintain_after_commit
@@ -114,6 +115,8 @@ def prepare_write(
         parsed = dataclasses.replace(parsed, sink=sink)
     with _catalog(parsed) as catalog:
         table = catalog.load_table(sink.table)
+    if sink.event_time_column:  # before any file is written, not at the first commit
+        event_time_field(table.metadata.schema, sink.event_time_column, table=sink.table)
     plan = plan_batch(schema, table, sink)
     factory = TaskWriterFactory.for_table(
         table,

@@ -41,3 +41,30 @@ def test_a_routed_sink_refuses_an_event_time_column() -> None:
     assert parse_options(table="db.t", event_time_column=" at ").event_time_column == "at"
     with pytest.raises(InvalidOptionError, match="must be a column name"):
         parse_options(table="db.t", event_time_column="  ")
+
+
+def test_a_column_the_table_lacks_is_refused_before_any_file_is_written(
+    tmp_path: Path,
+) -> None:
+    """The Iceberg route checks the column when the query plans its write, not at the
+    first commit (the executors would have written the batch's files by then)."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    import stream_sink as ss
+    from stream_sink.spark.datasource.commit import prepare_write
+
+    catalog = ss.load_catalog("et", type="hadoop", warehouse=str(tmp_path / "w"))
+    catalog.create_namespace("db")
+    catalog.create_table("db.t", schema=pa.schema([pa.field("id", pa.int64())]))
+    given = {
+        "table": "db.t",
+        "catalog.type": "hadoop",
+        "catalog.warehouse": str(tmp_path / "w"),
+        "checkpointLocation": str(tmp_path / "chk"),
+        "event-time-column": "ts",
+    }
+    schema = StructType([StructField("id", LongType())])
+    with pytest.raises(InvalidOptionError, match=r"event_time_column='ts'.*has no such column"):
+        prepare_write(given, schema, streaming=True, overwrite=False)
+    assert list((tmp_path / "w" / "db" / "t").rglob("*.parquet")) == []
