@@ -7,7 +7,7 @@ format's operations, the committer, maintenance) can mark its steps.
 ``STREAM_SINK_FAILPOINT=<name>[@<n>][,<name>[@<n>]...]`` kills the process with SIGKILL
 (no cleanup, no flush, no ``finally``) the n-th time (default: the first) the named
 point is reached. The variable is parsed once and cached; with it unset a failpoint is
-one dictionary lookup on an empty dict. A *fault point* (``FAULTS``) arms the same way
+one dictionary lookup on an empty dict. A *fault point* (``lost-tables-answer``) arms the same way
 but does not kill: :func:`fault` tells its caller to act the fault out (a lost answer),
 so the process must recover from it in the same run. Recovery tests enable each point in turn and
 prove the table holds every change exactly once after a restart.
@@ -75,9 +75,6 @@ rolls every table back), ``after-tables-commit`` (the transaction committed, not
 of it recorded by the sink yet), ``lost-tables-answer`` (a fault point: the transaction
 committed and its answer is lost, as a dropped connection loses it; the sink gets an
 unknown outcome and must settle it by reading every table back)."""
-
-FAULTS: tuple[str, ...] = (LOST_TABLES_ANSWER,)
-"""The points :func:`fault` acts out instead of killing the process."""
 
 MAINTENANCE_FAILPOINTS: tuple[str, ...] = (
     AFTER_REWRITE_FILES,

@@ -161,7 +161,6 @@ class FilesCommitter(Generic[Handle]):
         self._empty_checkpoints = 0
         self._offsets = offsets
         self._resume = resume
-        self._defer_commit = False
 
     # --- properties ---------------------------------------------------------------------
 
@@ -565,7 +564,6 @@ class FilesCommitter(Generic[Handle]):
         what another job left is finished here all the same.
         """
         self._had_input = had_input or _read_input
-        self._defer_commit = defer_commit
         if self._opened is not None:
             raise StreamSinkError(f"sink {self.operator_id}: restore() was already called")
         acked = None
@@ -592,7 +590,7 @@ class FilesCommitter(Generic[Handle]):
             if not opened.lost:
                 self._check_intact(opened.backend, acked)
             with self._step("restoring", RESTORE):
-                self._recover(opened)
+                self._recover(opened, defer_commit)
                 self._record_identity(opened.backend)
         except BaseException:
             self.close()  # release the state (and its lock) so a new committer can retry
@@ -672,14 +670,14 @@ class FilesCommitter(Generic[Handle]):
         if self._storage is not None and self._storage.recorded_table() is None:
             self._storage.record_table(self._identity)
 
-    def _recover(self, opened: OpenedState) -> None:
+    def _recover(self, opened: OpenedState, defer_commit: bool) -> None:
         self._namer = StagingNamer(self.job_id, self.operator_id, self._instance_token(opened))
         stored = opened.backend.get_meta(META_JOB_ID)
         old_job = stored.decode("utf-8") if stored else self.job_id
         resuming = self._resume is not None and self._resuming()
         if resuming and self._resume is not None and old_job == self._resume.job_id != self.job_id:
             self._abandon_job(old_job)
-        if self._defer_commit and old_job == self.job_id:
+        if defer_commit and old_job == self.job_id:
             self._keep_job()
         else:
             self._finish_job(old_job)
