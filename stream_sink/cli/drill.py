@@ -9,7 +9,7 @@ from typing import TextIO
 from stream_sink.cli.output import format_table
 from stream_sink.cli.table_commands import add_catalog_options, catalog_properties_of
 from stream_sink.exceptions import InvalidOptionError
-from stream_sink.ops.drill.jobs import DRILL_MODES, TARGETS, JobSpec
+from stream_sink.ops.drill.jobs import DELETE_MODES, DRILL_MODES, TARGETS, JobSpec
 from stream_sink.ops.drill.mistakes import mistake_names
 from stream_sink.ops.drill.report import DrillReport
 from stream_sink.ops.drill.run import DrillOptions, modes_of, run_drill
@@ -30,7 +30,11 @@ HEADERS = [
 
 def drill_epilog() -> str:
     """The failpoints ``--failpoints`` takes, in the order the commit protocol meets them."""
-    from stream_sink.commit.failpoints import FAILPOINTS, MULTI_TABLE_FAILPOINTS
+    from stream_sink.commit.failpoints import (
+        AFTER_POSITION_DELETES,
+        FAILPOINTS,
+        MULTI_TABLE_FAILPOINTS,
+    )
 
     names = "\n".join(f"  {name}" for name in FAILPOINTS)
     multi = "\n".join(f"  {name}" for name in MULTI_TABLE_FAILPOINTS)
@@ -38,6 +42,8 @@ def drill_epilog() -> str:
         f"failpoints (the steps of the commit protocol, in order):\n{names}\n"
         f"a checkpoint committed to several tables in one transaction (--target routed):"
         f"\n{multi}\n"
+        "a deletes='positions' commit, once its deletes are resolved and written "
+        f"(--deletes positions):\n  {AFTER_POSITION_DELETES}\n"
         "NAME@N kills at the N-th time the step is reached (default: the first); "
         "lost-tables-answer kills nothing: the N-th transaction commits and its answer "
         "is lost, and the same run must settle it by reading every table back. A "
@@ -86,6 +92,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "which commits every batch), or routed: every change to each of three tables "
         "of a SQL catalog (SQLite) in each scenario's directory, one routed IcebergSink "
         "committing them in one transaction a checkpoint, a checkpoint every batch",
+    )
+    parser.add_argument(
+        "--deletes",
+        default="equality",
+        choices=DELETE_MODES,
+        help="the Iceberg demo's deletes: equality (delete files by key) or positions "
+        "(resolved to deletion vectors or position deletes at commit; the drill then also "
+        "reads every table with pyiceberg and checks that no snapshot lists an equality "
+        "delete file; upsert and changelog modes)",
     )
     parser.add_argument(
         "--job",
@@ -153,7 +168,15 @@ def options_from_args(args: argparse.Namespace) -> DrillOptions:
         raise InvalidOptionError(
             f"--mistakes drills the Iceberg demo only; drop --target {target} or --mistakes"
         )
-    job = JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo(target)
+    deletes = getattr(args, "deletes", "equality")
+    if deletes == "positions" and (args.job or "append" in modes):
+        raise InvalidOptionError(
+            "--deletes positions drills the built-in demo in upsert or changelog mode; "
+            "drop --job or --mode append (a --job sets its own sink's deletes)"
+        )
+    job = (
+        JobSpec(args.job, args.table, args.expected) if args.job else JobSpec.demo(target, deletes)
+    )
     catalog = drill_catalog(args)
     if catalog is not None and (target != "iceberg" or mistakes):
         drop = f"--target {target}" if target != "iceberg" else "--mistakes"

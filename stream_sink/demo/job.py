@@ -55,6 +55,9 @@ class DemoConfig:
     catalog_type: str | None = None
     """``rest``: ``catalog_uri`` is a REST catalog's URL (``warehouse`` its warehouse)."""
     table: str = TABLE
+    deletes: str = "equality"
+    """The Iceberg sink's ``deletes``: ``equality`` (delete files by key, Flink's) or
+    ``positions`` (deletion vectors / position deletes resolved at commit)."""
     routed_tables: tuple[str, ...] = ()
     """Empty: the one table ``table``; else every change goes to each of these tables
     (one ``IcebergSink(table_column=ROUTE_COLUMN)``, within their namespaces)."""
@@ -172,6 +175,7 @@ def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) ->
         checkpoint_location=cfg.checkpoint_location,
         state_dir=cfg.state_dir,
         checkpoint_interval_batches=cfg.checkpoint_interval_batches,
+        deletes=cfg.deletes,
         **where,
     )
 

@@ -8,9 +8,14 @@ minutes; it needs no in-process Spark session.
 A routed drill (``--target routed``) kills inside and after the transaction that
 commits its three tables, and finds each table exact and the tables agreeing.
 
+A positions drill (``--deletes positions``) kills once a commit's deletes are resolved
+and written, on one table and routed, and finds every table exact for pyiceberg too,
+with no equality delete file in any snapshot.
+
 Tests stream_sink.ops.drill.child: the drill's driver process.
 Tests stream_sink.ops.drill.agreement: the tables of a routed drill hold one checkpoint.
 Tests stream_sink.ops.drill.mistakes: operator mistakes refused, nothing lost.
+Tests stream_sink.ops.drill.delete_files: the positions drill's checks.
 Tests stream_sink.ops.duckdb_reader: DuckDB as the drill's second reader.
 """
 
@@ -25,6 +30,7 @@ import pytest
 from stream_sink.cli.main import main
 from stream_sink.commit.failpoints import (
     AFTER_DATA_FILES,
+    AFTER_POSITION_DELETES,
     AFTER_STAGED_WRITE,
     AFTER_TABLE_COMMIT,
     AFTER_TABLES_COMMIT,
@@ -174,3 +180,40 @@ def test_operator_mistakes_are_refused_with_their_message_and_lose_nothing(
     for s in report["scenarios"]:
         assert s["verdict"] == "ok" and s["kind"] == "mistake", s
         assert s["duplicated"] == s["missing"] == 0 and s["found_rows"] == s["expected_rows"]
+
+
+def test_a_positions_drill_killed_once_deletes_are_resolved_keeps_every_reader_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--deletes positions``: killed once a commit's deletes are resolved to positions
+    and written (not committed), in the second commit (the batch whose keys are live in
+    the table) in upsert and changelog mode; routed, once a table's deletes are resolved
+    in a checkpoint of three tables, and inside their transaction. Every table is exact
+    for ours, DuckDB and pyiceberg (which reads no equality deletes), and no snapshot
+    lists an equality delete file (the drill checks each one and fails the scenario
+    otherwise)."""
+    failpoints = f"{AFTER_POSITION_DELETES}@2"
+    args = ["--deletes", "positions", "--mode", "upsert,changelog", *SMALL_INPUT]
+    code, report = drill(tmp_path / "one", "--failpoints", failpoints, *args)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err[-3000:]
+    routed = ["--target", "routed", "--deletes", "positions", "--mode", "upsert"]
+    failpoints = f"{AFTER_POSITION_DELETES}@3,{INSIDE_TABLES_SWAP}"
+    code, routed_report = drill(tmp_path / "routed", *routed, "--failpoints", failpoints)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err[-3000:]
+    ids = [s["id"] for s in report["scenarios"] + routed_report["scenarios"]]
+    assert ids == [
+        "upsert/after-position-deletes@2",
+        "changelog/after-position-deletes@2",
+        "upsert/after-position-deletes@3",
+        "upsert/inside-tables-swap@2",
+    ]
+    for s in report["scenarios"] + routed_report["scenarios"]:
+        assert s["verdict"] == "ok" and s["reached"] is True, s
+        assert (s["kills"], s["restarts"]) == (1, 1), s
+        assert s["duplicated"] == s["missing"] == s["unexpected"] == 0
+        assert s["readers"]["pyiceberg"] == s["readers"]["stream_sink"], s
+        assert s["readers"]["duckdb"] == s["readers"]["stream_sink"], s
+        assert s["found_rows"] == s["expected_rows"] > 0
+    assert routed_report["scenarios"][0]["disagreements"] == []

@@ -23,6 +23,8 @@ from stream_sink.ops.drill.agreement import check_agreement, disagreement
 from stream_sink.ops.drill.jobs import (
     ROUTED_TABLES,
     JobSpec,
+    _demo_config,
+    _routed_config,
     change_images,
     demo_rows,
     open_scenario_catalog,
@@ -351,3 +353,63 @@ def test_the_routed_jobs_tables_are_read_from_its_sql_catalog(tmp_path: Path) ->
 def test_the_routed_demo_config_survives_its_json() -> None:
     cfg = DemoConfig(routed_tables=ROUTED_TABLES, catalog_uri="sqlite:///c.db")
     assert DemoConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_deletes_positions_adds_its_failpoint_and_is_refused_where_it_cannot_apply() -> None:
+    chosen = options("--deletes", "positions", "--mode", "upsert,changelog")
+    assert chosen.job.deletes == "positions"  # type: ignore[attr-defined]
+    assert "after-position-deletes@1" in chosen.failpoints  # type: ignore[attr-defined]
+    routed = options("--target", "routed", "--deletes", "positions").failpoints  # type: ignore[attr-defined]
+    assert "after-position-deletes@1" in routed and "inside-tables-swap@2" in routed
+    assert "after-position-deletes@1" not in options().failpoints  # type: ignore[attr-defined]
+    for args, message in (
+        (
+            ["--failpoints", "after-position-deletes"],
+            r"never reaches 'after-position-deletes' \(the demo commits equality deletes; "
+            r"--deletes positions drills it\)",
+        ),
+        (["--deletes", "positions", "--mode", "append,upsert"], "drop --job or --mode append"),
+        (["--target", "delta", "--deletes", "positions"], "the Delta demo equality only"),
+        (
+            ["--deletes", "positions", "--job", "m:run", "--table", "db.t", "--expected", "m:r"],
+            "a --job sets its own sink's deletes",
+        ),
+    ):
+        with pytest.raises(InvalidOptionError, match=message):
+            options(*args)
+
+
+def test_the_positions_demo_config_survives_its_json_and_reaches_the_sink() -> None:
+    cfg = DemoConfig(deletes="positions")
+    assert DemoConfig.from_json(cfg.to_json()) == cfg
+    context = {
+        "work_dir": "w",
+        "warehouse": "w/warehouse",
+        "checkpoint_location": "w/c",
+        "state_dir": "w/s",
+        "input_dir": "in",
+        "mode": "upsert",
+        "checkpoint_interval_batches": 2,
+        "deletes": "positions",
+    }
+    assert _demo_config(context).deletes == "positions"
+    assert _routed_config(context).deletes == "positions"
+
+
+def test_equality_delete_snapshots_name_the_snapshots_that_list_one(tmp_path: Path) -> None:
+    """The positions drill's check: a table whose upsert committed equality deletes is
+    named by its snapshot; one with only data files is not."""
+    from stream_sink.catalogs import load_catalog
+    from stream_sink.ops.drill.delete_files import equality_delete_snapshots, pyiceberg_read
+
+    catalog = load_catalog("t", type="hadoop", warehouse=str(tmp_path))
+    catalog.create_namespace("db")
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+    table = catalog.create_table("db.t", schema, identifier_fields=["id"])
+    table.append(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema))
+    assert equality_delete_snapshots(table) == []
+    read = pyiceberg_read(table.metadata_location)
+    assert read is not None and sorted(read.column("id").to_pylist()) == [1, 2]
+    table.upsert(pa.table({"id": [2], "v": ["c"]}, schema))
+    table.refresh()
+    assert equality_delete_snapshots(table) == [table.current_snapshot().snapshot_id]

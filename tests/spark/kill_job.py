@@ -14,7 +14,8 @@ checkpoints on an object store through hadoop-aws (``local_session(s3a=...)``);
 ``STREAM_SINK_KILL_COMMIT_MODE`` is the sinks' ``commit_mode`` (``foreach``);
 ``STREAM_SINK_KILL_STREAMS=upsert`` (or ``append``) runs that stream only (either
 route); on the ``source`` route ``STREAM_SINK_KILL_APPEND_OPTIONS`` (a JSON object) adds
-``format("stream_sink")`` options to the append stream (e.g. ``maintenance.*``). It prints
+``format("stream_sink")`` options to the append stream (e.g. ``maintenance.*``);
+``STREAM_SINK_KILL_DELETES`` is the upsert stream's ``deletes`` (either route). It prints
 ``batch <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills the process.
 """
@@ -102,6 +103,7 @@ def main(root: Path, route: str, master: str) -> None:
                 root / "upsert-in",
                 UPSERT_SCHEMA,
                 mode="upsert",
+                deletes=os.environ.get("STREAM_SINK_KILL_DELETES", "equality"),
                 **{"order-by": "seq"},
             )
         print("done", flush=True)
@@ -133,6 +135,7 @@ def main(root: Path, route: str, master: str) -> None:
         table=f"{ns}.latest",
         mode="upsert",
         order_by="seq",
+        deletes=os.environ.get("STREAM_SINK_KILL_DELETES", "equality"),
         checkpoint_location=f"{chk}/chk-upsert",
         spark_checkpoint_location=spark_checkpoint(root, chk, "upsert"),
         **common,

@@ -238,3 +238,69 @@ def test_data_source_route_killed_and_restarted_exactly_once(tmp_path: Path) -> 
     assert trigger["commits"] == 0
     # counted up to batch 3's commit; the run's own commit after it never counts
     assert trigger["seen_snapshot_id"] == snapshots[-2].snapshot_id
+
+
+POSITIONS_FILES = 3
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    ("route", "version"),
+    [
+        ("foreach", 3),
+        pytest.param(
+            "source",
+            2,
+            marks=pytest.mark.skipif(
+                not supports_data_source(), reason="format('stream_sink') needs pyspark 4"
+            ),
+        ),
+    ],
+)
+def test_positions_killed_at_each_step_keep_every_snapshot_exact(
+    tmp_path: Path, route: str, version: int
+) -> None:
+    """The upsert stream with ``deletes="positions"`` on both routes (v3: deletion
+    vectors; v2: position delete files), killed once its second batch's deletes are
+    resolved and written (not committed), then right after a table commit of the restart
+    (before the state cleanup), then run to the end. Every snapshot holds the
+    state after its batch, read the same by ours and pyiceberg (which refuses equality
+    deletes); no manifest of any snapshot holds an equality delete file; no batch is
+    committed twice."""
+    from readers import pyiceberg_table
+
+    from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+
+    prepare(tmp_path, POSITIONS_FILES, format_version=version)
+    batches, latest = upsert_batches(POSITIONS_FILES, per_file=10, keys=KEYS, seed=3)
+    env = {**os.environ, "STREAM_SINK_KILL_STREAMS": "upsert"}
+    job = kill_job(tmp_path, route, env={**env, "STREAM_SINK_KILL_DELETES": "positions"})
+    killed = job.killed_at if route == "foreach" else job.failed_at
+    killed("after-position-deletes@2")
+    # the Data Source route commits in a Python worker that counts its own hits: the
+    # restart's first commit (the batch the kill aborted) is its first
+    killed("after-table-commit@2" if route == "foreach" else "after-table-commit@1")
+    job.run_to_end()
+
+    catalog = ss.load_catalog("kill", type="hadoop", warehouse=str(tmp_path / "warehouse"))
+    table = catalog.load_table("db.latest")
+    theirs = pyiceberg_table(table.metadata_location)
+    snapshots = table.snapshots()
+    assert [int(s.summary[MARK]) for s in snapshots] == list(range(POSITIONS_FILES))
+    state: dict[int, str] = {}
+    for snap, batch in zip(snapshots, batches, strict=True):
+        state.update((r["id"], r["data"]) for r in batch)
+        ours = table.scan(snapshot_id=snap.snapshot_id).to_arrow().to_pylist()
+        read = theirs.scan(snapshot_id=snap.snapshot_id).to_arrow().to_pylist()
+        for rows in (ours, read):
+            assert sorted((r["id"], r["data"]) for r in rows) == sorted(state.items())
+    assert state == latest
+    meta = table.metadata
+    for snap in meta.snapshots:
+        for m in read_manifest_list(table.io, snap.manifest_list):
+            ptype = meta.spec_by_id(m.partition_spec_id).partition_type(meta.schema)
+            for e in read_manifest(table.io, m, ptype):
+                assert e.data_file.content != DataFileContent.EQUALITY_DELETES, snap.snapshot_id
+    assert int(snapshots[-1].summary.get("total-position-deletes", "0")) > 0
+    duck = duckdb_rows(table.metadata_location)
+    assert sorted((r["id"], r["data"]) for r in duck) == sorted(latest.items())

@@ -47,6 +47,7 @@ import pyarrow as pa
 
 from stream_sink.commit.failpoints import (
     AFTER_METADATA_FILE_WRITE,
+    AFTER_POSITION_DELETES,
     BETWEEN_BATCH_COMMITS,
     FAILPOINTS,
     MULTI_TABLE_FAILPOINTS,
@@ -77,6 +78,7 @@ UNREACHABLE: dict[str, dict[str, str]] = {
     "delta": {
         **dict.fromkeys(MULTI_TABLE_FAILPOINTS, ONE_TABLE),
         BETWEEN_BATCH_COMMITS: "DeltaSink commits every batch on its own",
+        AFTER_POSITION_DELETES: "it is a step of an Iceberg sink's deletes='positions'",
     },
     "routed": {
         AFTER_METADATA_FILE_WRITE: "each checkpoint commits its tables in one transaction; "
@@ -88,6 +90,9 @@ UNREACHABLE: dict[str, dict[str, str]] = {
 """Per built-in target, the known failpoints its job never reaches, and why: refused
 by ``--failpoints`` (a failpoint a job may reach but did not is reported ``reached:
 false``)."""
+EQUALITY_ONLY = "the demo commits equality deletes; --deletes positions drills it"
+"""Why the Iceberg demos never reach ``after-position-deletes`` without ``--deletes positions``."""
+DELETE_MODES = ("equality", "positions")
 DRILL_MODES = ("append", "changelog", "upsert")
 DELTA_PREFIX = "delta:"
 """``--table delta:<path>``: a Delta table at ``<work_dir>/<path>``."""
@@ -140,6 +145,10 @@ class JobSpec:
     target: str | None = None
     """The built-in target this job is (None: a user's job, which may reach any known
     failpoint)."""
+    deletes: str = "equality"
+    """The built-in Iceberg demo's ``deletes`` (a user's job sets its own); with
+    ``positions`` the drill also checks that no snapshot lists an equality delete file
+    and reads the tables with pyiceberg."""
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -149,7 +158,12 @@ class JobSpec:
     @property
     def unreachable(self) -> dict[str, str]:
         """The known failpoints this job never reaches, each with why."""
-        return UNREACHABLE.get(self.target, {}) if self.target else {}
+        if not self.target:
+            return {}
+        never = dict(UNREACHABLE.get(self.target, {}))
+        if self.deletes != "positions":
+            never.setdefault(AFTER_POSITION_DELETES, EQUALITY_ONLY)
+        return never
 
     @property
     def every_failpoint(self) -> tuple[str, ...]:
@@ -167,11 +181,18 @@ class JobSpec:
         return f"--target {self.target} (the built-in demo)"
 
     @staticmethod
-    def demo(target: str = "iceberg") -> JobSpec:
+    def demo(target: str = "iceberg", deletes: str = "equality") -> JobSpec:
         """The built-in demo pipeline into ``demo.orders`` (Iceberg), into the Delta
         table ``lake/orders`` of each scenario's work dir (``target="delta"``), or routed
         into the three tables :data:`ROUTED_TABLES` of the scenario's SQL catalog, which
-        commits each checkpoint's tables in one transaction (``target="routed"``)."""
+        commits each checkpoint's tables in one transaction (``target="routed"``).
+        ``deletes`` is the Iceberg sink's (``positions``: not for Delta)."""
+        if deletes not in DELETE_MODES or (deletes == "positions" and target == "delta"):
+            raise InvalidOptionError(
+                f"--deletes {deletes}: the Iceberg demos take {' or '.join(DELETE_MODES)}, "
+                "the Delta demo equality only; drop --deletes or choose --target iceberg "
+                "or routed"
+            )
         if target == "delta":
             return JobSpec(
                 DELTA_DEMO_JOB, DELTA_DEMO_TABLE, DEMO_EXPECTED, DELTA_DEMO_PREPARE, target=target
@@ -179,14 +200,14 @@ class JobSpec:
         if target == "routed":
             tables = ",".join(ROUTED_TABLES)
             return JobSpec(
-                ROUTED_DEMO_JOB, tables, DEMO_EXPECTED, ROUTED_DEMO_PREPARE, True, target
+                ROUTED_DEMO_JOB, tables, DEMO_EXPECTED, ROUTED_DEMO_PREPARE, True, target, deletes
             )
         if target != "iceberg":
             raise InvalidOptionError(
                 f"--target: expected {', '.join(TARGETS)}, got {target!r}; "
                 "pass --target iceberg, delta or routed"
             )
-        return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE, target=target)
+        return JobSpec(DEMO_JOB, TABLE, DEMO_EXPECTED, DEMO_PREPARE, target=target, deletes=deletes)
 
 
 def open_scenario_catalog(job: JobSpec, context: Context, name: str = "drill") -> Any:
@@ -251,6 +272,7 @@ def _config(
         log_dir=context["work_dir"],
         mode=context["mode"],
         checkpoint_interval_batches=int(context["checkpoint_interval_batches"]),
+        deletes=str(context.get("deletes", "equality")),
         spark_conf={"spark.driver.extraJavaOptions": FAST_START_JVM},
     )
 

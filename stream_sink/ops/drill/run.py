@@ -47,6 +47,7 @@ import pyarrow as pa
 from stream_sink.delta import DeltaTable
 from stream_sink.ops import duckdb_reader
 from stream_sink.ops.drill.agreement import check_agreement
+from stream_sink.ops.drill.delete_files import equality_delete_snapshots, pyiceberg_read
 from stream_sink.ops.drill.jobs import (
     CATALOG_ENV,
     DELTA_PREFIX,
@@ -225,6 +226,7 @@ def scenario_context(options: DrillOptions, work: str, scenario: Scenario) -> di
         "rows": options.rows,
         "files": options.files,
         "checkpoint_interval_batches": options.checkpoint_interval_batches,
+        "deletes": options.job.deletes,
         "namespace": "drill_" + hashlib.sha1(root.encode()).hexdigest()[:12],
     }
 
@@ -419,6 +421,23 @@ class _Chain:
             tracked.disagreements.append(problem)
             self.say(f"{tracked.scenario.id}: {problem}")
 
+    def _equality_deletes(self, context: dict[str, Any]) -> str | None:
+        """Why a positions scenario's tables break their contract: a snapshot that lists
+        an equality delete file (None: none does)."""
+        catalog = open_scenario_catalog(self.options.job, context)
+        try:
+            for name in self.options.job.tables:
+                table = catalog.load_table(scenario_table(name, context))
+                bad = equality_delete_snapshots(table)
+                if bad:
+                    return (
+                        f"table {name}: deletes='positions', yet {len(bad)} snapshot(s) list "
+                        f"an equality delete file (first: {bad[0]})"
+                    )
+        finally:
+            catalog.close()
+        return None
+
     def _finish(self, tracked: _Tracked) -> None:
         readers: dict[str, RowCounts | None] = {}
         tables: dict[str, dict[str, RowCounts | None]] = {}
@@ -433,6 +452,11 @@ class _Chain:
                 expected_rows, readers = verify(job, tracked.context, self.expected)
         except Exception as e:  # the report says why, the other scenarios go on
             error = error or f"reading or comparing the table failed: {type(e).__name__}: {e}"
+        if error is None and job.deletes == "positions":
+            try:
+                error = self._equality_deletes(tracked.context)
+            except Exception as e:  # the report says why, the other scenarios go on
+                error = f"reading the table's manifests failed: {type(e).__name__}: {e}"
         if error is None:
             self._agree(tracked, "at the end")
         s = tracked.scenario
@@ -467,7 +491,7 @@ def verify(
     catalog = open_scenario_catalog(job, context)
     try:
         return expected.num_rows, _verify_iceberg(
-            catalog, scenario_table(job.table, context), expected
+            catalog, scenario_table(job.table, context), expected, job.deletes == "positions"
         )
     finally:
         catalog.close()
@@ -482,7 +506,9 @@ def verify_tables(
     catalog = open_scenario_catalog(job, context)
     try:
         tables = {
-            name: _verify_iceberg(catalog, scenario_table(name, context), expected)
+            name: _verify_iceberg(
+                catalog, scenario_table(name, context), expected, job.deletes == "positions"
+            )
             for name in job.tables
         }
     finally:
@@ -490,8 +516,11 @@ def verify_tables(
     return expected.num_rows * len(tables), tables
 
 
-def _verify_iceberg(catalog: Any, name: str, expected: pa.Table) -> dict[str, RowCounts | None]:
-    """An Iceberg table read by us and by DuckDB (when installed and its metadata local)."""
+def _verify_iceberg(
+    catalog: Any, name: str, expected: pa.Table, positions: bool = False
+) -> dict[str, RowCounts | None]:
+    """An Iceberg table read by us and by DuckDB (when installed and its metadata local).
+    ``positions``: also by pyiceberg (when installed)."""
     table = catalog.load_table(name)
     readers: dict[str, RowCounts | None] = {
         PRIMARY_READER: compare(expected, table.scan().to_arrow())
@@ -500,6 +529,9 @@ def _verify_iceberg(catalog: Any, name: str, expected: pa.Table) -> dict[str, Ro
     if duckdb_reader.available() and "://" not in table.metadata_location:
         found = duckdb_reader.read_table(table.metadata_location, expected.column_names)
         readers["duckdb"] = compare(expected, found)
+    if positions:
+        theirs = pyiceberg_read(table.metadata_location)
+        readers["pyiceberg"] = None if theirs is None else compare(expected, theirs)
     return readers
 
 

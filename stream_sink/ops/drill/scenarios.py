@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from stream_sink.commit.failpoints import (
     AFTER_DATA_FILES,
     AFTER_PENDING_WRITE,
+    AFTER_POSITION_DELETES,
     FAILPOINTS,
     INSIDE_TABLES_SWAP,
     MULTI_TABLE_FAILPOINTS,
@@ -32,8 +33,9 @@ DEFAULT_HITS = {AFTER_DATA_FILES: 2, AFTER_PENDING_WRITE: 2, INSIDE_TABLES_SWAP:
 ``inside-tables-swap`` on its second hit, with some tables' pointers moved inside the
 transaction and not the others; the others on their first hit, inside the first
 checkpoint."""
-KNOWN = FAILPOINTS + MULTI_TABLE_FAILPOINTS
-"""Every failpoint ``--failpoints`` names, in protocol order."""
+KNOWN = FAILPOINTS + MULTI_TABLE_FAILPOINTS + (AFTER_POSITION_DELETES,)
+"""Every failpoint ``--failpoints`` names: the commit protocol's in its order, the
+multi-table commit's, and the step ``--deletes positions`` adds."""
 SOAK_KILLS = (1, 3)
 """Random kills per soak scenario (inclusive range)."""
 
