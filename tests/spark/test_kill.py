@@ -269,7 +269,7 @@ def test_positions_killed_at_each_step_keep_every_snapshot_exact(
     committed twice."""
     from readers import pyiceberg_table
 
-    from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+    from stream_sink.ops.drill.delete_files import equality_delete_snapshots
 
     prepare(tmp_path, POSITIONS_FILES, format_version=version)
     batches, latest = upsert_batches(POSITIONS_FILES, per_file=10, keys=KEYS, seed=3)
@@ -295,12 +295,7 @@ def test_positions_killed_at_each_step_keep_every_snapshot_exact(
         for rows in (ours, read):
             assert sorted((r["id"], r["data"]) for r in rows) == sorted(state.items())
     assert state == latest
-    meta = table.metadata
-    for snap in meta.snapshots:
-        for m in read_manifest_list(table.io, snap.manifest_list):
-            ptype = meta.spec_by_id(m.partition_spec_id).partition_type(meta.schema)
-            for e in read_manifest(table.io, m, ptype):
-                assert e.data_file.content != DataFileContent.EQUALITY_DELETES, snap.snapshot_id
+    assert equality_delete_snapshots(table) == []
     assert int(snapshots[-1].summary.get("total-position-deletes", "0")) > 0
     duck = duckdb_rows(table.metadata_location)
     assert sorted((r["id"], r["data"]) for r in duck) == sorted(latest.items())

@@ -25,7 +25,7 @@ from peers.readers import java_available, read_with_java, sql_with_java_catalog
 from readers import pyiceberg_rows
 
 from stream_sink.catalogs import load_catalog
-from stream_sink.table.manifest import DataFileContent, read_manifest, read_manifest_list
+from stream_sink.ops.drill.delete_files import equality_delete_snapshots
 
 DRIVER = Path(__file__).parent.parent / "crash_driver.py"
 PAUSE_S = "0.5"  # between the stream's batches, so that compactions can land
@@ -53,17 +53,7 @@ def _compact(props: dict[str, Any], name: str) -> str | None:
 
 def _equality_deletes(table: Any) -> list[int]:
     """Ids of the snapshots whose manifests list an equality delete file."""
-    meta = table.refresh().metadata
-    found = []
-    for snap in meta.snapshots:
-        for m in read_manifest_list(table.io, snap.manifest_list):
-            ptype = meta.spec_by_id(m.partition_spec_id).partition_type(meta.schema)
-            if any(
-                e.data_file.content == DataFileContent.EQUALITY_DELETES
-                for e in read_manifest(table.io, m, ptype)
-            ):
-                found.append(snap.snapshot_id)
-    return found
+    return equality_delete_snapshots(table.refresh())
 
 
 @pytest.mark.timeout(900)
