@@ -28,16 +28,15 @@ import pyarrow as pa
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_delta import stream
 
+from stream_sink.lookup.key_index import KeyIndex
+from stream_sink.lookup.key_values import dense_key_ids, key_values
 from stream_sink.write.change_plan import (
     OP_SKIP,
     decode_row_kinds,
-    dense_key_ids,
-    key_values,
     link_keys,
     ops_for,
     plan_changes,
 )
-from stream_sink.write.key_index import KeyIndex
 
 Column = pa.ChunkedArray | pa.Array
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -161,20 +161,57 @@ def _read_stored(io: FileIO, location: str, offset: int, size: int) -> bytes:
 
 def write_deletion_vector(table_location: str, io: FileIO, rows: np.ndarray) -> dict[str, Any]:
     """Write a file holding one vector of ``rows``; returns its descriptor (``u``)."""
-    data = roaring.encode(rows)
+    return write_deletion_vectors(table_location, io, [rows])[0]
+
+
+def write_deletion_vectors(
+    table_location: str, io: FileIO, vectors: Sequence[np.ndarray]
+) -> list[dict[str, Any]]:
+    """Write one file holding a vector per entry of ``vectors`` (rows of one data file
+    each), one after the other as Delta's writers pack them; returns their descriptors
+    (``u``, each with its own ``offset``), in order. One file per batch instead of one
+    per data file keeps a commit that touches many files to one extra object."""
     file_id = uuid.uuid4()
-    payload = (
-        bytes([FILE_VERSION])
-        + struct.pack(">i", len(data))
-        + data
-        + struct.pack(">I", zlib.crc32(data))
-    )
-    name = f"deletion_vector_{file_id}.bin"
-    io.write_bytes(f"{table_location.rstrip('/')}/{name}", payload)
-    return {
-        "storageType": "u",
-        "pathOrInlineDv": z85_encode(file_id.bytes),
-        "offset": 1,
-        "sizeInBytes": len(data),
-        "cardinality": len(np.unique(rows)),
-    }
+    parts = [bytes([FILE_VERSION])]
+    offset = 1
+    descriptors: list[dict[str, Any]] = []
+    for rows in vectors:
+        data = roaring.encode(rows)
+        parts += [struct.pack(">i", len(data)), data, struct.pack(">I", zlib.crc32(data))]
+        descriptors.append(
+            {
+                "storageType": "u",
+                "pathOrInlineDv": z85_encode(file_id.bytes),
+                "offset": offset,
+                "sizeInBytes": len(data),
+                "cardinality": len(np.unique(rows)),
+            }
+        )
+        offset += 8 + len(data)
+    io.write_bytes(f"{table_location.rstrip('/')}/deletion_vector_{file_id}.bin", b"".join(parts))
+    return descriptors
+
+
+class VectorReader:
+    """:func:`deleted_rows` of many descriptors, each vector file read once (a file of
+    :func:`write_deletion_vectors` holds the vectors of a whole batch)."""
+
+    def __init__(self, table_location: str, io: FileIO) -> None:
+        self.table_location = table_location
+        self._io = _CachingIO(io)
+
+    def rows(self, dv: Mapping[str, Any], where: str) -> np.ndarray:
+        return deleted_rows(self.table_location, cast(FileIO, self._io), dv, where)
+
+
+class _CachingIO:
+    """The one FileIO call :func:`_read_stored` makes, answered from a cache."""
+
+    def __init__(self, io: FileIO) -> None:
+        self._io = io
+        self._bytes: dict[str, bytes] = {}
+
+    def read_bytes(self, location: str) -> bytes:
+        if location not in self._bytes:
+            self._bytes[location] = self._io.read_bytes(location)
+        return self._bytes[location]

@@ -9,7 +9,7 @@ Invariants:
   and one set of position deletes, plus the index from each key to the position of its
   live row written by this writer (across all batches until ``complete``; a NumPy
   hash table, about 29 bytes per live integer key at most, see
-  :mod:`stream_sink.write.key_index`). A key in that map is deleted by position, any
+  :mod:`stream_sink.lookup.key_index`). A key in that map is deleted by position, any
   other by equality (Iceberg #15305: an equality delete never applies to data of the same commit).
 - Input is checked before anything is written: row kind column present, equality
   columns present and non-null, known row kinds, the rest matching the table. Every
@@ -36,6 +36,8 @@ import numpy as np
 import pyarrow as pa
 
 from stream_sink.exceptions import InvalidOptionError
+from stream_sink.lookup.key_index import KeyIndex
+from stream_sink.lookup.key_values import dense_key_ids
 from stream_sink.table.transforms import Void
 from stream_sink.table.types import PrimitiveType
 from stream_sink.write.change_plan import (
@@ -43,7 +45,6 @@ from stream_sink.write.change_plan import (
     OP_SKIP,
     check_no_null_keys,
     decode_row_kinds,
-    dense_key_ids,
     link_keys,
     ops_for,
     plan_changes,
@@ -52,7 +53,6 @@ from stream_sink.write.change_plan import (
 from stream_sink.write.deletes import PositionDeletes, equality_delete_spec, position_delete_spec
 from stream_sink.write.file_factory import OutputFileFactory
 from stream_sink.write.grouping import group_by_partition
-from stream_sink.write.key_index import KeyIndex
 from stream_sink.write.parquet import FileSpec
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter
@@ -242,7 +242,7 @@ def _final_positions(final_inserts: np.ndarray, positions: np.ndarray) -> np.nda
 class BaseDeltaWriter(BaseTaskWriter):
     """Input decoding and checks shared by both CDC writers."""
 
-    #: Width of hashed key fingerprints (see write/key_index.py); narrowed only by tests.
+    #: Width of hashed key fingerprints (see lookup/key_index.py); narrowed only by tests.
     key_hash_bits = 64
 
     def __init__(self, factory: TaskWriterFactory, files: OutputFileFactory) -> None:

@@ -18,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stream_sink.exceptions import MissingColumnError, NullKeyError, UnknownRowKindError
+from stream_sink.lookup.key_values import to_numpy
 
 DEFAULT_ROW_KIND_COLUMN = "_row_kind"
 ROW_KINDS = ("+I", "-U", "+U", "-D")  # code = index, as Flink's RowKind byte value
@@ -69,7 +70,7 @@ def decode_row_kinds(column: pa.ChunkedArray | pa.Array, name: str, where: str) 
             f"{where}: unknown row kind {values[row].as_py()!r} in column {name!r} at row {row}; "
             f"expected one of {ROW_KINDS}"
         )
-    return np.asarray(_to_numpy(codes), dtype=np.int8)
+    return np.asarray(to_numpy(codes), dtype=np.int8)
 
 
 def check_no_null_keys(batch: pa.Table, key_names: Sequence[str], where: str) -> None:
@@ -84,58 +85,6 @@ def check_no_null_keys(batch: pa.Table, key_names: Sequence[str], where: str) ->
 def ops_for(kinds: np.ndarray, upsert: bool) -> np.ndarray:
     """OP_INSERT / OP_DELETE / OP_SKIP per row for row kind codes."""
     return (_OPS_UPSERT if upsert else _OPS_CHANGELOG)[kinds]
-
-
-# --- keys ----------------------------------------------------------------------------
-
-
-def dense_key_ids(columns: Sequence[pa.ChunkedArray | pa.Array]) -> tuple[np.ndarray, int]:
-    """Per row an int64 equal exactly for equal keys, and the number of keys (-1: unknown).
-
-    One integer column is its own id (no encoding); other keys are dictionary-encoded
-    to ids in ``[0, n)``.
-    """
-    if len(columns) == 1 and pa.types.is_integer(columns[0].type):
-        return np.asarray(_to_numpy(columns[0]), dtype=np.int64), -1
-    ids: np.ndarray | None = None
-    count = 0
-    for column in columns:
-        indices, cardinality = _encode(column)
-        if ids is None:
-            ids, count = indices, cardinality
-        else:
-            ids, count = _encode(pa.array(ids * cardinality + indices))
-    if ids is None:
-        raise ValueError("a key needs at least one column")
-    return ids, count
-
-
-def _encode(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    encoded = pc.dictionary_encode(array)
-    return np.asarray(_to_numpy(encoded.indices), dtype=np.int64), len(encoded.dictionary)
-
-
-def key_values(columns: Sequence[pa.ChunkedArray | pa.Array], rows: np.ndarray) -> list[Hashable]:
-    """Hashable Python keys of ``rows``: a scalar for one column, else a tuple.
-
-    Temporal values become integers (cheaper than datetime objects, and exact).
-    """
-    lists = [_python_values(c.take(pa.array(rows, type=pa.int64()))) for c in columns]
-    if len(lists) == 1:
-        return lists[0]
-    return list(zip(*lists, strict=True))
-
-
-def _python_values(values: pa.ChunkedArray | pa.Array) -> list[Hashable]:
-    t = values.type
-    if pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
-        values = values.cast(pa.int64())
-    elif pa.types.is_date32(t) or pa.types.is_time32(t):
-        values = values.cast(pa.int32())
-    elif pa.types.is_date64(t):
-        values = values.cast(pa.int64())
-    return values.to_pylist()  # type: ignore[no-any-return]
 
 
 # --- the plan ------------------------------------------------------------------------
@@ -232,9 +181,3 @@ def plan_changes(ops: np.ndarray, links: KeyLinks, known: np.ndarray, upsert: bo
         dropped_rows=np.flatnonzero(links.is_last & ~is_insert),
         final_inserts=np.where(is_insert[links.lasts], ordinal[links.lasts], -1),
     )
-
-
-def _to_numpy(array: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    return array.to_numpy(zero_copy_only=False)

@@ -6,8 +6,8 @@ inside functions and under ``TYPE_CHECKING``) and must point to the same floor o
 lower. Floors, top to bottom:
 
     cli → ops → demo → spark → commit → tables/catalogs → maintenance
-        → write, read → table, delta → io, parquet, state, checkpoints, metrics, exceptions,
-        secrets, …
+        → write, read → table, delta → io, parquet, bitmaps, lookup, state, checkpoints,
+        metrics, exceptions, secrets, …
 
 (maintenance sits under the user-facing table, whose ``table.maintenance`` returns
 it, as pyiceberg's table offers its maintenance; it needs neither commit/ nor
@@ -63,6 +63,7 @@ FLOORS: dict[str, int] = {
     "io": 1,
     "parquet": 1,
     "bitmaps": 1,
+    "lookup": 1,
     "state": 1,
     "checkpoints": 1,
     "metrics": 1,

@@ -12,12 +12,11 @@ import pyarrow as pa
 import pytest
 
 from stream_sink.exceptions import MissingColumnError, NullKeyError, UnknownRowKindError
+from stream_sink.lookup.key_values import dense_key_ids, key_values
 from stream_sink.write.change_plan import (
     OP_SKIP,
     check_no_null_keys,
     decode_row_kinds,
-    dense_key_ids,
-    key_values,
     link_keys,
     ops_for,
     plan_changes,

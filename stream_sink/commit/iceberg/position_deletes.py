@@ -8,7 +8,7 @@ delete file of the batch (staged in the operator state, never committed in this 
 At commit (:func:`stream_sink.commit.iceberg.table_commit.commit_group`):
 
 1. The lookup snapshot is the branch head. The :class:`KeyPositions` index (key -> data
-   file and row of its live row; the NumPy hash table of :mod:`stream_sink.write.key_index`,
+   file and row of its live row; the NumPy hash table of :mod:`stream_sink.lookup.row_positions`,
    ~29 bytes per live integer key) must be at that snapshot: it is built from the table
    (each live data file's key columns minus what its deletes remove: vectors, position
    deletes and older equality deletes) on first use, after a restart, and whenever the
@@ -39,15 +39,16 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from stream_sink.exceptions import CommitValidationError, StalePositionsError
 from stream_sink.io.errors import quietly
+from stream_sink.lookup.key_index import Column
+from stream_sink.lookup.row_positions import NONE, RowPositions, by_file
 from stream_sink.read.data_files import open_data_file
 from stream_sink.read.deletes import DeleteReader
 from stream_sink.read.file_projection import FileProjection
@@ -60,87 +61,29 @@ from stream_sink.table.snapshots import Snapshot
 from stream_sink.table.table import Table
 from stream_sink.table.transforms import Identity
 from stream_sink.table.types import NestedField
-from stream_sink.write.change_plan import dense_key_ids, key_values
 from stream_sink.write.config import WriteConfig
 from stream_sink.write.deletes import PositionDeletes, position_delete_spec
 from stream_sink.write.file_factory import OutputFileFactory
-from stream_sink.write.key_index import Column, KeyIndex
 from stream_sink.write.result import WriteResult
 from stream_sink.write.rolling import RollingFileWriter, Segment
 
 DELETE_GRANULARITY = "write.delete.granularity"
 """Java's table property: ``file`` (the default) or ``partition``."""
-ROW_BITS = 40
-"""An index entry is ``file ordinal << ROW_BITS | row``: files of up to 2^40 rows."""
-_ROW_MASK = (1 << ROW_BITS) - 1
-_NONE = np.empty(0, dtype=np.int64)
 
 
-class KeyPositions:
+class KeyPositions(RowPositions[DataFile]):
     """Key -> (data file, row) of every live row of a table at ``snapshot_id``."""
 
     def __init__(self, field_ids: tuple[int, ...], snapshot_id: int | None) -> None:
+        super().__init__()
         self.field_ids = field_ids
         self.snapshot_id = snapshot_id
-        self.files: list[DataFile] = []
         self.deletes: dict[str, list[DataFile]] = {}
         """Per data file, its live position deletes (vectors, old position files)."""
-        self._ordinal: dict[str, int] = {}
-        self._keys = KeyIndex()
-        self._extra: dict[Hashable, list[int]] = {}
 
-    @property
-    def live(self) -> int:
-        return self._keys.live + sum(len(v) for v in self._extra.values())
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the hash table (the per-key cost; file entries are per file)."""
-        return self._keys.nbytes
-
-    def add(self, f: DataFile, columns: Sequence[Column], live: np.ndarray) -> None:
+    def add_file(self, f: DataFile, columns: Sequence[Column], live: np.ndarray) -> None:
         """Remember rows ``live`` of data file ``f`` (``columns``: its key columns)."""
-        ordinal = self._ordinal.get(f.file_path)
-        if ordinal is None:
-            ordinal = self._ordinal[f.file_path] = len(self.files)
-            self.files.append(f)
-        if not len(live):
-            return
-        cols = [c.take(pa.array(live, type=pa.int64())) for c in columns]
-        encoded = (np.int64(ordinal) << ROW_BITS) | live.astype(np.int64)
-        first = _first_rows(cols)
-        known = self._keys.lookup(cols, first) >= 0
-        self._keys.remember(cols, first[~known], encoded[first[~known]])
-        extra = np.ones(len(live), dtype=bool)
-        extra[first[~known]] = False
-        rows = np.flatnonzero(extra)
-        for key, e in zip(key_values(cols, rows), encoded[rows].tolist(), strict=True):
-            self._extra.setdefault(key, []).append(e)
-
-    def take(self, columns: Sequence[Column]) -> np.ndarray:
-        """The encoded positions of the live rows of the keys in ``columns`` (any
-        repeats), which leave the index."""
-        if not len(columns[0]):
-            return _NONE
-        first = _first_rows(columns)
-        encoded = self._keys.lookup(columns, first)
-        hit = encoded >= 0
-        self._keys.forget(columns, first[hit])
-        found = [encoded[hit]]
-        if self._extra:
-            for key in key_values(columns, first):
-                found.append(np.asarray(self._extra.pop(key, []), dtype=np.int64))
-        return np.concatenate(found)
-
-    def file(self, encoded: int) -> DataFile:
-        return self.files[encoded >> ROW_BITS]
-
-
-def _first_rows(columns: Sequence[Column]) -> np.ndarray:
-    """The first row of each distinct key of ``columns``."""
-    ids, _ = dense_key_ids(columns)
-    _, first = np.unique(ids, return_index=True)
-    return np.sort(first).astype(np.int64)
+        self.add(f.file_path, f, columns, live)
 
 
 # --- reading keys ---------------------------------------------------------------------
@@ -206,7 +149,7 @@ def build_index(table: Table, head: Snapshot | None, field_ids: tuple[int, ...])
         dead[gone[gone < n]] = True
         for k in equality:
             dead |= k.deleted([columns[i] for i in k.field_ids])
-        index.add(f, [columns[i] for i in field_ids], np.flatnonzero(~dead))
+        index.add_file(f, [columns[i] for i in field_ids], np.flatnonzero(~dead))
         positional = [d for d in task.delete_files if d.content == DataFileContent.POSITION_DELETES]
         if positional:
             index.deletes[f.file_path] = positional
@@ -256,7 +199,7 @@ class PositionResolver:
         index = self._index_at(table, head, field_ids)
         keys = _Keys(table)
         found = [index.take(_batch_keys(keys, f, field_ids)) for f in equality]
-        encoded = np.unique(np.concatenate(found)) if found else _NONE
+        encoded = np.unique(np.concatenate(found)) if found else NONE
         if not len(encoded):
             return Resolution(kept, lookup_snapshot_id=lookup)
         writer = _vectors if table.format_version >= 3 else _position_files
@@ -291,7 +234,7 @@ class PositionResolver:
             gone = keys.deletes.positions_for(mine, f.file_path)
             live = np.ones(f.record_count, dtype=bool)
             live[gone[gone < f.record_count]] = False
-            index.add(f, [columns[i] for i in index.field_ids], np.flatnonzero(live))
+            index.add_file(f, [columns[i] for i in index.field_ids], np.flatnonzero(live))
         for d in own:
             if d.content == DataFileContent.POSITION_DELETES and d.referenced_data_file:
                 path = str(d.referenced_data_file)
@@ -335,18 +278,13 @@ def _batch_keys(keys: _Keys, f: DataFile, field_ids: tuple[int, ...]) -> list[Co
     return [columns[i] for i in field_ids]
 
 
-def _by_file(encoded: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    ordinals = encoded >> ROW_BITS
-    return [(int(o), encoded[ordinals == o] & _ROW_MASK) for o in np.unique(ordinals)]
-
-
 def _vectors(
     table: Table, index: KeyPositions, encoded: np.ndarray, kept: WriteResult
 ) -> Resolution:
     """v3: per data file its vector merged with what its live deletes already delete."""
     reader = _Keys(table).deletes
     vectors, replaced = [], []
-    for ordinal, rows in _by_file(encoded):
+    for ordinal, rows in by_file(encoded):
         f = index.files[ordinal]
         old = index.deletes.get(f.file_path, [])
         merged = np.union1d(rows, reader.positions_for(old, f.file_path)) if old else rows
@@ -373,7 +311,7 @@ def _position_files(
     partition instead."""
     per_file = table.properties.get(DELETE_GRANULARITY, "file") != "partition"
     groups: dict[tuple[int, tuple[Any, ...], str], PositionDeletes] = {}
-    for ordinal, rows in _by_file(encoded):
+    for ordinal, rows in by_file(encoded):
         f = index.files[ordinal]
         key = (f.spec_id, tuple(f.partition), f.file_path if per_file else "")
         deletes = groups.setdefault(key, PositionDeletes())

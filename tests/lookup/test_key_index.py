@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from stream_sink.catalogs import load_catalog
+from stream_sink.lookup.key_index import KeyIndex
 from stream_sink.write.cdc_writers import BaseDeltaWriter
-from stream_sink.write.key_index import KeyIndex
 from stream_sink.write.writer_factory import TaskWriterFactory
 
 Key = Callable[[int], Hashable]
