@@ -97,8 +97,9 @@ of its files is written (``IcebergSink(schema_evolution=...)``)."""
 
 AFTER_POSITION_DELETES = "after-position-deletes"
 """Reached by a ``deletes="positions"`` commit once the batch's deletes are resolved and
-its deletion vectors (v3) or position delete files (v2) are written, before the table
-commit (:mod:`stream_sink.commit.iceberg.position_deletes`)."""
+its deletion vectors (Iceberg v3, Delta) or position delete files (Iceberg v2) are
+written, before the table commit (:mod:`stream_sink.commit.iceberg.position_deletes`,
+:mod:`stream_sink.delta.key_positions`)."""
 
 AFTER_HELD_WRITE = "after-held-write"
 """Reached once a batch's held source transactions are durable in the operator state,

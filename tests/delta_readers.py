@@ -37,13 +37,15 @@ def delta_rs_rows(
     return table.to_pyarrow_table().to_pylist()  # type: ignore[no-any-return]
 
 
-def delta_rs_query_rows(location: str) -> list[dict[str, Any]]:
-    """Every row as delta-rs's query engine (DataFusion) reads it: unlike
-    ``to_pyarrow_table`` it applies deletion vectors and column mapping."""
+def delta_rs_query_rows(location: str, version: int | None = None) -> list[dict[str, Any]]:
+    """Every row (of ``version``, default the newest) as delta-rs's query engine
+    (DataFusion) reads it: unlike ``to_pyarrow_table`` it applies deletion vectors and
+    column mapping."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
-    result = QueryBuilder().register("t", DeltaTable(location)).execute("SELECT * FROM t")
+    table = DeltaTable(location, version=version)
+    result = QueryBuilder().register("t", table).execute("SELECT * FROM t")
     return pa.table(result.read_all()).to_pylist()  # type: ignore[no-any-return]
 
 

@@ -145,20 +145,25 @@ def copy_on_write(
     order_by: Sequence[str] = (),
 ) -> DeltaBatch:
     """The files that apply ``changes`` to ``snapshot`` (see module docstring)."""
-    schema = snapshot.arrow_schema
     final, touched = net_changes(changes, keys, mode, row_kind_column, order_by)
     rewritten = rewrite_touched(snapshot, io, touched, keys)
+    adds = write_net_rows(snapshot, io, final)
+    return DeltaBatch((*rewritten.adds, *adds), rewritten.removes)
+
+
+def write_net_rows(snapshot: DeltaSnapshot, io: FileIO, final: pa.Table) -> list[AddFile]:
+    """Step 3 of the MERGE: the rows a batch leaves (``net_changes``'s first table) as
+    new data files, in the table's columns."""
+    schema = snapshot.arrow_schema
     extra = [c for c in final.column_names if c not in schema.names]
-    inserted = conform(final.drop_columns(extra), schema)
-    adds = write_data_files(
+    return write_data_files(
         snapshot.location,
-        inserted,
+        conform(final.drop_columns(extra), schema),
         schema,
         snapshot.partition_columns,
         io=io,
         mapping=snapshot.column_mapping,
     )
-    return DeltaBatch((*rewritten.adds, *adds), rewritten.removes)
 
 
 def rewrite_touched(

@@ -66,10 +66,18 @@ class RowPositions(Generic[File]):
     def add(self, path: str, f: File, columns: Sequence[Column], live: np.ndarray) -> None:
         """Remember rows ``live`` of the file at ``path`` (``columns``: its key columns,
         every row of the file)."""
+        if not len(live):
+            self.ordinal(path, f)
+            return
+        cols = [c.take(pa.array(live, type=pa.int64())) for c in columns]
+        self.add_rows(path, f, cols, live)
+
+    def add_rows(self, path: str, f: File, cols: Sequence[Column], live: np.ndarray) -> None:
+        """Remember rows ``live`` of the file at ``path``, ``cols`` their key values (one
+        per row of ``live``)."""
         ordinal = self.ordinal(path, f)
         if not len(live):
             return
-        cols = [c.take(pa.array(live, type=pa.int64())) for c in columns]
         encoded = (np.int64(ordinal) << ROW_BITS) | live.astype(np.int64)
         first = first_rows(cols)
         known = self._keys.lookup(cols, first) >= 0

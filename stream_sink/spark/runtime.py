@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic
 
@@ -31,6 +31,7 @@ from stream_sink.commit.schedule import ScheduleName, schedule_for
 from stream_sink.commit.source_position import ResumePoint
 from stream_sink.commit.target import BatchFiles, Handle
 from stream_sink.delta import DeltaTable
+from stream_sink.delta.key_positions import DeltaPositionResolver, keys_folder
 from stream_sink.exceptions import CheckpointError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetricsSnapshot
@@ -239,15 +240,26 @@ def open_delta(
     commit_mode: ScheduleName = "synchronous",
     resume: ResumePoint | None = None,
     event_time_column: str | None = None,
+    positions: Sequence[str] | None = None,
 ) -> SinkRuntime[DeltaTable]:
     """The runtime of a Delta sink, restored; a checkpoint per batch (a copy-on-write
     MERGE reads the table the previous batch left: pipelined, the sink drains first).
-    Pipelined, the target commits through a handle of its own."""
+    Pipelined, the target commits through a handle of its own. ``positions``: the key
+    columns of ``deletes="positions"``, whose index the target keeps while the runtime
+    lives (:mod:`stream_sink.delta.key_positions`)."""
     committing = table
     if commit_mode == "pipelined":
         committing = DeltaTable.load(table.location, storage_options=places.storage_options)
+    target = DeltaTarget(committing, event_time_column=event_time_column)
+    if positions:
+        target = DeltaTarget(
+            committing,
+            event_time_column=event_time_column,
+            positions=DeltaPositionResolver(positions),
+            keys_folder=keys_folder(table.location, places.sink_id),
+        )
     committer = FilesCommitter(
-        DeltaTarget(committing, event_time_column=event_time_column),
+        target,
         StateDirectory(places.state_dir),
         CheckpointStorage(
             places.checkpoint_location,

@@ -1,9 +1,10 @@
 """The crash driver of ``crash_driver.py`` against a Delta table (no Spark).
 
-``python delta_crash_driver.py ROOT BACKEND [CHANGELOG]``: the scripted changelog (one of
-``changelog.CHANGELOGS``, default ``plain``) is merged
-copy-on-write into the Delta table at ``ROOT/lake``; each batch is committed before the
-next is planned (a MERGE reads the table it rewrites), the commit log
+``python delta_crash_driver.py ROOT BACKEND [CHANGELOG [DELETES]]``: the scripted changelog
+(one of ``changelog.CHANGELOGS``, default ``plain``) is merged into the Delta table at
+``ROOT/lake``, copy-on-write or (``DELETES`` ``positions``, on a table with deletion
+vectors) as new rows plus keys resolved to deletion vectors at commit; each batch is
+committed before the next is planned (a MERGE reads the table it rewrites), the commit log
 ``ROOT/commits/<batch>`` is written after each batch returns, and
 ``STREAM_SINK_FAILPOINT`` kills the process on the spot. A batch with a TRUNCATE writes
 the net rows of the changes after its last one, as a batch that empties the table when
@@ -28,6 +29,7 @@ from stream_sink.commit.driver import end_input
 from stream_sink.commit.failpoints import AFTER_DATA_FILES
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_positions import DeltaPositionResolver, positions_batch
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files
 
@@ -84,9 +86,21 @@ def pair(root: str) -> None:
     committer.close()
 
 
-def merged(table: DeltaTable, rows: list[tuple[str, int, str]]) -> DeltaBatch:
-    """The batch's copy-on-write MERGE; after a truncate, its net rows into an empty table."""
+def keys_folder(table: DeltaTable) -> str:
+    return f"{table.location}/_stream_sink/touched-keys/{SINK}"
+
+
+def merged(table: DeltaTable, rows: list[tuple[str, int, str]], deletes: str) -> DeltaBatch:
+    """The batch's copy-on-write MERGE or positions batch; after a truncate, its net rows
+    into an empty table."""
     cut = [i for i, r in enumerate(rows) if r[0] == TRUNCATE]
+    if not cut and deletes == "positions":
+        snapshot = table.refresh().snapshot
+        changes = as_changes(rows)
+        folder = keys_folder(table)
+        return positions_batch(
+            snapshot, table.io, changes, ["id"], "changelog", folder, "_row_kind"
+        )
     if not cut:
         return copy_on_write(
             table.refresh().snapshot,
@@ -102,14 +116,18 @@ def merged(table: DeltaTable, rows: list[tuple[str, int, str]]) -> DeltaBatch:
     return DeltaBatch(tuple(adds), (), truncate=True)
 
 
-def main(root: str, backend: str, changelog: str = "plain") -> None:
+def main(root: str, backend: str, changelog: str = "plain", deletes: str = "copy") -> None:
     batches = CHANGELOGS[changelog]
     commits = os.path.join(root, "commits")
     os.makedirs(commits, exist_ok=True)
     acked = sorted(int(n) for n in os.listdir(commits) if n.isdigit())
     table = DeltaTable.load(os.path.join(root, "lake"))
+    target = DeltaTarget(table)
+    if deletes == "positions":
+        resolver = DeltaPositionResolver(["id"])
+        target = DeltaTarget(table, positions=resolver, keys_folder=keys_folder(table))
     committer = FilesCommitter(
-        DeltaTarget(table),
+        target,
         StateDirectory(os.path.join(root, "state", SINK), kind=backend),  # type: ignore[arg-type]
         CheckpointStorage(os.path.join(root, "checkpoints"), SINK),
         job_id=JOB_ID,
@@ -117,7 +135,7 @@ def main(root: str, backend: str, changelog: str = "plain") -> None:
     )
     committer.restore(acknowledged_batch_ids=acked)
     for batch_id in range((acked[-1] + 1) if acked else 0, len(batches)):
-        result = merged(table, batches[batch_id])
+        result = merged(table, batches[batch_id], deletes)
         failpoint(AFTER_DATA_FILES)
         committer.process(batch_id, result)
         committer.snapshot_state(batch_id)
@@ -132,4 +150,4 @@ if __name__ == "__main__":
     if sys.argv[2] == "pair":
         pair(sys.argv[1])
     else:
-        main(*sys.argv[1:4])
+        main(*sys.argv[1:5])

@@ -15,12 +15,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from changelog import BATCHES, TRUNCATING_BATCHES, expected_rows
-from delta_readers import delta_rs_rows, duckdb_delta_rows, duckdb_delta_versions
+from delta_readers import (
+    delta_rs_query_rows,
+    delta_rs_rows,
+    duckdb_delta_rows,
+    duckdb_delta_versions,
+)
 from kill_harness import KillJob
 
 from stream_sink.commit import FAILPOINTS, FilesCommitter, StateDirectory
 from stream_sink.commit.delta.target import DeltaTarget, app_id
-from stream_sink.delta import DeltaTable
+from stream_sink.delta import DeltaTable, Txn
+from stream_sink.delta.actions import AddFile, RemoveFile
 from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.writer import write_data_files
 
@@ -32,20 +38,29 @@ SCENARIOS = [(fp, 2) for fp in FAILPOINTS if fp != "between-batch-commits"]
 # a TRUNCATE of the source in batch 2 (mid-batch) and 4 (alone): killed at its 3rd hit,
 # in the batch that empties the table
 TRUNCATING = [(fp, 3) for fp in FAILPOINTS if fp != "between-batch-commits"]
+# deletes="positions": every failpoint of a batch and the resolution's own, at the 2nd hit
+POSITIONS = {
+    "plain": [*SCENARIOS, ("after-position-deletes", 2)],
+    "truncating": [*TRUNCATING, ("after-position-deletes", 2)],
+}
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 
 
-def _job(root: Path, shape: str = "memory", changelog: str = "plain") -> KillJob:
+def _job(
+    root: Path, shape: str = "memory", changelog: str = "plain", deletes: str = "copy"
+) -> KillJob:
     """``delta_crash_driver.py`` on ``root``; its stderr in ``root/driver.log``."""
-    args = [str(root), shape, changelog]
+    args = [str(root), shape, changelog, deletes]
     return KillJob(Path(DRIVER), args, log=root / "driver.log", timeout=120)
 
 
 def _scenario(
-    base: Path, failpoint: str, hit: int, changelog: str = "plain"
+    base: Path, failpoint: str, hit: int, changelog: str = "plain", deletes: str = "copy"
 ) -> tuple[Path, int, int, str]:
-    root = base / f"{failpoint}@{hit}-{changelog}"
-    DeltaTable.create(str(root / "lake"), SCHEMA)
-    job = _job(root, changelog=changelog)
+    root = base / f"{failpoint}@{hit}-{changelog}-{deletes}"
+    configuration = DELETION_VECTORS if deletes == "positions" else None
+    DeltaTable.create(str(root / "lake"), SCHEMA, configuration=configuration)
+    job = _job(root, changelog=changelog, deletes=deletes)
     first, first_out = job.run(f"{failpoint}@{hit}")
     second, second_out = job.run()
     return root, first, second, first_out[-2000:] + second_out[-2000:]
@@ -60,6 +75,15 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tup
             {
                 f"{fp}@{hit}-truncating": pool.submit(_scenario, base, fp, hit, "truncating")
                 for fp, hit in TRUNCATING
+            }
+        )
+        futures.update(
+            {
+                f"{fp}@{hit}-{changelog}-positions": pool.submit(
+                    _scenario, base, fp, hit, changelog, "positions"
+                )
+                for changelog, scenarios in POSITIONS.items()
+                for fp, hit in scenarios
             }
         )
         yield {name: f.result() for name, f in futures.items()}
@@ -108,6 +132,45 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario",
+    [f"{fp}@{hit}-{c}-positions" for c, scenarios in POSITIONS.items() for fp, hit in scenarios],
+)
+def test_delta_positions_killed_at_failpoint_then_restarted_hold_every_change_exactly_once(
+    outcomes: dict[str, tuple], scenario: str
+) -> None:
+    """deletes="positions": killed at every failpoint (the resolution's own included) and
+    restarted, every version holds the state after its batch for delta-rs and DuckDB,
+    and no version rewrote a data file: each removed file is re-added under a vector."""
+    root, first, second, err = outcomes[scenario]
+    assert first == -signal.SIGKILL, f"not killed at {scenario}: rc={first}\n{err}"
+    assert second == 0, err
+    batches = TRUNCATING_BATCHES if "-truncating-" in scenario else BATCHES
+    loc = str(root / "lake")
+    table = DeltaTable.load(loc)
+    assert _rows(delta_rs_query_rows(loc)) == expected_rows(batches)  # applies vectors
+    assert _rows(duckdb_delta_rows(loc)) == expected_rows(batches)
+    assert table.snapshot.txn_version(APP) == len(batches) - 1
+    versions = list(range(1, table.version + 1))
+    for v, rows in zip(versions, duckdb_delta_versions(loc, versions), strict=True):
+        done = table.snapshot_at(v).txn_version(APP)
+        assert done is not None
+        assert _rows(rows) == expected_rows(batches[: done + 1])
+        actions = table.log.read_commit(v)
+        if any(isinstance(a, Txn) for a in actions) and not _truncates(actions):
+            removed = {a.path for a in actions if isinstance(a, RemoveFile)}
+            marked = {a.path for a in actions if isinstance(a, AddFile) and a.deletion_vector}
+            assert removed <= marked, f"version {v} rewrote {removed - marked}"
+    assert not os.listdir(os.path.join(loc, "_stream_sink", "touched-keys", "cdc"))
+
+
+def _truncates(actions: list) -> bool:
+    """A version that removes files it does not re-add (the batch that truncates)."""
+    adds = {a.path for a in actions if isinstance(a, AddFile)}
+    return any(isinstance(a, RemoveFile) and a.path not in adds for a in actions)
+
+
+@pytest.mark.slow
 def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_once(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +195,10 @@ def test_delta_killed_between_batch_commits_then_restarted_commits_each_merge_on
 def test_every_failpoint_is_exercised_for_delta() -> None:
     names = {fp for fp, _ in SCENARIOS} | {"between-batch-commits"}  # the test above
     assert names == set(FAILPOINTS)
+    for scenarios in POSITIONS.values():
+        assert {fp for fp, _ in scenarios} == names - {"between-batch-commits"} | {
+            "after-position-deletes"
+        }
 
 
 def _changes(rows: list[tuple[str, int, str]]) -> pa.Table:

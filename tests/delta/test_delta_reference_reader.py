@@ -1,6 +1,7 @@
 """Delta Lake's own implementation (Delta on Spark, through ``tests/peers/peer``) as the
 reference reader: every version of a representative set of the Delta tables we write
-(append, overwrite, upsert, changelog, after log checkpoints, after a commit that lost a
+(append, overwrite, upsert, changelog, upserts committed as deletion vectors
+(``deletes="positions"``), after log checkpoints, after a commit that lost a
 race and retried, after a killed writer's leftovers were cleaned and the log before a
 checkpoint removed, a table with domain metadata in its commits and checkpoints) reads
 the same in Delta Lake as in delta-rs, DuckDB and our own
@@ -21,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from delta_readers import by_key, delta_rs_rows, duckdb_delta_versions
+from delta_readers import by_key, delta_rs_query_rows, delta_rs_rows, duckdb_delta_versions
 from peers.readers import read_with_delta, sql_with_delta
 
 from stream_sink.commit import FilesCommitter, StateDirectory
@@ -29,6 +30,7 @@ from stream_sink.commit.delta.target import DeltaTarget
 from stream_sink.delta import CommitInfo, DeltaTable
 from stream_sink.delta.actions import DomainMetadata
 from stream_sink.delta.batch import DeltaBatch
+from stream_sink.delta.key_positions import DeltaPositionResolver, keys_folder, positions_batch
 from stream_sink.delta.log import DeltaLog
 from stream_sink.delta.log_cleanup import STALE_TEMP_AGE_S
 from stream_sink.delta.merge import copy_on_write
@@ -147,6 +149,34 @@ def write_cleaned(loc: str) -> int:
     return 2
 
 
+def write_positions(loc: str, state: Path) -> None:
+    """Versions 0-4 of a table with deletion vectors: two appends, then an upsert and a
+    changelog batch with ``deletes="positions"`` (vectors only, one vector file per
+    commit, the row moved between partitions included); a checkpoint at 3."""
+    config = {"delta.enableDeletionVectors": "true", "delta.checkpointInterval": "3"}
+    table = DeltaTable.create(loc, SCHEMA, partition_by=["p"], configuration=config)
+    commit(table, state / "pa", "append", 0, files(table, rows([1, 2, 3, 4])))
+    commit(table, state / "pa", "append", 1, files(table, rows([5, 6], "x/y")))
+    folder = keys_folder(loc, "pos")
+    for batch_id, (ops, ids, mode) in enumerate(
+        [(["+U", "+I", "-D"], [2, 7, 5], "upsert"), (["-U", "+U", "-D"], [1, 1, 6], "changelog")]
+    ):
+        t = table.refresh()
+        c = FilesCommitter(
+            DeltaTarget(t, positions=DeltaPositionResolver(["id"]), keys_folder=folder),
+            StateDirectory(str(state / "pos"), kind="memory", sync=False),
+            None,
+            job_id="ref",
+            operator_id="pos",
+        )
+        c.restore()  # sweeps the keys files no staged batch names: the batch's come after
+        batch = positions_batch(t.snapshot, t.io, changes(ids, ops), ["id"], mode, folder, "op")
+        c.process(batch_id, batch)
+        c.snapshot_state(batch_id)
+        c.notify_checkpoint_complete(batch_id)
+        c.close()
+
+
 def write_domains(loc: str) -> None:
     """Versions 0-4 of a table with the ``domainMetadata`` feature: each append writes a
     user domain (checkpoints at 2 and 4 carry it), version 3 removes another one."""
@@ -214,7 +244,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     write_conflict(str(root / "conflict"))
     first = write_cleaned(str(root / "cleaned"))
     write_domains(str(root / "domains"))
-    for name in ("merge", "stream", "modes", "conflict", "cleaned", "domains"):
+    write_positions(str(root / "positions"), root / "state")
+    for name in ("merge", "stream", "modes", "conflict", "cleaned", "domains", "positions"):
         newest = DeltaTable.load(str(root / name)).version
         w.versions[str(root / name)] = list(range(first if name == "cleaned" else 0, newest + 1))
     locations = [f"{loc}@{v}" for loc, vs in w.versions.items() for v in vs]
@@ -229,7 +260,9 @@ def test_delta_lake_reads_every_version_as_delta_rs_duckdb_and_we_do(world: Worl
         for v, duck_rows in zip(versions, duck, strict=True):
             want = by_key(ours.to_arrow(version=v).to_pylist(), "id")
             assert by_key(world.delta_read[f"{loc}@{v}"].to_pylist(), "id") == want, (loc, v)
-            assert by_key(delta_rs_rows(loc, v), "id") == want, (loc, v)
+            vectors = loc.endswith("positions")  # delta-rs applies them in its query engine
+            got = delta_rs_query_rows(loc, v) if vectors else delta_rs_rows(loc, v)
+            assert by_key(got, "id") == want, (loc, v)
             assert by_key(duck_rows, "id") == want, (loc, v)
 
 
@@ -239,6 +272,21 @@ def test_the_modes_leave_what_delta_lake_reads(world: World) -> None:
     got = by_key(world.delta_read[f"{loc}@6"].to_pylist(), "id")
     assert [r["id"] for r in got] == [1, 2, 3, 11, 13, 20]
     assert got[3] == rows([11], "x/y").to_pylist()[0]
+
+
+def test_positions_upserts_read_by_delta_lake_apply_their_deletion_vectors(world: World) -> None:
+    (loc,) = (loc for loc in world.versions if loc.endswith("positions"))
+    assert world.versions[loc] == [0, 1, 2, 3, 4]
+    got = by_key(world.delta_read[f"{loc}@4"].to_pylist(), "id")
+    assert [(r["id"], r["p"]) for r in got] == [
+        (1, "x/y"),
+        (2, "x/y"),
+        (3, "a b"),
+        (4, "a b"),
+        (7, "x/y"),
+    ]
+    table = DeltaTable.load(loc)
+    assert all(table.snapshot.files[p].deletion_vector for p in table.snapshot_at(2).files)
 
 
 def test_tables_delta_lake_wrote_with_merge_and_its_streaming_sink_read_and_appended_by_us(

@@ -153,6 +153,7 @@ def test_data_source_options_of_a_delta_target_are_checked_before_the_query_star
         ({"table": "db.t"}, r"'table' is for Iceberg tables .*\.save\(DIR\)"),
         ({"catalog.warehouse": "w"}, "is for Iceberg tables"),
         ({"branch": "b"}, "no branches"),
+        ({"deletes": "positions"}, r"DeltaSink\(deletes='positions'\) of foreachBatch"),
         ({"distribution": "hash"}, r"\.repartition"),
         ({"oder-by": "x"}, "unknown option 'oder-by'; options are path, mode"),
         ({"mode": "upsert", "order-by": "x"}, r"needs \.option\('equality-fields'"),

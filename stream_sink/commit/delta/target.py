@@ -20,24 +20,35 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import pyarrow as pa
+
 from stream_sink.checkpoints.metadata import DELTA_CATALOG, TableIdentity
 from stream_sink.delta import DeltaTable, Txn
 from stream_sink.delta.actions import AddFile
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.features import check_writable
+from stream_sink.delta.key_positions import (
+    BatchKeys,
+    DeltaPositionResolver,
+    DeltaResolution,
+    read_keys,
+)
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.stats import num_records
-from stream_sink.exceptions import CommitValidationError
+from stream_sink.exceptions import CommitConflictError, CommitFailedError, CommitValidationError
+from stream_sink.io.errors import quietly
+from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
 
-from ..failpoints import AFTER_METADATA_FILE_WRITE, failpoint
+from ..failpoints import AFTER_METADATA_FILE_WRITE, AFTER_POSITION_DELETES, failpoint
 from ..shapes import CommitGroup, Shape
 from ..source_position import EventTimeRange, SourcePosition, event_time_entries
 from ..target import INITIAL_WATERMARK, BatchFiles, CommitTarget, StagingNamer
@@ -45,6 +56,10 @@ from .event_time import check_event_time_column, event_time_range
 from .source_position import position_parameters, sink_position, stamp_domain
 
 log = logging.getLogger(__name__)
+
+MAX_POSITION_RESOLVES = 8
+"""Resolutions of one positions commit before it gives up (CommitFailedError): each one
+follows a commit of another writer that landed between its lookup and its commit."""
 
 
 def app_id(job_id: str, operator_id: str) -> str:
@@ -82,7 +97,14 @@ class _Counted:
 class DeltaTarget(CommitTarget[DeltaTable]):
     """A Delta table as the sink's target."""
 
-    def __init__(self, table: DeltaTable, *, event_time_column: str | None = None) -> None:
+    def __init__(
+        self,
+        table: DeltaTable,
+        *,
+        event_time_column: str | None = None,
+        positions: DeltaPositionResolver | None = None,
+        keys_folder: str | None = None,
+    ) -> None:
         snapshot = table.snapshot
         check_writable(
             snapshot.protocol, f"Delta table {table.location}", snapshot.metadata.schema_string
@@ -92,6 +114,11 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         self.table = table
         self.event_time_column = event_time_column
         """The column whose low and high values each commit records (:mod:`.event_time`)."""
+        self.positions = positions
+        """``deletes="positions"``: the index the keys of positions batches are resolved in."""
+        self.keys_folder = keys_folder
+        """Where the sink writes positions batches' keys files, under the table's
+        ``_stream_sink`` folder (read with the table's FileIO; swept at a restore)."""
 
     @property
     def committed(self) -> DeltaTable:
@@ -120,10 +147,23 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         return DeltaBatch.from_bytes(payload)
 
     def release(self, payloads: Iterable[bytes], *, where: str) -> None:
-        return None
+        """Delete the keys files of committed positions batches (best effort)."""
+        for payload in payloads:
+            for path in DeltaBatch.from_bytes(payload, where=where).keys:
+                quietly(functools.partial(self.table.io.delete, path), "deleting")
 
     def sweep(self, namer: StagingNamer, referenced: Iterable[bytes], *, where: str) -> None:
-        return None
+        """Delete keys files of ``keys_folder`` no staged batch names: those of batches
+        whose driver died between writing their keys and staging them."""
+        folder = self.keys_folder
+        if folder is None:
+            return
+        kept = {p for raw in referenced for p in DeltaBatch.from_bytes(raw, where=where).keys}
+        io = self.table.io
+        for entry in io.walk(folder):
+            location = f"{folder.rstrip('/')}/{entry.relative}"
+            if location not in kept:
+                quietly(functools.partial(io.delete, location), "deleting")
 
     def _event_times(self, batch: DeltaBatch) -> EventTimeRange | None:
         column = self.event_time_column
@@ -138,6 +178,23 @@ class DeltaTarget(CommitTarget[DeltaTable]):
     def commit(
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
     ) -> int | None:
+        batches = [cast(DeltaBatch, b.files) for b in group.batches]
+        if self.positions is not None and any(b.keys for b in batches):
+            return self._commit_positions(group, batches, job_id, operator_id, metrics)
+        batch = DeltaBatch.merge(batches)
+        return self._commit_batch(group, batch, job_id, operator_id, metrics)[0]
+
+    def _commit_batch(
+        self,
+        group: CommitGroup,
+        batch: DeltaBatch,
+        job_id: str,
+        operator_id: str,
+        metrics: CommitterMetrics,
+        resolution: DeltaResolution | None = None,
+    ) -> tuple[int | None, int]:
+        """Commit ``batch`` for ``group``: (None, the version) when committed, (the
+        refusing watermark, -1) when (job, sink) already committed the group."""
         app = app_id(job_id, operator_id)
         seen: list[int] = []
 
@@ -150,7 +207,6 @@ class DeltaTarget(CommitTarget[DeltaTable]):
                     f"{mark}; refusing to commit batches {group.lowest}..{group.stamp} again"
                 )
 
-        batch = DeltaBatch.merge(cast(DeltaBatch, b.files) for b in group.batches)
         txn = self.table.refresh().new_transaction()
         txn.add_all(batch.adds).add_all(batch.removes)
         txn.read_files(r.path for r in batch.removes)
@@ -165,6 +221,8 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             operation = "MERGE"
         txn.add(Txn(app, group.stamp, int(time.time() * 1000)))
         txn.validate(check).before_publish(lambda: failpoint(AFTER_METADATA_FILE_WRITE))
+        if resolution is not None:
+            txn.validate(resolution.unchanged)
         event_times = self._event_times(batch)
         stamp_domain(txn, group.offsets, job_id, operator_id, event_times)
         started = time.perf_counter()
@@ -178,7 +236,7 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             if not seen:
                 raise
             log.warning("commit of batches %s..%s refused: %s", group.lowest, group.stamp, seen[-1])
-            return seen[-1]
+            return seen[-1], -1
         metrics.committed((time.perf_counter() - started) * 1000, cast(Any, _counted(batch)))
         log.info(
             "committed %s of batches %s..%s to %s as version %d",
@@ -188,7 +246,62 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             self.table.location,
             version,
         )
-        return None
+        return None, version
+
+    def _commit_positions(
+        self,
+        group: CommitGroup,
+        batches: Sequence[DeltaBatch],
+        job_id: str,
+        operator_id: str,
+        metrics: CommitterMetrics,
+    ) -> int | None:
+        """Resolve the group's keys at the table's version and commit the vectors with
+        the group's files; again when another commit lands in between
+        (:mod:`stream_sink.delta.key_positions`)."""
+        positions = self.positions
+        assert positions is not None
+        io = self.table.io
+        keys: list[BatchKeys] = []
+        for _ in range(MAX_POSITION_RESOLVES):
+            table = self.table.refresh()
+            mark = table.snapshot.txn_version(app_id(job_id, operator_id))
+            if mark is not None and mark >= group.lowest:  # its keys may be gone: not read
+                log.warning("batches %s..%s already committed: %s", group.lowest, group.stamp, mark)
+                return mark
+            keys = keys or [BatchKeys(b.adds, _read_keys(io, b.keys)) for b in batches]
+            resolution = None
+            try:
+                resolution = positions.resolve(table.snapshot, io, keys)
+                failpoint(AFTER_POSITION_DELETES)
+            except BaseException:
+                positions.abandon(io, resolution, delete=True)
+                raise
+            resolved = DeltaBatch(resolution.adds, resolution.removes)
+            try:
+                mark, version = self._commit_batch(
+                    group, resolved, job_id, operator_id, metrics, resolution
+                )
+            except CommitConflictError as e:  # StalePositionsError included
+                log.info("Delta table %s: %s", table.location, e)
+                positions.abandon(io, resolution, delete=True)
+                continue
+            except CommitValidationError:
+                positions.abandon(io, resolution, delete=True)
+                raise
+            except BaseException:  # the version may have landed: its vectors stay
+                positions.abandon(io, resolution, delete=False)
+                raise
+            if mark is not None:
+                positions.abandon(io, resolution, delete=True)
+                return mark
+            positions.committed(resolution, version)
+            return None
+        raise CommitFailedError(
+            f"Delta table {self.table.location}: other writers committed between resolving "
+            f"and committing the deletes of batches {group.lowest}..{group.stamp} "
+            f"{MAX_POSITION_RESOLVES} times"
+        )
 
     def source_position(self, operator_id: str) -> SourcePosition | None:
         table = self.table.refresh()
@@ -220,6 +333,13 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         opens the table with. A table deleted and created again at the location has
         another id: the sink's state and checkpoints are refused for it."""
         return delta_identity(self.table)
+
+
+def _read_keys(io: FileIO, paths: Sequence[str]) -> pa.Table | None:
+    """The touched keys of one positions batch (its keys files), None without any."""
+    if not paths:
+        return None
+    return pa.concat_tables([read_keys(io, p) for p in paths])
 
 
 def delta_identity(table: DeltaTable) -> TableIdentity:

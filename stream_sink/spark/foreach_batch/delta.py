@@ -15,7 +15,10 @@ a CDC batch is read from its source once, as an append's one job reads it. A MER
 reads the table it rewrites, so every batch is checkpointed and committed before the
 next is planned: with ``commit_mode="pipelined"`` the commit of a batch runs while Spark
 acknowledges it and plans the next one, and a MERGE waits for it before it searches the
-table's files (appends and overwrites do not: they read no file of the table).
+table's files (appends and overwrites do not: they read no file of the table). With
+``deletes="positions"`` no file of the table is read while a batch is written: the
+commit resolves the batch's keys to deletion vectors
+(:mod:`stream_sink.delta.key_positions`).
 """
 
 from __future__ import annotations
@@ -30,10 +33,19 @@ from stream_sink.commit.schedule import check_commit_mode
 from stream_sink.delta import DeltaTable
 from stream_sink.delta.batch import DeltaBatch
 from stream_sink.delta.features import check_mode_allowed
+from stream_sink.delta.key_positions import (
+    check_deletes,
+    keys_folder,
+    keys_location,
+    positions_configuration,
+    require_deletion_vectors,
+    write_keys,
+)
 from stream_sink.delta.log import open_io
 from stream_sink.delta.maintenance import DeltaMaintenanceMetrics, DeltaMaintenanceOptions
 from stream_sink.delta.maintenance import after_commit as maintenance_after_commit
 from stream_sink.delta.maintenance import write_report as write_maintenance_report
+from stream_sink.delta.merge import conform_keys
 from stream_sink.exceptions import MissingColumnError, TruncateInBatchError
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.maintenance_report import report_location
@@ -45,6 +57,7 @@ from stream_sink.spark.errors import (
     raise_if_interrupted,
     reraise_stream_sink_error,
 )
+from stream_sink.spark.foreach_batch.arrow_frames import to_arrow
 from stream_sink.spark.foreach_batch.batch_gaps import BatchGaps
 from stream_sink.spark.foreach_batch.copy_on_write import rewrite_touched_files
 from stream_sink.spark.options import (
@@ -90,6 +103,18 @@ class DeltaSink:
     to rewrite on the driver; larger ones keep their keys on the executors (semi- and
     anti-joins there, see :mod:`.copy_on_write`), so no batch is too large for the driver.
 
+    ``deletes``: how a CDC batch deletes the older rows of its keys. ``"copy-on-write"``
+    (the default) finds the files holding one from their statistics and rewrites them
+    (or, on a table with deletion vectors, re-marks a file that keeps at least 80% of
+    its rows). ``"positions"`` reads no file of the table while the batch is written:
+    the driver writes the batch's distinct keys to a keys file, and the commit looks
+    them up in an index of the table's keys (kept on the driver between commits,
+    rebuilt after another writer's commit) and commits deletion vectors in the same
+    version as the batch's rows (:mod:`stream_sink.delta.key_positions`). It needs
+    deletion vectors: a table the sink creates gets ``delta.enableDeletionVectors``, an
+    existing one without them is refused. ``driver_key_limit`` does not apply: the
+    driver holds each batch's distinct keys.
+
     ``maintenance``: bounded compaction of small files and vacuum of files removed longer
     ago than ``delta.deletedFileRetentionDuration``, run between the sink's commits
     (:mod:`stream_sink.delta.maintenance`); ``maintenance_metrics`` counts the runs.
@@ -132,6 +157,7 @@ class DeltaSink:
         commit_mode: str = "synchronous",
         resume_from_table: str | None = None,
         event_time_column: str | None = None,
+        deletes: str = "copy-on-write",
     ) -> None:
         self.places = DeltaPlaces.resolve(
             path,
@@ -167,6 +193,8 @@ class DeltaSink:
         self.commit_mode = check_commit_mode(commit_mode, where=f"DeltaSink {self.sink_id}")
         self.resume_from_table = resume_point(resume_from_table)
         self.event_time_column = (event_time_column or "").strip() or None
+        self.deletes = deletes
+        self._positions = check_deletes(deletes, self.mode, f"DeltaSink {self.sink_id}")
         self.maintenance_metrics = DeltaMaintenanceMetrics()
         open_io(self.path, self.storage_options)  # an unsupported store fails here, not later
         self._runtime: SinkRuntime[DeltaTable] | None = None
@@ -274,6 +302,8 @@ class DeltaSink:
         if df is not None:  # a batch to write; close() only commits what a run staged
             where = f"DeltaSink {self.sink_id} ({table.location})"
             check_mode_allowed(table.snapshot.configuration, self.mode, where)
+            if self._positions:
+                require_deletion_vectors(table.snapshot, where)
         self._runtime = open_delta(
             self.places,
             table,
@@ -283,6 +313,7 @@ class DeltaSink:
             commit_mode=self.commit_mode,
             resume=self.resume_from_table,
             event_time_column=self.event_time_column,
+            positions=self.keys if self._positions else None,
         )
         self._opened = True
         return self._runtime
@@ -299,10 +330,17 @@ class DeltaSink:
             self.path,
             schema,
             partition_by=self.partition_by,
-            configuration=self.configuration,
+            configuration=self._create_configuration(),
             exist_ok=True,
             storage_options=options,
         )
+
+    def _create_configuration(self) -> dict[str, str]:
+        """The configuration a new table gets: the sink's, with deletion vectors enabled
+        for ``deletes="positions"``."""
+        if self._positions:
+            return positions_configuration(self.configuration, f"DeltaSink {self.sink_id}")
+        return self.configuration
 
     def _write(self, df: DataFrame, table: DeltaTable, batch_id: int) -> DeltaBatch:
         shape = TableShape.of(table.snapshot, self.storage_options)
@@ -374,6 +412,15 @@ class DeltaSink:
         merged = self._merge(rest, table, shape, empty=True)
         return DeltaBatch(merged.adds, (), truncate=True)
 
+    def _deletes(self, keys_df: DataFrame, table: DeltaTable, shape: TableShape) -> DeltaBatch:
+        """What deletes the older rows of the batch's keys: copy-on-write rewrites (or
+        re-marks) the files holding one now; positions writes the keys, resolved at
+        commit (the driver then holds the batch's distinct keys)."""
+        if self._positions:
+            return _positions_keys(keys_df, table, self.sink_id)
+        snapshot = table.snapshot
+        return rewrite_touched_files(keys_df, snapshot, shape, self.keys, self.driver_key_limit)
+
     def _merge(
         self, changes: DataFrame, table: DeltaTable, shape: TableShape, empty: bool = False
     ) -> DeltaBatch:
@@ -393,11 +440,7 @@ class DeltaSink:
             ).distinct()
             keys_df = keys_df.persist()
             try:
-                parts.append(
-                    rewrite_touched_files(
-                        keys_df, table.snapshot, shape, self.keys, self.driver_key_limit
-                    )
-                )
+                parts.append(self._deletes(keys_df, table, shape))
             finally:
                 keys_df.unpersist()
         spread = changes.repartition(*self.keys).sortWithinPartitions(*self.keys, *self.order_by)
@@ -410,6 +453,17 @@ class DeltaSink:
         )
         parts.append(_collect(spread.mapInArrow(insert, RESULT_DDL)))
         return DeltaBatch.merge(parts)
+
+
+def _positions_keys(keys_df: DataFrame, table: DeltaTable, sink_id: str) -> DeltaBatch:
+    """The batch's distinct keys in a keys file, resolved to deletion vectors at commit
+    (:mod:`stream_sink.delta.key_positions`); no file of the table is read here."""
+    keys = to_arrow(keys_df)
+    if not keys.num_rows:
+        return DeltaBatch()
+    path = keys_location(keys_folder(table.location, sink_id))
+    write_keys(table.io, path, conform_keys(keys, table.schema))
+    return DeltaBatch(keys=(path,))
 
 
 def _collect(df: Any) -> DeltaBatch:

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from delta_readers import delta_rs_rows, duckdb_delta_versions
+from delta_readers import delta_rs_query_rows, delta_rs_rows, duckdb_delta_versions
 from streams import persisted_rdds, run_available, write_batches
 
 from stream_sink.delta import DeltaTable
+from stream_sink.delta.actions import AddFile, RemoveFile
+from stream_sink.delta.key_positions import keys_folder
 from stream_sink.exceptions import InvalidOptionError
 from stream_sink.spark import DeltaSink
 
@@ -135,6 +137,89 @@ def test_delta_upsert_and_changelog_merge_copy_on_write(spark: Any, tmp_path: Pa
     every_version_agrees(loc, ("id", "v"))
 
 
+def test_delta_positions_upsert_and_changelog_commit_deletion_vectors_only(
+    spark: Any, tmp_path: Path
+) -> None:
+    """deletes="positions": the sink creates the table with deletion vectors, no version
+    rewrites a data file (each removed file is re-added under a vector), and every
+    version reads the same for us, delta-rs and DuckDB; the keys files are gone."""
+    upserts = [
+        [{"id": i, "v": f"a{i}", "p": f"p{i % 2}", "seq": i} for i in range(6)],
+        [{"id": 1, "v": "b1", "p": "p1", "seq": 10}, {"id": 2, "v": "b2", "p": "p1", "seq": 11}],
+        [{"id": 2, "v": "c2", "p": "p0", "seq": 13}, {"id": 2, "v": "c1", "p": "p1", "seq": 12}],
+    ]
+    options: dict[str, Any] = {"mode": "upsert", "equality_fields": ["id"], "order_by": "seq"}
+    loc = run(
+        spark,
+        tmp_path,
+        "pos",
+        upserts,
+        "id long, v string, p string, seq long",
+        deletes="positions",
+        partition_by=["p"],
+        **options,
+    )
+    want = [(0, "a0"), (1, "b1"), (2, "c2"), (3, "a3"), (4, "a4"), (5, "a5")]
+    assert rows_of(delta_rs_query_rows(loc), "id", "v") == want
+    positions_versions_agree(loc, ("id", "v", "p"))
+    assert DeltaTable.load(loc).snapshot.configuration["delta.enableDeletionVectors"] == "true"
+
+    changes = [
+        [{"id": 1, "v": "a", "k": "+I", "seq": 1}, {"id": 2, "v": "b", "k": "+I", "seq": 2}],
+        [
+            {"id": 1, "v": "a", "k": "-U", "seq": 3},
+            {"id": 1, "v": "a1", "k": "+U", "seq": 4},
+            {"id": 2, "v": "b", "k": "-D", "seq": 5},
+        ],
+        [{"id": 2, "v": "b9", "k": "+I", "seq": 6}, {"id": 1, "v": "a1", "k": "-D", "seq": 7}],
+    ]
+    loc = run(
+        spark,
+        tmp_path,
+        "poscl",
+        changes,
+        "id long, v string, k string, seq long",
+        mode="changelog",
+        equality_fields=["id"],
+        row_kind_column="k",
+        order_by="seq",
+        deletes="positions",
+    )
+    assert rows_of(delta_rs_query_rows(loc), "id", "v") == [(2, "b9")]
+    positions_versions_agree(loc, ("id", "v"))
+
+    plain = DeltaTable.create(str(tmp_path / "plain"), DeltaTable.load(loc).schema)
+    with pytest.raises(Exception, match="does not take; enable them"):
+        run(
+            spark,
+            tmp_path,
+            "plain",
+            changes[:1],
+            "id long, v string, k string, seq long",
+            mode="changelog",
+            equality_fields=["id"],
+            row_kind_column="k",
+            order_by="seq",
+            deletes="positions",
+        )
+    assert DeltaTable.load(plain.location).version == 0  # nothing written
+
+
+def positions_versions_agree(loc: str, cols: tuple[str, ...]) -> None:
+    table = DeltaTable.load(loc)
+    versions = list(range(table.version + 1))
+    for v, duck in zip(versions, duckdb_delta_versions(loc, versions), strict=True):
+        ours = rows_of(table.to_arrow(version=v).to_pylist(), *cols)
+        assert rows_of(duck, *cols) == ours, f"version {v}"
+        assert rows_of(delta_rs_query_rows(loc, v), *cols) == ours, f"version {v}"
+        actions = table.log.read_commit(v)
+        removed = {a.path for a in actions if isinstance(a, RemoveFile)}
+        marked = {a.path for a in actions if isinstance(a, AddFile) and a.deletion_vector}
+        assert removed <= marked, f"version {v} rewrote {removed - marked}"
+    folder = Path(keys_folder(loc, "any")).parent  # every sink's keys folder
+    assert not [f for f in folder.rglob("*") if f.is_file()]  # every keys file released
+
+
 def test_delta_upsert_reads_each_batch_from_its_source_once(spark: Any, tmp_path: Path) -> None:
     """A MERGE runs two Spark jobs per batch (its keys' files rewritten, its changes
     written), yet each batch is read from the source once: Spark's progress counts each
@@ -218,6 +303,10 @@ def test_delta_sink_options_are_checked(tmp_path: Path) -> None:
         DeltaSink(
             path=str(tmp_path / "t"), mode="changelog", equality_fields=["id"], order_by="seq"
         )
+    with pytest.raises(InvalidOptionError, match="applies to mode 'upsert' or 'changelog'"):
+        DeltaSink(path=str(tmp_path / "t"), deletes="positions")
+    with pytest.raises(InvalidOptionError, match="not one of copy-on-write, positions"):
+        DeltaSink(path=str(tmp_path / "t"), deletes="equality")
     with pytest.raises(InvalidOptionError, match="put-if-absent"):  # before any batch
         DeltaSink(path="gs://bucket/t")
     with pytest.raises(InvalidOptionError, match=r"s3\.endpoint"):

@@ -91,6 +91,9 @@ ICEBERG_ONLY = {
     "branch": "Delta tables have no branches",
     "catalog.": "a Delta table needs no catalog: give its path",
     "snapshot-property.": "Delta versions carry no snapshot summary",
+    "deletes": "into Delta, positions are DeltaSink(deletes='positions') of foreachBatch: "
+    "this route commits each batch in a new Python worker, which would rebuild the index "
+    "of the table's keys at every commit",
 }
 LIST_OPTIONS = ("partition-by", "equality-fields", "order-by")
 CONFIGURATION_PREFIX = "configuration."
