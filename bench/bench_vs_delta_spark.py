@@ -2,10 +2,11 @@
 
 Run: ``.venv/bin/python bench/bench_vs_delta_spark.py [--files 8] [--rows 250000]
 [--upsert-files 10] [--upsert-rows 40000] [--keys 100000] [--rounds 5]
-[--deletion-vectors on|off] [--only append|upsert]``. The script re-runs itself on the
-pyspark of peer set ``delta-spark-4.2`` (Delta Lake 4.4.0's ``delta-spark`` and
-``delta-storage`` for Spark 4.2, which load in no other Spark; ``bench/peer_spark.py``),
-the jars resolved by Maven and cached on first use (``tests/peers/peer``).
+[--deletion-vectors on|off] [--only append|upsert] [--preload N] [--no-warm-up]``.
+The script re-runs itself on the pyspark of peer set ``delta-spark-4.2`` (Delta Lake
+4.4.0's ``delta-spark`` and ``delta-storage`` for Spark 4.2, which load in no other
+Spark; ``bench/peer_spark.py``), the jars resolved by Maven and cached on first use
+(``tests/peers/peer``).
 
 1. Append stream: ``files`` Parquet files of ``rows`` rows (``maxFilesPerTrigger=2``,
    availableNow) through (a) ``writeStream.format("delta")`` (Delta's own streaming
@@ -18,7 +19,13 @@ the jars resolved by Maven and cached on first use (``tests/peers/peer``).
    latest change per id (``row_number`` over ``seq``), then Delta's ``MERGE INTO``
    deleting ``-D`` ids and updating or inserting the rest, and (b) ``DeltaSink(
    mode="upsert", equality_fields=["id"], row_kind_column="_row_kind",
-   order_by="seq")``. Goal: at least 2x of (a).
+   order_by="seq")`` (copy-on-write) and, with deletion vectors on, (c) the same with
+   ``deletes="positions"`` (the keys resolved at commit through the index of the
+   table's keys, :mod:`stream_sink.delta.key_positions`). Goal: at least 2x of (a).
+   ``--preload N``: every side's table starts each round as a copy of one Delta on
+   Spark wrote with ``N`` live keys (ids 0 to N-1), which the changes update and
+   delete (the batch time against the table's size); ``--no-warm-up`` skips the
+   untimed round.
 
 Both sides of each stream write snappy Parquet (either's default) into unpartitioned
 tables on local disk; with ``--deletion-vectors on`` (the default) both upsert tables
@@ -57,7 +64,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_spark_sink import make_input as make_append_input
-from bench_upsert_merge import expected_rows
+from bench_upsert_merge import expected_rows, preload_rows
 from bench_upsert_merge import make_input as make_upsert_input
 from peer_spark import peer_jars, run_on_pyspark_of
 from streams import dedup_merge_sql, drain_into, jvm_peak_mib, parquet_stream
@@ -67,13 +74,19 @@ FILES_PER_TRIGGER = 2
 DV = "delta.enableDeletionVectors"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 UPSERT_COLUMNS = ["id", "name", "amount", "qty", "seq"]
-OURS = ("foreachBatch DeltaSink", 'format("stream_sink") target delta', "DeltaSink(mode='upsert')")
+POSITIONS_SIDE = "DeltaSink(deletes='positions')"
+OURS = (
+    "foreachBatch DeltaSink",
+    'format("stream_sink") target delta',
+    "DeltaSink(mode='upsert')",
+    POSITIONS_SIDE,
+)
 """Our sides' names; any other side is Delta Lake's own."""
 Runner = Callable[[Any, Path, Path], float]
 """(session, input directory, table directory) -> seconds; its checkpoints beside the table."""
 
 
-def delta_session() -> Any:
+def delta_session(driver_memory: str = "1g") -> Any:
     """A local[2] session with Delta Lake's jars of the peer set (on its pyspark)."""
     import pyspark
     from pyspark.sql import SparkSession
@@ -84,6 +97,7 @@ def delta_session() -> Any:
         SparkSession.builder.master("local[2]")
         .appName("bench-vs-delta-spark")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.databricks.delta.snapshotPartitions", "2")
@@ -102,9 +116,20 @@ def places(table: Path) -> tuple[str, str]:
     return str(table.parent / f"{table.name}-chk"), str(table.parent / f"{table.name}-state")
 
 
+BATCH_SECONDS: dict[str, list[float]] = {}
+"""Per table directory, the seconds of each micro-batch of the query that wrote it."""
+
+
 def timed(query: Any, started: float) -> float:
     query.awaitTermination()
     return time.perf_counter() - started
+
+
+def record_batches(query: Any, table: Path) -> None:
+    """Keep each micro-batch's ``triggerExecution`` time of ``query`` (the sink's work,
+    its commit included, for a ``foreachBatch`` query)."""
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    BATCH_SECONDS[str(table)] = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
 
 
 # -- append ---------------------------------------------------------------------------
@@ -153,14 +178,13 @@ def append_datasource(spark: Any, source: Path, table: Path) -> float:
 # -- upsert ---------------------------------------------------------------------------
 
 
-def upsert_merge(dv: bool) -> Runner:
+def upsert_merge(dv: bool, template: Path | None) -> Runner:
     def run(spark: Any, source: Path, table: Path) -> float:
         chk, _ = places(table)
-        props = f"TBLPROPERTIES ('{DV}' = 'true')" if dv else ""
-        spark.sql(
-            f"CREATE TABLE delta.`{table}` (id BIGINT, name STRING, amount DOUBLE, qty INT, "
-            f"seq BIGINT) USING delta {props}"
-        )
+        if template is not None:
+            shutil.copytree(template, table)
+        else:
+            create_upsert_table(spark, table, dv)
 
         def merge(df: Any, batch_id: int) -> None:
             view = f"changes_{batch_id}"
@@ -176,16 +200,39 @@ def upsert_merge(dv: bool) -> Runner:
             .trigger(availableNow=True)
             .start()
         )
-        return timed(q, started)
+        elapsed = timed(q, started)
+        record_batches(q, table)
+        return elapsed
 
     return run
 
 
-def upsert_sink(dv: bool) -> Runner:
+def create_upsert_table(spark: Any, table: Path, dv: bool) -> None:
+    props = f"TBLPROPERTIES ('{DV}' = 'true')" if dv else ""
+    spark.sql(
+        f"CREATE TABLE delta.`{table}` (id BIGINT, name STRING, amount DOUBLE, qty INT, "
+        f"seq BIGINT) USING delta {props}"
+    )
+
+
+def preloaded_template(spark: Any, root: Path, rows: pa.Table, dv: bool) -> Path:
+    """A table Delta on Spark created and filled with ``rows``; each round's table of
+    every side starts as a copy of it."""
+    template = root / "preload-template"
+    create_upsert_table(spark, template, dv)
+    staged = root / "preload.parquet"
+    pq.write_table(rows.select(UPSERT_COLUMNS), staged)
+    spark.read.parquet(str(staged)).write.format("delta").mode("append").save(str(template))
+    return template
+
+
+def upsert_sink(dv: bool, template: Path | None, deletes: str = "copy-on-write") -> Runner:
     from stream_sink.spark import DeltaSink
 
     def run(spark: Any, source: Path, table: Path) -> float:
         chk, state = places(table)
+        if template is not None:
+            shutil.copytree(template, table)
         sink = DeltaSink(
             path=str(table),
             mode="upsert",
@@ -195,8 +242,11 @@ def upsert_sink(dv: bool) -> Runner:
             checkpoint_location=chk,
             state_dir=state,
             configuration={DV: "true"} if dv else None,
+            deletes=deletes,
         )
-        return drain_into(sink, parquet_stream(spark, source, 1))[0]
+        elapsed, q = drain_into(sink, parquet_stream(spark, source, 1))
+        record_batches(q, table)
+        return elapsed
 
     return run
 
@@ -205,14 +255,21 @@ def upsert_sink(dv: bool) -> Runner:
 
 
 def run_rounds(
-    spark: Any, source: Path, work: Path, rounds: int, want: int, runners: dict[str, Runner]
+    spark: Any,
+    source: Path,
+    work: Path,
+    rounds: int,
+    want: int,
+    runners: dict[str, Runner],
+    warm_up: bool = True,
 ) -> tuple[dict[str, list[float]], dict[str, Path]]:
-    """A warm-up round, then ``rounds`` timed ones, the first side alternating; every
-    table counted by Delta on Spark. Returns the times and each side's last table."""
+    """A warm-up round (unless not ``warm_up``), then ``rounds`` timed ones, the first
+    side alternating; every table counted by Delta on Spark. Returns the times and each
+    side's last table."""
     times: dict[str, list[float]] = {side: [] for side in runners}
     last: dict[str, Path] = {}
     order = list(runners)
-    for r in range(-1, rounds):  # round -1: the untimed warm-up
+    for r in range(-1 if warm_up else 0, rounds):  # round -1: the untimed warm-up
         for side in order if r % 2 == 0 else order[::-1]:
             slug = re.sub(r"[^A-Za-z0-9]+", "_", side).strip("_")  # a valid sink id
             table = work / f"{slug}-{r + 1}"
@@ -224,8 +281,10 @@ def run_rounds(
             if r < 0:
                 continue
             times[side].append(elapsed)
+            batches = BATCH_SECONDS.get(str(table), [])
+            each = f"  batches {', '.join(f'{b:.2f}' for b in batches)} s" if batches else ""
             print(
-                f"  round {r + 1} {side:36s} {elapsed:7.2f} s  load {os.getloadavg()[0]:.1f}",
+                f"  round {r + 1} {side:36s} {elapsed:7.2f} s  load {os.getloadavg()[0]:.1f}{each}",
                 flush=True,
             )
     return times, last
@@ -319,21 +378,33 @@ def append_part(spark: Any, root: Path, a: argparse.Namespace) -> None:
 
 def upsert_part(spark: Any, root: Path, a: argparse.Namespace, dv: bool) -> None:
     source = root / "upsert-in"
-    changes = make_upsert_input(source, a.upsert_files, a.upsert_rows, a.keys)
-    expected = expected_rows(changes).select(UPSERT_COLUMNS)
+    keys = max(a.keys, a.preload)
+    changes = make_upsert_input(source, a.upsert_files, a.upsert_rows, keys, a.preload)
+    n = changes.num_rows
     deletes = pc.sum(pc.equal(changes["_row_kind"], "-D")).as_py()
+    template = None
+    if a.preload:
+        base = preload_rows(a.preload)
+        template = preloaded_template(spark, root, base, dv)
+        changes = pa.concat_tables([base, changes])
+    expected = expected_rows(changes).select(UPSERT_COLUMNS)
+    warm = "after a warm-up" if a.warm_up else "without a warm-up"
     print(
-        f"upsert: {changes.num_rows:,} changes in {a.upsert_files} files (one per micro-batch) "
-        f"-> {expected.num_rows:,} live keys, {deletes:,} "
-        f"deletes; deletion vectors {'on' if dv else 'off'}; {a.rounds} rounds after a warm-up",
+        f"upsert: {n:,} changes in {a.upsert_files} files (one per micro-batch) into "
+        f"{a.preload:,} preloaded live keys -> {expected.num_rows:,} live keys, {deletes:,} "
+        f"deletes; deletion vectors {'on' if dv else 'off'}; {a.rounds} rounds {warm}",
         flush=True,
     )
     runners = {
-        "foreachBatch + dedup + Delta MERGE": upsert_merge(dv),
-        "DeltaSink(mode='upsert')": upsert_sink(dv),
+        "foreachBatch + dedup + Delta MERGE": upsert_merge(dv, template),
+        "DeltaSink(mode='upsert')": upsert_sink(dv, template),
     }
-    times, last = run_rounds(spark, source, root / "upsert", a.rounds, expected.num_rows, runners)
-    report(times, changes.num_rows, goal=2.0)
+    if dv:  # positions commit deletion vectors
+        runners[POSITIONS_SIDE] = upsert_sink(dv, template, "positions")
+    times, last = run_rounds(
+        spark, source, root / "upsert", a.rounds, expected.num_rows, runners, a.warm_up
+    )
+    report(times, n, goal=2.0)
     compare_exact(spark, last, expected, key="id")
 
 
@@ -347,13 +418,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--deletion-vectors", choices=("on", "off"), default="on")
     ap.add_argument("--only", choices=("append", "upsert"))
+    ap.add_argument("--preload", type=int, default=0, help="upsert: live keys before the changes")
+    ap.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="no untimed round")
     a = ap.parse_args()
     run_on_pyspark_of(DELTA_SET)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="bench-vs-delta-"))
     dv = a.deletion_vectors == "on"
     try:
-        spark = delta_session()
+        # the final tables are read whole into the driver to compare them
+        spark = delta_session("4g" if a.preload >= 1_000_000 else "1g")
         from stream_sink.spark import register
 
         register(spark)

@@ -97,10 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--deletes",
         default="equality",
         choices=DELETE_MODES,
-        help="the Iceberg demo's deletes: equality (delete files by key) or positions "
-        "(resolved to deletion vectors or position deletes at commit; the drill then also "
-        "reads every table with pyiceberg and checks that no snapshot lists an equality "
-        "delete file; upsert and changelog modes)",
+        help="the demo's deletes: equality (the sinks' defaults: Iceberg's delete files "
+        "by key, Delta's copy-on-write) or positions (resolved at commit to deletion "
+        "vectors or position deletes; the drill then also reads every Iceberg table with "
+        "pyiceberg and checks that no snapshot lists an equality delete file, and that no "
+        "version of a Delta table rewrote a data file; upsert and changelog modes)",
     )
     parser.add_argument(
         "--job",

@@ -56,8 +56,9 @@ class DemoConfig:
     """``rest``: ``catalog_uri`` is a REST catalog's URL (``warehouse`` its warehouse)."""
     table: str = TABLE
     deletes: str = "equality"
-    """The Iceberg sink's ``deletes``: ``equality`` (delete files by key, Flink's) or
-    ``positions`` (deletion vectors / position deletes resolved at commit)."""
+    """The sink's ``deletes``: ``equality`` (Iceberg: delete files by key, Flink's; Delta:
+    copy-on-write) or ``positions`` (deletion vectors / position deletes resolved at
+    commit, both formats)."""
     routed_tables: tuple[str, ...] = ()
     """Empty: the one table ``table``; else every change goes to each of these tables
     (one ``IcebergSink(table_column=ROUTE_COLUMN)``, within their namespaces)."""
@@ -158,6 +159,7 @@ def _sink(cfg: DemoConfig, row_kind_column: str | None, order_by: str | None) ->
             order_by=order_by,
             checkpoint_location=cfg.checkpoint_location,
             state_dir=cfg.state_dir,
+            deletes="positions" if cfg.deletes == "positions" else "copy-on-write",
         )
     # one routed sink writing every change to each routed table, or the one table
     # (hash-distributed by key)

@@ -217,3 +217,26 @@ def test_a_positions_drill_killed_once_deletes_are_resolved_keeps_every_reader_e
         assert s["readers"]["duckdb"] == s["readers"]["stream_sink"], s
         assert s["found_rows"] == s["expected_rows"] > 0
     assert routed_report["scenarios"][0]["disagreements"] == []
+
+
+def test_a_delta_positions_drill_killed_once_vectors_are_written_keeps_every_reader_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--target delta --deletes positions``: DeltaSink killed once a commit's deletion
+    vectors are written (no version yet), in upsert and changelog mode. The table is
+    exact for ours, delta-rs (through its query engine, which applies the vectors) and
+    DuckDB, and no version rewrote a data file (the drill fails the scenario otherwise)."""
+    args = ["--target", "delta", "--deletes", "positions", "--mode", "upsert,changelog"]
+    failpoints = f"{AFTER_POSITION_DELETES}@2"
+    code, report = drill(tmp_path, *args, "--failpoints", failpoints, *SMALL_INPUT)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err[-3000:]
+    ids = [s["id"] for s in report["scenarios"]]
+    assert ids == ["upsert/after-position-deletes@2", "changelog/after-position-deletes@2"]
+    for s in report["scenarios"]:
+        assert s["verdict"] == "ok" and s["reached"] is True, s
+        assert (s["kills"], s["restarts"]) == (1, 1), s
+        assert s["duplicated"] == s["missing"] == s["unexpected"] == 0
+        assert s["readers"]["delta-rs"] == s["readers"]["stream_sink"], s
+        assert s["readers"]["duckdb"] == s["readers"]["stream_sink"], s
+        assert s["found_rows"] == s["expected_rows"] > 0

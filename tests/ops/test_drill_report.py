@@ -362,14 +362,16 @@ def test_deletes_positions_adds_its_failpoint_and_is_refused_where_it_cannot_app
     routed = options("--target", "routed", "--deletes", "positions").failpoints  # type: ignore[attr-defined]
     assert "after-position-deletes@1" in routed and "inside-tables-swap@2" in routed
     assert "after-position-deletes@1" not in options().failpoints  # type: ignore[attr-defined]
+    delta = options("--target", "delta", "--deletes", "positions", "--mode", "upsert")
+    assert delta.job.deletes == "positions"  # type: ignore[attr-defined]
+    assert "after-position-deletes@1" in delta.failpoints  # type: ignore[attr-defined]
     for args, message in (
         (
             ["--failpoints", "after-position-deletes"],
-            r"never reaches 'after-position-deletes' \(the demo commits equality deletes; "
-            r"--deletes positions drills it\)",
+            r"never reaches 'after-position-deletes' \(the demo deletes by key \(Iceberg: "
+            r"equality deletes; Delta: copy-on-write\); --deletes positions drills it\)",
         ),
         (["--deletes", "positions", "--mode", "append,upsert"], "drop --job or --mode append"),
-        (["--target", "delta", "--deletes", "positions"], "the Delta demo equality only"),
         (
             ["--deletes", "positions", "--job", "m:run", "--table", "db.t", "--expected", "m:r"],
             "a --job sets its own sink's deletes",
@@ -413,3 +415,35 @@ def test_equality_delete_snapshots_name_the_snapshots_that_list_one(tmp_path: Pa
     table.upsert(pa.table({"id": [2], "v": ["c"]}, schema))
     table.refresh()
     assert equality_delete_snapshots(table) == [table.current_snapshot().snapshot_id]
+
+
+def test_delta_rewrite_versions_name_a_copy_on_write_merge_not_a_positions_one(
+    tmp_path: Path,
+) -> None:
+    """The Delta positions drill's check: a copy-on-write MERGE that rewrote a file is
+    named by its version; vectors-only versions and a truncate are not."""
+    from stream_sink.delta import DeltaTable
+    from stream_sink.delta.key_positions import BatchKeys, DeltaPositionResolver, keys_folder
+    from stream_sink.delta.merge import copy_on_write
+    from stream_sink.ops.drill.delete_files import delta_rewrite_versions
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    loc = str(tmp_path / "t")
+    config = {"delta.enableDeletionVectors": "true"}
+    table = DeltaTable.create(loc, schema, configuration=config)
+    table.append(pa.table({"id": [1, 2, 3, 4, 5], "v": list("abcde")}, schema))
+    table.append(pa.table({"id": [9], "v": ["z"]}, schema))  # a file no change touches
+    keys = pa.table({"id": pa.array([2], pa.int64())})
+    resolution = DeltaPositionResolver(["id"]).resolve(
+        table.snapshot, table.io, [BatchKeys((), keys)]
+    )
+    table.new_transaction().add_all(resolution.adds).add_all(resolution.removes).commit("MERGE")
+    assert delta_rewrite_versions(loc) == []
+    gone = pa.table({"id": [1, 3, 4], "v": ["", "", ""], "op": ["-D"] * 3})
+    merged = copy_on_write(table.refresh().snapshot, table.io, gone, ["id"], "changelog", "op")
+    version = table.new_transaction().add_all(merged.adds).add_all(merged.removes).commit()
+    assert delta_rewrite_versions(loc) == [version]  # 4 of 5 rows gone: rewritten
+    live = list(table.refresh().snapshot.files.values())
+    table.new_transaction().add_all(a.remove(0) for a in live).commit("TRUNCATE")
+    assert delta_rewrite_versions(loc) == [version]
+    assert keys_folder(loc, "s").endswith("_stream_sink/touched-keys/s")

@@ -3,8 +3,9 @@
 ``python delta_kill_job.py ROOT [ROUTE]`` reads ROOT/append-in and ROOT/upsert-in (JSON
 files, one per micro-batch) into Delta tables ROOT/lake/events and ROOT/lake/latest, with
 checkpoints under ROOT/dchk-* and state under ROOT/dstate. ROUTE is ``foreach``
-(``DeltaSink.foreach_batch``, the default), ``source`` (``format("stream_sink")`` with
-target ``delta``) or ``source-upsert`` (its upsert stream only). It prints ``batch
+(``DeltaSink.foreach_batch``, the default), ``foreach-positions`` (its upsert stream
+only, ``deletes="positions"``), ``source`` (``format("stream_sink")`` with target
+``delta``) or ``source-upsert`` (its upsert stream only). It prints ``batch
 <sink> <id>`` as each micro-batch starts (``foreach``) or once the query runs
 (``source``), so the test knows Spark is running before it kills it.
 """
@@ -60,6 +61,19 @@ def main(root: Path, route: str) -> None:
         print("done", flush=True)
         return
     state = str(root / "dstate")
+    if route == "foreach-positions":
+        positions = DeltaSink(
+            path=str(root / "lake" / "latest"),
+            mode="upsert",
+            equality_fields=["id"],
+            order_by="seq",
+            checkpoint_location=str(root / "dchk-upsert"),
+            state_dir=state,
+            deletes="positions",
+        )
+        run(spark, positions, root / "upsert-in", "id long, data string, seq long")
+        print("done", flush=True)
+        return
     append = DeltaSink(
         path=str(root / "lake" / "events"),
         partition_by=["p"],

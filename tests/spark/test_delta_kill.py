@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from delta_readers import delta_rs_rows, duckdb_delta_versions
+from delta_readers import delta_rs_query_rows, delta_rs_rows, duckdb_delta_versions
 from kill_harness import (
     KillJob,
     append_batches,
@@ -21,6 +21,8 @@ from kill_harness import (
 
 from stream_sink.commit.delta.target import app_id
 from stream_sink.delta import DeltaTable
+from stream_sink.delta.actions import AddFile, RemoveFile
+from stream_sink.delta.key_positions import keys_folder
 from stream_sink.spark.datasource.register import supports_data_source
 from stream_sink.spark.query import read_query_id
 
@@ -94,6 +96,40 @@ def check_exactly_once(
                 assert (
                     sorted((r["id"], r["data"]) for r in delta_rs_rows(table.location, v)) == want2
                 )
+
+
+def test_delta_positions_killed_resolving_and_at_random_restart_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """``DeltaSink(deletes="positions")``: killed once a commit's deletion vectors are
+    written (before the version), then at a random moment, then run to the end. Every
+    version holds the batches its ``txn`` names for DuckDB and delta-rs (which applies
+    the vectors), no version rewrote a data file, and no keys file is left."""
+    _, upserts = prepare(tmp_path)
+    job = KillJob(JOB, [str(tmp_path), "foreach-positions"], timeout=600)
+    job.killed_at("after-position-deletes@2")
+    job.killed_mid_stream(kill_rng(17))
+    job.run_to_end()
+    latest = DeltaTable.load(str(tmp_path / "lake" / "latest"))
+    app = job_of(latest)
+    assert app == app_id(read_query_id(str(tmp_path / "dchk-upsert" / "spark")), "latest")
+    versions = list(range(1, latest.version + 1))
+    marks = [latest.snapshot_at(v).txn_version(app) for v in versions]
+    assert_committed_once(marks, "latest")
+    assert marks[-1] == FILES - 1
+    duck = duckdb_delta_versions(latest.location, versions)
+    for v, mark, rows in zip(versions, marks, duck, strict=True):
+        assert mark is not None
+        want = latest_after(upserts, mark)
+        assert sorted((r["id"], r["data"]) for r in rows) == want, f"version {v}"
+        got = delta_rs_query_rows(latest.location, v)
+        assert sorted((r["id"], r["data"]) for r in got) == want, f"version {v}"
+        actions = latest.log.read_commit(v)
+        removed = {a.path for a in actions if isinstance(a, RemoveFile)}
+        marked = {a.path for a in actions if isinstance(a, AddFile) and a.deletion_vector}
+        assert removed <= marked, f"version {v} rewrote {removed - marked}"
+    keys = Path(keys_folder(latest.location, "latest"))
+    assert [p for p in keys.rglob("*") if p.is_file()] == []
 
 
 SOURCE_FILES = 3

@@ -78,7 +78,6 @@ UNREACHABLE: dict[str, dict[str, str]] = {
     "delta": {
         **dict.fromkeys(MULTI_TABLE_FAILPOINTS, ONE_TABLE),
         BETWEEN_BATCH_COMMITS: "DeltaSink commits every batch on its own",
-        AFTER_POSITION_DELETES: "it is a step of an Iceberg sink's deletes='positions'",
     },
     "routed": {
         AFTER_METADATA_FILE_WRITE: "each checkpoint commits its tables in one transaction; "
@@ -90,8 +89,11 @@ UNREACHABLE: dict[str, dict[str, str]] = {
 """Per built-in target, the known failpoints its job never reaches, and why: refused
 by ``--failpoints`` (a failpoint a job may reach but did not is reported ``reached:
 false``)."""
-EQUALITY_ONLY = "the demo commits equality deletes; --deletes positions drills it"
-"""Why the Iceberg demos never reach ``after-position-deletes`` without ``--deletes positions``."""
+EQUALITY_ONLY = (
+    "the demo deletes by key (Iceberg: equality deletes; Delta: copy-on-write); "
+    "--deletes positions drills it"
+)
+"""Why the demos never reach ``after-position-deletes`` without ``--deletes positions``."""
 DELETE_MODES = ("equality", "positions")
 DRILL_MODES = ("append", "changelog", "upsert")
 DELTA_PREFIX = "delta:"
@@ -146,8 +148,9 @@ class JobSpec:
     """The built-in target this job is (None: a user's job, which may reach any known
     failpoint)."""
     deletes: str = "equality"
-    """The built-in Iceberg demo's ``deletes`` (a user's job sets its own); with
-    ``positions`` the drill also checks that no snapshot lists an equality delete file
+    """The built-in demo's ``deletes`` (a user's job sets its own); with ``positions`` the
+    drill also checks that no snapshot lists an equality delete file (Delta: that no
+    version rewrote a data file)
     and reads the tables with pyiceberg."""
 
     @property
@@ -186,16 +189,21 @@ class JobSpec:
         table ``lake/orders`` of each scenario's work dir (``target="delta"``), or routed
         into the three tables :data:`ROUTED_TABLES` of the scenario's SQL catalog, which
         commits each checkpoint's tables in one transaction (``target="routed"``).
-        ``deletes`` is the Iceberg sink's (``positions``: not for Delta)."""
-        if deletes not in DELETE_MODES or (deletes == "positions" and target == "delta"):
+        ``deletes``: ``equality`` (the sinks' defaults: Iceberg's equality deletes,
+        Delta's copy-on-write) or ``positions`` (both sinks' ``deletes="positions"``)."""
+        if deletes not in DELETE_MODES:
             raise InvalidOptionError(
-                f"--deletes {deletes}: the Iceberg demos take {' or '.join(DELETE_MODES)}, "
-                "the Delta demo equality only; drop --deletes or choose --target iceberg "
-                "or routed"
+                f"--deletes {deletes}: the demos take {' or '.join(DELETE_MODES)}; "
+                "drop --deletes or choose one of them"
             )
         if target == "delta":
             return JobSpec(
-                DELTA_DEMO_JOB, DELTA_DEMO_TABLE, DEMO_EXPECTED, DELTA_DEMO_PREPARE, target=target
+                DELTA_DEMO_JOB,
+                DELTA_DEMO_TABLE,
+                DEMO_EXPECTED,
+                DELTA_DEMO_PREPARE,
+                target=target,
+                deletes=deletes,
             )
         if target == "routed":
             tables = ",".join(ROUTED_TABLES)
@@ -341,11 +349,16 @@ def _delta_location(context: Context) -> str:
 
 
 def prepare_delta_demo(**context: Any) -> None:
-    """The shared input and the scenario's empty Delta table (the demo's schema)."""
+    """The shared input and the scenario's empty Delta table (the demo's schema; with
+    deletion vectors for ``--deletes positions``)."""
     from stream_sink.delta import DeltaTable
 
     _write_input_once(_demo_config(context, delta=True), context)
-    DeltaTable.create(_delta_location(context), TABLE_SCHEMA, exist_ok=True)
+    positions = context.get("deletes") == "positions"  # DeltaSink's needs deletion vectors
+    configuration = {"delta.enableDeletionVectors": "true"} if positions else None
+    DeltaTable.create(
+        _delta_location(context), TABLE_SCHEMA, configuration=configuration, exist_ok=True
+    )
 
 
 def run_delta_demo(**context: Any) -> None:
