@@ -17,7 +17,7 @@ from delta_readers import delta_rs_query_rows, duckdb_delta_versions
 from stream_sink.commit import FilesCommitter, StateDirectory
 from stream_sink.commit.delta.target import MAX_POSITION_RESOLVES, DeltaTarget
 from stream_sink.delta import DeltaTable
-from stream_sink.delta.actions import AddFile, RemoveFile
+from stream_sink.delta.actions import AddFile
 from stream_sink.delta.deletion_vectors import deleted_rows, write_deletion_vectors
 from stream_sink.delta.key_positions import (
     BatchKeys,
@@ -34,6 +34,7 @@ from stream_sink.delta.merge import copy_on_write
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.exceptions import CommitFailedError, InvalidOptionError
 from stream_sink.io.fileio import FileIO
+from stream_sink.ops.drill.delete_files import delta_rewrite_versions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.string())])
 DVS = {"delta.enableDeletionVectors": "true"}
@@ -100,15 +101,6 @@ def readers_agree(loc: str, model: dict[int, tuple[str, str]]) -> None:
     assert rows_of(duck) == want
 
 
-def no_rewrites(table: DeltaTable, versions: range) -> None:
-    """Each removed file of these versions is re-added under a vector: none rewritten."""
-    for v in versions:
-        actions = table.log.read_commit(v)
-        removed = {a.path for a in actions if isinstance(a, RemoveFile)}
-        marked = {a.path for a in actions if isinstance(a, AddFile) and a.deletion_vector}
-        assert removed <= marked, f"version {v} rewrote {removed - marked}"
-
-
 def preload(loc: str, partition_by: tuple[str, ...] = ("p",)) -> DeltaTable:
     table = DeltaTable.create(loc, SCHEMA, partition_by=list(partition_by), configuration=DVS)
     for p in ("a", "b"):
@@ -142,7 +134,7 @@ def test_positions_batches_are_exact_for_every_reader_and_rewrite_no_file(
         apply(model, rows)
         readers_agree(loc, model)
     table = DeltaTable.load(loc)
-    no_rewrites(table, range(3, table.version + 1))
+    assert delta_rewrite_versions(loc) == []
     assert resolver.builds == 1  # kept between the sink's own commits
     assert table.snapshot.txn_version("stream-sink:j:s") == len(BATCHES) - 1
     assert not list(FileIO.for_location(loc).walk(sink.folder))  # keys released
@@ -297,3 +289,54 @@ def test_the_options_of_positions_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="does not take; enable them"):
         require_deletion_vectors(plain.snapshot, "here")
     require_deletion_vectors(preload(str(tmp_path / "dv")).snapshot, "here")
+
+
+def test_a_batch_of_deletes_only_commits_vectors_and_no_data_file(tmp_path: Path) -> None:
+    """Debezium tombstones (deletes by key, no other column) make a batch of keys alone:
+    its version holds vectors and the re-added files, no new data file."""
+    loc = str(tmp_path / "t")
+    table = preload(loc)
+    sink = Sink(table, tmp_path / "state", DeltaPositionResolver(["id"]))
+    rows = [("-D", 3, "a", ""), ("-D", 45, "b", ""), ("-D", 999, "a", "")]  # 999: never live
+    sink.write(0, rows)
+    model = initial()
+    apply(model, rows)
+    readers_agree(loc, model)
+    table = DeltaTable.load(loc)
+    adds = [a for a in table.log.read_commit(table.version) if isinstance(a, AddFile)]
+    assert adds and all(a.deletion_vector for a in adds)
+
+
+def test_a_staged_positions_batch_is_not_committed_by_a_copy_on_write_target(
+    tmp_path: Path,
+) -> None:
+    """A sink restarted with deletes changed away from positions would commit the rows
+    without their deletes: the target refuses, naming the fix, and the batch stays."""
+    loc = str(tmp_path / "t")
+    table = preload(loc)
+    folder = keys_folder(loc, "s")
+    state = StateDirectory(str(tmp_path / "state"), kind="rocksdb")
+    committer = FilesCommitter(
+        DeltaTarget(table, positions=DeltaPositionResolver(["id"]), keys_folder=folder),
+        state,
+        None,
+        job_id="j",
+        operator_id="s",
+    )
+    committer.restore()
+    snapshot = table.refresh().snapshot
+    batch = positions_batch(
+        snapshot, table.io, changes([("+U", 1, "a", "x")]), ["id"], "changelog", folder, "op"
+    )
+    committer.process(0, batch)
+    committer.close()
+    plain = FilesCommitter(
+        DeltaTarget(DeltaTable.load(loc)),
+        StateDirectory(str(tmp_path / "state"), kind="rocksdb"),
+        None,
+        job_id="j",
+        operator_id="s",
+    )
+    with pytest.raises(InvalidOptionError, match="restart the sink with deletes='positions'"):
+        plain.restore()
+    assert DeltaTable.load(loc).version == table.version  # nothing committed

@@ -159,13 +159,18 @@ def read_parquet_dir(directory: Path) -> pa.Table:
     return pa.concat_tables([pq.read_table(p) for p in parts])
 
 
-def _read_all(command: Sequence[str], locations: Sequence[str], launcher: Path) -> list[pa.Table]:
+def _read_all(
+    command: Sequence[str],
+    locations: Sequence[str],
+    launcher: Path,
+    env: dict[str, str] | None = None,
+) -> list[pa.Table]:
     if not locations:
         return []
     with tempfile.TemporaryDirectory(prefix="peer-read-") as out:
         # one location writes to --out itself; give it a subdirectory like the others
         target = Path(out) / ("0" if len(locations) == 1 else "")
-        run_peer([*command, *locations, "--out", str(target)], launcher)
+        run_peer([*command, *locations, "--out", str(target)], launcher, env)
         return [read_parquet_dir(Path(out) / str(i)) for i in range(len(locations))]
 
 
@@ -190,10 +195,13 @@ def _sql(
         ]
 
 
-def read_with_java(locations: Sequence[str]) -> list[pa.Table]:
+def read_with_java(locations: Sequence[str], iceberg_set: str | None = None) -> list[pa.Table]:
     """One Arrow table per Iceberg location (a table directory or a metadata file,
-    optionally ``@<snapshot id>``), in order, as Java Iceberg reads it, in one JVM."""
-    return _read_all(["read"], locations, JAVA_ICEBERG)
+    optionally ``@<snapshot id>``), in order, as Java Iceberg reads it, in one JVM: the
+    run's Iceberg (set iceberg-spark-3.5, Iceberg 1.10) or, with ``iceberg_set``, that
+    peer set's (``iceberg-spark-4.1``: Iceberg 1.12, a JVM of its own)."""
+    env = None if iceberg_set is None else {**os.environ, "STREAM_SINK_PEER_ICEBERG": iceberg_set}
+    return _read_all(["read"], locations, JAVA_ICEBERG, env)
 
 
 def read_with_java_generic(locations: Sequence[str], where: Sequence[str] = ()) -> list[pa.Table]:

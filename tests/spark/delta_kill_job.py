@@ -43,6 +43,22 @@ def run_source(spark: Any, root: Path, name: str, schema: str, **options: str) -
     query.awaitTermination()
 
 
+UPSERT_SCHEMA = "id long, data string, seq long"
+
+
+def upsert_sink(root: Path, deletes: str) -> DeltaSink:
+    """The upsert stream's sink into ROOT/lake/latest."""
+    return DeltaSink(
+        path=str(root / "lake" / "latest"),
+        mode="upsert",
+        equality_fields=["id"],
+        order_by="seq",
+        checkpoint_location=str(root / "dchk-upsert"),
+        state_dir=str(root / "dstate"),
+        deletes=deletes,
+    )
+
+
 def main(root: Path, route: str) -> None:
     spark = local_session("stream-sink-delta-kill-test")
     if route in ("source", "source-upsert"):
@@ -62,16 +78,7 @@ def main(root: Path, route: str) -> None:
         return
     state = str(root / "dstate")
     if route == "foreach-positions":
-        positions = DeltaSink(
-            path=str(root / "lake" / "latest"),
-            mode="upsert",
-            equality_fields=["id"],
-            order_by="seq",
-            checkpoint_location=str(root / "dchk-upsert"),
-            state_dir=state,
-            deletes="positions",
-        )
-        run(spark, positions, root / "upsert-in", "id long, data string, seq long")
+        run(spark, upsert_sink(root, "positions"), root / "upsert-in", UPSERT_SCHEMA)
         print("done", flush=True)
         return
     append = DeltaSink(
@@ -81,15 +88,7 @@ def main(root: Path, route: str) -> None:
         state_dir=state,
     )
     run(spark, append, root / "append-in", "id long, data string, p string")
-    upsert = DeltaSink(
-        path=str(root / "lake" / "latest"),
-        mode="upsert",
-        equality_fields=["id"],
-        order_by="seq",
-        checkpoint_location=str(root / "dchk-upsert"),
-        state_dir=state,
-    )
-    run(spark, upsert, root / "upsert-in", "id long, data string, seq long")
+    run(spark, upsert_sink(root, "copy-on-write"), root / "upsert-in", UPSERT_SCHEMA)
     print("done", flush=True)
 
 

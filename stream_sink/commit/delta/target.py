@@ -43,7 +43,12 @@ from stream_sink.delta.key_positions import (
 from stream_sink.delta.paths import absolute_location
 from stream_sink.delta.snapshot import DeltaSnapshot
 from stream_sink.delta.stats import num_records
-from stream_sink.exceptions import CommitConflictError, CommitFailedError, CommitValidationError
+from stream_sink.exceptions import (
+    CommitConflictError,
+    CommitFailedError,
+    CommitValidationError,
+    InvalidOptionError,
+)
 from stream_sink.io.errors import quietly
 from stream_sink.io.fileio import FileIO
 from stream_sink.metrics.committer import CommitterMetrics
@@ -179,7 +184,13 @@ class DeltaTarget(CommitTarget[DeltaTable]):
         self, group: CommitGroup, job_id: str, operator_id: str, metrics: CommitterMetrics
     ) -> int | None:
         batches = [cast(DeltaBatch, b.files) for b in group.batches]
-        if self.positions is not None and any(b.keys for b in batches):
+        if any(b.keys for b in batches):
+            if self.positions is None:
+                raise InvalidOptionError(
+                    f"Delta table {self.table.location}: batches {group.lowest}..{group.stamp} "
+                    "were staged by a sink with deletes='positions' and need their keys "
+                    "resolved; restart the sink with deletes='positions' to commit them"
+                )
             return self._commit_positions(group, batches, job_id, operator_id, metrics)
         batch = DeltaBatch.merge(batches)
         return self._commit_batch(group, batch, job_id, operator_id, metrics)[0]
