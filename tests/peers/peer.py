@@ -127,8 +127,8 @@ def read_iceberg(a: argparse.Namespace) -> None:
         path, _, snap = loc.partition("@")
         reader = s.read.format("iceberg")
         snapshot_id = int(snap) if snap else a.snapshot_id
-        if snapshot_id is not None:
-            reader = reader.option("snapshot-id", snapshot_id)
+        if snapshot_id is not None:  # Iceberg 1.12 refuses its own "snapshot-id" option
+            reader = reader.option("versionAsOf", snapshot_id)
         if a.ref:
             reader = reader.option("branch", a.ref)
         emit(reader.load(newest_metadata(path)), out_dir(a.out, len(a.location), i))
