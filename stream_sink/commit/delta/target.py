@@ -3,7 +3,9 @@
 - Identity: the table's location and ``metaData`` id (:func:`delta_identity`), recorded in
   the sink's state and checkpoints as an Iceberg table's catalog, name and uuid are.
 - Staging: a batch's add/remove actions are themselves the staged form (the payload in
-  ``staged/<ckpt>`` is the batch's bytes); no staging files exist, so nothing is swept.
+  ``staged/<ckpt>`` is the batch's bytes). The one staging file is a positions batch's
+  keys file (``deletes="positions"``): released once the batch is committed, swept at a
+  restore when no staged batch names it.
 - Watermark: a ``txn`` action with appId ``stream-sink:<job id>:<sink id>`` and version =
   the highest batch id committed, in the same log version as the data.
 - Source position: the query's offsets in the ``commitInfo`` of the same version and,
@@ -15,7 +17,10 @@
   Overwrite (dynamic partition overwrite) removes the live files of the partitions the
   batch writes, and declares those partitions read. A truncating batch (a TRUNCATE of
   the source table) removes every file live in the snapshot its commit is written on,
-  in the same version as its adds and its ``txn``.
+  in the same version as its adds and its ``txn``. A group of positions batches is
+  resolved first (:mod:`stream_sink.delta.key_positions`: the keys looked up in the
+  target's index, deletion vectors written) and committed only on the version it was
+  resolved at; another version in between sends it back to resolve again.
 """
 
 from __future__ import annotations
