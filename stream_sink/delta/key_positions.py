@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,10 +51,11 @@ from stream_sink.exceptions import InvalidOptionError, StalePositionsError
 from stream_sink.io.fileio import FileIO
 from stream_sink.lookup.row_positions import NONE, RowPositions, by_file
 
-from .actions import AddFile, RemoveFile
+from .actions import AddFile, Metadata, Protocol, RemoveFile
 from .batch import DeltaBatch
 from .deletion_vectors import VectorReader, dv_location, write_deletion_vectors
 from .features import supports_deletion_vectors
+from .log import DeltaLog
 from .merge import MergeMode, conform_keys, net_changes, write_net_rows
 from .scan import POSITION, read_file
 from .snapshot import DeltaSnapshot
@@ -111,10 +113,64 @@ class DeltaKeyPositions(RowPositions[AddFile]):
 
     def add_file(self, snapshot: DeltaSnapshot, io: FileIO, add: AddFile) -> None:
         """Remember the live rows of ``add`` (read without the rows its vector deletes)."""
-        schema = pa.schema([snapshot.arrow_schema.field(k) for k in self.keys])
-        rows = read_file(snapshot, io, add, schema, positions=True)
+        rows = self._live_keys(snapshot, io, add)
         live = rows.column(POSITION).to_numpy()
         self.add_rows(add.path, add, [rows.column(k) for k in self.keys], live)
+
+    def _live_keys(self, snapshot: DeltaSnapshot, io: FileIO, add: AddFile) -> pa.Table:
+        schema = pa.schema([snapshot.arrow_schema.field(k) for k in self.keys])
+        return read_file(snapshot, io, add, schema, positions=True)
+
+    def catch_up(self, snapshot: DeltaSnapshot, io: FileIO, log: DeltaLog) -> bool:
+        """Move the index from its version to ``snapshot``'s by the log's versions in
+        between (another writer's appends, deletes, compactions): a removed file's live
+        rows and the rows a new vector deletes are forgotten, a new file's rows added.
+        Costs the files those versions touch, not the table. False (the index is then
+        half moved: rebuild it) when a version changes the schema or protocol, is gone
+        from the log, or names a file the index does not know."""
+        for v in range(self.version + 1, snapshot.version + 1):
+            try:
+                actions = log.read_commit(v)
+            except Exception:  # cleaned from the log: a rebuild reads the table instead
+                return False
+            if any(isinstance(a, (Metadata, Protocol)) for a in actions):
+                return False
+            try:
+                if not self._apply(snapshot, io, actions):
+                    return False
+            except Exception:  # e.g. a removed file vacuumed since: the rebuild reads live ones
+                return False
+        self.version = snapshot.version
+        return True
+
+    def _apply(self, snapshot: DeltaSnapshot, io: FileIO, actions: Sequence[Any]) -> bool:
+        adds = {a.path: a for a in actions if isinstance(a, AddFile)}
+        for r in (a for a in actions if isinstance(a, RemoveFile)):
+            old = self.entry(r.path)
+            if old is None:
+                return False
+            if r.path not in adds and not self._drop(snapshot, io, old, None):
+                return False
+        for path, add in adds.items():
+            old = self.entry(path)
+            if old is None:
+                self.add_file(snapshot, io, add)
+            elif not self._drop(snapshot, io, old, add):
+                return False
+        return True
+
+    def _drop(self, snapshot: DeltaSnapshot, io: FileIO, old: AddFile, new: AddFile | None) -> bool:
+        """Forget the rows of ``old`` that ``new`` (the same file under a new vector;
+        None: removed) no longer has live; ``new`` becomes the file's entry."""
+        rows = self._live_keys(snapshot, io, old)
+        gone = np.ones(rows.num_rows, dtype=bool)
+        if new is not None:
+            still = self._live_keys(snapshot, io, new).column(POSITION).to_numpy()
+            gone = ~np.isin(rows.column(POSITION).to_numpy(), still)
+            self.ordinal(new.path, new)
+        rows = rows.filter(pa.array(gone))
+        cols = [rows.column(k) for k in self.keys]
+        return self.drop_rows(old.path, cols, rows.column(POSITION).to_numpy())
 
 
 def build_positions(
@@ -165,12 +221,19 @@ class DeltaPositionResolver:
         self.keys = tuple(keys)
         self.index: DeltaKeyPositions | None = None
         self.builds = 0
+        self.moves = 0
+        """Times the kept index was moved over other writers' versions instead of built."""
 
     def resolve(
-        self, snapshot: DeltaSnapshot, io: FileIO, batches: Sequence[BatchKeys]
+        self,
+        snapshot: DeltaSnapshot,
+        io: FileIO,
+        batches: Sequence[BatchKeys],
+        log: DeltaLog | None = None,
     ) -> DeltaResolution:
-        """The group's files with its keys' live rows deleted by vectors at ``snapshot``."""
-        index = self._index_at(snapshot, io)
+        """The group's files with its keys' live rows deleted by vectors at ``snapshot``
+        (``log``: the table's, to move a kept index over other writers' versions)."""
+        index = self._index_at(snapshot, io, log)
         hits: dict[int, np.ndarray] = {}
         adds: dict[str, AddFile] = {}
         for batch in batches:
@@ -230,8 +293,17 @@ class DeltaPositionResolver:
             removes.append(f.remove(now))
         return readds, tuple(removes), written
 
-    def _index_at(self, snapshot: DeltaSnapshot, io: FileIO) -> DeltaKeyPositions:
+    def _index_at(
+        self, snapshot: DeltaSnapshot, io: FileIO, log: DeltaLog | None
+    ) -> DeltaKeyPositions:
+        """The index at ``snapshot``: the one kept, moved over the versions since (with
+        ``log``), or built from the table."""
         index = self.index
+        if index is not None and index.version < snapshot.version and log is not None:
+            if index.catch_up(snapshot, io, log):
+                self.moves += 1
+                return index
+            index = None
         if index is None or index.version != snapshot.version:
             index = self.index = build_positions(snapshot, io, self.keys)
             self.builds += 1

@@ -88,6 +88,30 @@ class RowPositions(Generic[File]):
         for key, e in zip(key_values(cols, rows), encoded[rows].tolist(), strict=True):
             self._extra.setdefault(key, []).append(e)
 
+    def entry(self, path: str) -> File | None:
+        """The file entry of ``path`` (None: never named)."""
+        ordinal = self._ordinal.get(path)
+        return None if ordinal is None else self.files[ordinal]
+
+    def drop_rows(self, path: str, cols: Sequence[Column], rows: np.ndarray) -> bool:
+        """Forget rows ``rows`` of the file at ``path`` (``cols``: their key values, one
+        per row), as another writer's delete or compaction removes them: a key whose
+        entry is another row keeps it. False, having changed nothing, when this cannot
+        be done exactly (the file was never named, rows are kept aside for duplicate
+        keys, or a key repeats among ``rows``): the caller rebuilds the index."""
+        ordinal = self._ordinal.get(path)
+        if ordinal is None or self._extra:
+            return False
+        if not len(rows):
+            return True
+        first = first_rows(cols)
+        if len(first) != len(rows):
+            return False
+        encoded = (np.int64(ordinal) << ROW_BITS) | rows.astype(np.int64)
+        mine = self._keys.lookup(cols, first) == encoded[first]
+        self._keys.forget(cols, first[mine])
+        return True
+
     def take(self, columns: Sequence[Column]) -> np.ndarray:
         """The encoded positions of the live rows of the keys in ``columns`` (any
         repeats), which leave the index."""

@@ -171,8 +171,10 @@ class RacedResolver(DeltaPositionResolver):
         self.loc = loc
         self.races = races
 
-    def resolve(self, snapshot: DeltaSnapshot, io: FileIO, batches: Any) -> DeltaResolution:
-        resolution = super().resolve(snapshot, io, batches)
+    def resolve(
+        self, snapshot: DeltaSnapshot, io: FileIO, batches: Any, log: Any = None
+    ) -> DeltaResolution:
+        resolution = super().resolve(snapshot, io, batches, log)
         if self.races:
             self.races -= 1
             other = DeltaTable.load(self.loc)
@@ -340,3 +342,43 @@ def test_a_staged_positions_batch_is_not_committed_by_a_copy_on_write_target(
     with pytest.raises(InvalidOptionError, match="restart the sink with deletes='positions'"):
         plain.restore()
     assert DeltaTable.load(loc).version == table.version  # nothing committed
+
+
+def test_the_kept_index_moves_over_other_writers_versions_without_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    """Between two positions commits another writer compacts the table (OPTIMIZE),
+    deletes a key (a new vector on a file) and appends a new key: the index is moved
+    over those versions (read: the files they touch), not built again, and the next
+    batch is exact for every reader. A schema change in between makes it rebuild."""
+    from stream_sink.delta.optimize import optimize
+
+    loc = str(tmp_path / "t")
+    table = preload(loc, partition_by=())
+    for i in range(6):  # small files for the compaction
+        table.append(pa.table({"id": [100 + i], "p": ["a"], "v": ["small"]}, SCHEMA))
+    resolver = DeltaPositionResolver(["id"])
+    sink = Sink(table, tmp_path / "state", resolver)
+    model = initial() | {100 + i: ("a", "small") for i in range(6)}
+    first = [("+U", 1, "a", "v1"), ("-D", 101, "a", "")]
+    sink.write(0, first)
+    apply(model, first)
+    other = DeltaTable.load(loc)
+    assert optimize(other).version is not None  # compacted the small files
+    gone = changes([("-D", 20, "a", "")])
+    merged = copy_on_write(other.refresh().snapshot, other.io, gone, ["id"], "changelog", "op")
+    other.new_transaction().add_all(merged.adds).add_all(merged.removes).commit("MERGE")
+    other.append(pa.table({"id": [500], "p": ["a"], "v": ["theirs"]}, SCHEMA))
+    del model[20]
+    model[500] = ("a", "theirs")
+    second = [
+        ("+U", 102, "a", "v2"),
+        ("+U", 500, "a", "ours"),
+        ("-D", 2, "a", ""),
+        ("+U", 1, "a", "v3"),
+    ]
+    sink.write(1, second)
+    apply(model, second)
+    readers_agree(loc, model)
+    assert (resolver.builds, resolver.moves) == (1, 1)
+    assert delta_rewrite_versions(loc) == []

@@ -69,3 +69,19 @@ def test_first_rows_and_key_ids_agree_with_python_values() -> None:
     for i in range(5):
         for j in range(5):
             assert (ids[i] == ids[j]) == (values[i] == values[j])
+
+
+def test_drop_rows_forgets_only_entries_at_those_rows_and_refuses_what_it_cannot_do() -> None:
+    index: RowPositions[str] = RowPositions()
+    index.add("a", "a", [pa.array([1, 2, 3])], np.array([0, 1, 2]))
+    index.add("b", "b", [pa.array([9])], np.array([0]))
+    index.take([pa.array([2])])  # key 2 taken: its row is no entry any more
+    index.add("b2", "b2", [pa.array([3])], np.array([0]))  # key 3 now kept aside (a duplicate)
+    assert not index.drop_rows("a", [pa.array([1])], np.array([0]))  # rows kept aside: rebuild
+    fresh: RowPositions[str] = RowPositions()
+    fresh.add("a", "a", [pa.array([1, 2, 3])], np.array([0, 1, 2]))
+    fresh.add("c", "c", [pa.array([4])], np.array([0]))
+    assert fresh.drop_rows("a", [pa.array([1, 4])], np.array([0, 2]))  # 4's entry is c's row
+    assert sorted(fresh.take([pa.array([1, 2, 3, 4])]).tolist()) == [1, 2, 1 << ROW_BITS]
+    assert not fresh.drop_rows("unknown", [pa.array([1])], np.array([0]))
+    assert not fresh.drop_rows("a", [pa.array([5, 5])], np.array([0, 1]))  # a key twice

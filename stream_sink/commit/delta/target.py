@@ -288,7 +288,7 @@ class DeltaTarget(CommitTarget[DeltaTable]):
             keys = keys or [BatchKeys(b.adds, _read_keys(io, b.keys)) for b in batches]
             resolution = None
             try:
-                resolution = positions.resolve(table.snapshot, io, keys)
+                resolution = positions.resolve(table.snapshot, io, keys, table.log)
                 failpoint(AFTER_POSITION_DELETES)
             except BaseException:
                 positions.abandon(io, resolution, delete=True)
