@@ -89,6 +89,17 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tup
         yield {name: f.result() for name, f in futures.items()}
 
 
+def every_version_holds_its_batches(table: DeltaTable, batches: list) -> None:
+    """Every batch is committed, and every version holds, for DuckDB, the state after the
+    batch its txn names: no batch twice, no truncate applied twice or skipped."""
+    assert table.snapshot.txn_version(APP) == len(batches) - 1
+    versions = list(range(1, table.version + 1))
+    for v, rows in zip(versions, duckdb_delta_versions(table.location, versions), strict=True):
+        done = table.snapshot_at(v).txn_version(APP)
+        assert done is not None
+        assert _rows(rows) == expected_rows(batches[: done + 1])
+
+
 def _rows(rows: list[dict]) -> list[tuple[int, str]]:
     return sorted((r["id"], r["data"]) for r in rows)
 
@@ -110,14 +121,7 @@ def test_delta_killed_at_failpoint_then_restarted_holds_every_change_exactly_onc
     assert _rows(table.to_arrow().to_pylist()) == expected_rows(batches)
     assert _rows(delta_rs_rows(loc)) == expected_rows(batches)
     assert _rows(duckdb_delta_rows(loc)) == expected_rows(batches)
-    assert table.snapshot.txn_version(APP) == len(batches) - 1
-    # every version holds the state after the batch its txn names: no batch twice, and
-    # no truncate applied twice or skipped
-    versions = list(range(1, table.version + 1))
-    for v, rows in zip(versions, duckdb_delta_versions(loc, versions), strict=True):
-        done = table.snapshot_at(v).txn_version(APP)
-        assert done is not None
-        assert _rows(rows) == expected_rows(batches[: done + 1])
+    every_version_holds_its_batches(table, batches)
     if scenario.startswith("after-data-files"):
         return  # files written before the committer saw them are orphans by design
     # every data file on disk is live or was removed by a later version: none leaked
@@ -150,12 +154,7 @@ def test_delta_positions_killed_at_failpoint_then_restarted_hold_every_change_ex
     table = DeltaTable.load(loc)
     assert _rows(delta_rs_query_rows(loc)) == expected_rows(batches)  # applies vectors
     assert _rows(duckdb_delta_rows(loc)) == expected_rows(batches)
-    assert table.snapshot.txn_version(APP) == len(batches) - 1
-    versions = list(range(1, table.version + 1))
-    for v, rows in zip(versions, duckdb_delta_versions(loc, versions), strict=True):
-        done = table.snapshot_at(v).txn_version(APP)
-        assert done is not None
-        assert _rows(rows) == expected_rows(batches[: done + 1])
+    every_version_holds_its_batches(table, batches)
     assert delta_rewrite_versions(loc) == []
     assert not os.listdir(os.path.join(loc, "_stream_sink", "touched-keys", "cdc"))
 
