@@ -53,7 +53,7 @@ from stream_sink.lookup.row_positions import NONE, RowPositions, by_file
 
 from .actions import AddFile, Metadata, Protocol, RemoveFile
 from .batch import DeltaBatch
-from .deletion_vectors import VectorReader, dv_location, write_deletion_vectors
+from .deletion_vectors import VectorReader, deleted_rows, dv_location, write_deletion_vectors
 from .features import supports_deletion_vectors
 from .log import DeltaLog
 from .merge import MergeMode, conform_keys, net_changes, write_net_rows
@@ -164,9 +164,11 @@ class DeltaKeyPositions(RowPositions[AddFile]):
         None: removed) no longer has live; ``new`` becomes the file's entry."""
         rows = self._live_keys(snapshot, io, old)
         gone = np.ones(rows.num_rows, dtype=bool)
-        if new is not None:
-            still = self._live_keys(snapshot, io, new).column(POSITION).to_numpy()
-            gone = ~np.isin(rows.column(POSITION).to_numpy(), still)
+        if new is not None:  # the rows its new vector deletes: no second read of the file
+            dv = new.deletion_vector
+            where = f"Delta table {snapshot.location}, file {new.path}"
+            deleted = deleted_rows(snapshot.location, io, dv, where) if dv else NONE
+            gone = np.isin(rows.column(POSITION).to_numpy(), deleted.astype(np.int64))
             self.ordinal(new.path, new)
         rows = rows.filter(pa.array(gone))
         cols = [rows.column(k) for k in self.keys]
